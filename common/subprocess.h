@@ -1,0 +1,57 @@
+// Running child processes with a wall-clock limit that kills the whole process group.
+//
+//   SubprocessOptions opts;
+//   opts.argv = {"nvcc", "-c", "x.cu"};
+//   opts.timeout = absl::Seconds(60);
+//   absl::StatusOr<SubprocessResult> r = RunSubprocess(opts);
+//
+// Every child starts in a new process group (and session), so a timeout or a crash of one
+// process takes down everything it spawned. Thread-safe: each call owns its child.
+#ifndef PKB_COMMON_SUBPROCESS_H_
+#define PKB_COMMON_SUBPROCESS_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace pkb {
+
+struct SubprocessOptions {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // added to (or replacing) the parent's environment
+  bool clear_env = false;                  // start from an empty environment instead
+  std::string cwd;
+  absl::Duration timeout = absl::InfiniteDuration();
+  size_t max_output_bytes = 1 << 20;       // stdout and stderr are each truncated to this
+  bool merge_stderr = false;               // stderr into the stdout capture
+  // Called with each complete line of stdout as it arrives (besides capturing it).
+  std::function<void(const std::string&)> on_stdout_line;
+};
+
+struct SubprocessResult {
+  int exit_code = -1;     // valid when !signaled
+  bool signaled = false;
+  int term_signal = 0;
+  bool timed_out = false; // killed by the wall-clock limit
+  std::string out;
+  std::string err;
+  absl::Duration elapsed;
+  std::string Describe() const;  // "exit code 1", "killed by signal 11 (Segmentation fault)"...
+};
+
+// Runs the child to completion (or to the limit). An error status means the child could not be
+// started at all; a child that fails is an OK status with a non-zero result.
+absl::StatusOr<SubprocessResult> RunSubprocess(const SubprocessOptions& options);
+
+// Sends `sig` to a whole process group, ignoring a group that is already gone.
+void KillProcessGroup(pid_t pgid, int sig);
+
+}  // namespace pkb
+
+#endif  // PKB_COMMON_SUBPROCESS_H_

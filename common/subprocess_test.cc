@@ -1,0 +1,54 @@
+#include "common/subprocess.h"
+
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+
+namespace pkb {
+namespace {
+
+TEST_CASE("RunSubprocess captures output and exit code", "[subprocess]") {
+  SubprocessOptions o;
+  o.argv = {"sh", "-c", "echo out; echo err >&2; exit 3"};
+  auto r = RunSubprocess(o);
+  REQUIRE(r.ok());
+  CHECK(r->exit_code == 3);
+  CHECK(r->out == "out\n");
+  CHECK(r->err == "err\n");
+  CHECK(r->Describe() == "exit code 3");
+}
+
+TEST_CASE("RunSubprocess kills the whole process group at the limit", "[subprocess]") {
+  SubprocessOptions o;
+  // A grandchild that would outlive its parent if only the parent were killed.
+  o.argv = {"sh", "-c", "sleep 30 & echo $!; wait"};
+  o.timeout = absl::Milliseconds(300);
+  auto r = RunSubprocess(o);
+  REQUIRE(r.ok());
+  CHECK(r->timed_out);
+  CHECK(r->elapsed < absl::Seconds(5));
+  int grandchild = std::stoi(r->out);
+  CHECK(::kill(grandchild, 0) != 0);  // gone
+}
+
+TEST_CASE("RunSubprocess reports a signal", "[subprocess]") {
+  SubprocessOptions o;
+  o.argv = {"sh", "-c", "kill -SEGV $$"};
+  auto r = RunSubprocess(o);
+  REQUIRE(r.ok());
+  CHECK(r->signaled);
+  CHECK(r->term_signal == SIGSEGV);
+}
+
+TEST_CASE("RunSubprocess streams stdout lines", "[subprocess]") {
+  SubprocessOptions o;
+  o.argv = {"sh", "-c", "printf 'a\\nb\\nc'"};
+  std::vector<std::string> lines;
+  o.on_stdout_line = [&](const std::string& l) { lines.push_back(l); };
+  auto r = RunSubprocess(o);
+  REQUIRE(r.ok());
+  CHECK(lines == std::vector<std::string>{"a", "b", "c"});
+}
+
+}  // namespace
+}  // namespace pkb

@@ -1,0 +1,33 @@
+// Comparing a candidate's outputs with the reference's, and poisoning outputs before a run.
+//
+// Every output is compared element by element in float64 (complex outputs on both parts):
+// |actual - expected| <= atol + rtol * |expected|, or bit-exact where the tolerance says so.
+// NaN never passes. Elements still holding the poison pattern are counted as unwritten.
+#ifndef PKB_PROBLEMS_HARNESS_CHECK_H_
+#define PKB_PROBLEMS_HARNESS_CHECK_H_
+
+#include <ATen/ATen.h>
+
+#include "pkb/v1/result.pb.h"
+#include "problems/harness/problem.h"
+
+namespace pkb {
+
+// Fills `t` with the poison pattern of its dtype (a NaN with a payload for floating types, a
+// fixed byte pattern otherwise). `variant` picks one of two patterns, so that an integer output
+// whose expected value happens to equal one pattern is still caught by the other.
+void Poison(at::Tensor& t, int variant = 0);
+
+// Number of elements of `t` whose bits equal the poison pattern.
+int64_t CountPoisoned(const at::Tensor& t, int variant = 0);
+
+// Compares one output. Shape or dtype differences fail with `problem` set.
+v1::OutputCheck CompareOutput(const at::Tensor& actual, const at::Tensor& expected,
+                              const Tolerance& tol, int poison_variant = 0);
+
+std::string DtypeName(at::ScalarType t);  // "bfloat16", "float32", ...
+absl::StatusOr<at::ScalarType> DtypeFromName(const std::string& name);
+
+}  // namespace pkb
+
+#endif  // PKB_PROBLEMS_HARNESS_CHECK_H_

@@ -1,0 +1,48 @@
+// Helpers that many problem files share: constraint messages, fills, and roofline factors.
+#ifndef PKB_PROBLEMS_HARNESS_COMMON_H_
+#define PKB_PROBLEMS_HARNESS_COMMON_H_
+
+#include <ATen/ATen.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "problems/harness/problem.h"
+
+namespace pkb {
+
+// Requires `divisor` to divide `value`; the message names the problem's rule.
+inline absl::Status RequireDivides(int64_t divisor, int64_t value, const char* what) {
+  if (divisor <= 0 || value % divisor != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", divisor, " does not divide ", value));
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status RequirePositiveShape(const RunConfig& cfg) {
+  if (cfg.m <= 0 || cfg.n <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("M and N must be positive (got M=", cfg.m,
+                                                   ", N=", cfg.n, ")"));
+  }
+  if (cfg.world < 1) return absl::InvalidArgumentError("world size must be at least 1");
+  return absl::OkStatus();
+}
+
+inline at::TensorOptions Opts(const RunConfig& cfg) {
+  return at::TensorOptions().dtype(cfg.dtype).device(cfg.device);
+}
+
+// PKB's fixed fill for input set 0; seeded random integers in [-8, 8) for the other sets, whose
+// sums over up to 8 ranks stay exact in bf16 (|sum| <= 64), so exact checks still apply.
+inline at::Tensor FilledOrRandomInts(const RunConfig& cfg, at::IntArrayRef shape, double fill,
+                                     int set) {
+  if (set == 0) return at::full(shape, fill, Opts(cfg));
+  return at::randint(-8, 8, shape, Opts(cfg));
+}
+
+// nccl-tests' bus-bandwidth factors.
+inline double AllReduceFactor(int w) { return 2.0 * (w - 1) / w; }
+inline double AllGatherFactor(int w) { return static_cast<double>(w - 1) / w; }
+
+}  // namespace pkb
+
+#endif  // PKB_PROBLEMS_HARNESS_COMMON_H_

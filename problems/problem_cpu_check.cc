@@ -1,0 +1,178 @@
+// Runs every problem's reference on CPU through OpenMPI and holds it to the problem's
+// single-process oracle, then checks that the candidate tolerance rejects the standard wrong
+// answers. Started by CTest as `mpirun -np W problem_cpu_check --problem ID`.
+//
+// Wrong answers, each of which must fail on at least one rank (where it differs from the truth):
+//   zeros, noise of the right magnitude, an input echoed back, the previous input set's
+//   outputs, and each rank's contribution missing (the oracle with that rank's inputs zeroed).
+#include <cstdio>
+#include <string>
+
+#include <ATen/Parallel.h>
+#include <mpi.h>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "problems/harness/check.h"
+#include "problems/harness/comm_mpi.h"
+#include "problems/harness/inputs.h"
+#include "problems/harness/registry.h"
+
+namespace pkb {
+namespace {
+
+int failures = 0;
+int passes = 0;
+
+void Report(bool ok, const std::string& what) {
+  if (ok) {
+    ++passes;
+  } else {
+    ++failures;
+    std::fprintf(stderr, "FAIL rank %d: %s\n", MpiWorldRank(), what.c_str());
+  }
+}
+
+bool Identical(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+         at::equal(a.contiguous().view(at::kByte), b.contiguous().view(at::kByte));
+}
+
+std::string Describe(const v1::OutputCheck& c) {
+  return absl::StrCat("bad ", c.bad_count(), "/", c.numel(), ", max abs ", c.max_abs_error(),
+                      ", first bad ", c.first_bad_index(), " expected ", c.expected_at_first_bad(),
+                      " got ", c.actual_at_first_bad(), c.problem().empty() ? "" : ", ",
+                      c.problem());
+}
+
+// `wrong` must be rejected wherever it differs from `truth`.
+void ExpectRejected(const Problem& p, const RunConfig& cfg, int index, const at::Tensor& wrong,
+                    const at::Tensor& truth, const std::string& name, bool* any_rejected,
+                    bool* any_different) {
+  if (Identical(wrong, truth)) return;
+  *any_different = true;
+  v1::OutputCheck c = CompareOutput(wrong, truth, p.GetTolerance(cfg, index));
+  if (!c.ok()) *any_rejected = true;
+}
+
+void CheckProblem(const Problem& p, RunConfig cfg, int sets) {
+  int rank = MpiWorldRank();
+  absl::Status runnable = CheckRunnable(p, cfg);
+  if (!runnable.ok()) {
+    std::printf("rank %d: %s: skipped by its own constraint: %s\n", rank, p.info().slug.c_str(),
+                std::string(runnable.message()).c_str());
+    return;
+  }
+  auto world = MakeMpiWorld(p.Groups(cfg));
+  if (!world.ok()) return Report(false, std::string(world.status().message()));
+
+  std::vector<std::vector<std::vector<at::Tensor>>> oracle_by_set;
+  for (int set = 0; set < sets; ++set) {
+    Inputs mine = DrawInputs(p, cfg, rank, set);
+    Inputs pristine;
+    for (size_t i = 0; i < mine.tensors.size(); ++i) pristine.Add(mine.names[i], mine[i].clone());
+    auto ref = p.Reference(**world, mine, cfg);
+    if (!ref.ok()) return Report(false, absl::StrCat(p.info().slug, " reference: ", ref.status().message()));
+    for (size_t i = 0; i < mine.tensors.size(); ++i) {
+      Report(Identical(mine[i], pristine[i]),
+             absl::StrCat(p.info().slug, ": reference modified input ", mine.names[i]));
+    }
+    std::vector<Inputs> all = DrawAllInputs(p, cfg, set);
+    auto oracle = p.Oracle(all, cfg);
+    if (!oracle.ok()) return Report(false, absl::StrCat(p.info().slug, " oracle: ", oracle.status().message()));
+    const auto& want = (*oracle)[rank];
+    auto decls = p.Outputs(cfg, rank);
+    Report(ref->size() == want.size() && ref->size() == decls.size(),
+           absl::StrCat(p.info().slug, ": reference, oracle and declaration disagree on the number of outputs"));
+    if (ref->size() != want.size() || ref->size() != decls.size()) return;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const at::Tensor& got = (*ref)[i];
+      Report(got.sizes().vec() == decls[i].shape && got.scalar_type() == decls[i].dtype,
+             absl::StrCat(p.info().slug, ": output ", i, " does not match its declaration"));
+      v1::OutputCheck c = CompareOutput(got, want[i], p.OracleTolerance(cfg, i));
+      Report(c.ok(), absl::StrCat(p.info().slug, " W=", cfg.world, " set ", set, " output ", i,
+                                  ": reference != oracle: ", Describe(c)));
+    }
+
+    // Standard wrong answers, checked against the reference's own outputs.
+    for (size_t i = 0; i < want.size(); ++i) {
+      const at::Tensor& truth = (*ref)[i];
+      if (truth.numel() == 0) continue;
+      auto check = [&](const at::Tensor& wrong, const std::string& name) {
+        bool rejected = false, different = false;
+        ExpectRejected(p, cfg, i, wrong, truth, name, &rejected, &different);
+        Report(!different || rejected, absl::StrCat(p.info().slug, " W=", cfg.world, " set ", set,
+                                                    " output ", i, ": wrong answer '", name,
+                                                    "' passed the tolerance"));
+      };
+      check(at::zeros_like(truth), "all zeros");
+      if (truth.is_floating_point()) {
+        at::Tensor f = truth.to(at::kFloat);
+        double sd = std::max(f.std().item<double>(), 1e-3);
+        check((at::randn_like(f) * sd + f.mean()).to(truth.scalar_type()), "noise of the right magnitude");
+      }
+      for (const auto& t : pristine.tensors) {
+        if (t.sizes() == truth.sizes()) check(t.to(truth.scalar_type()), "input echoed");
+      }
+      if (set > 0) {
+        const auto& prev = oracle_by_set[set - 1][rank];
+        if (i < prev.size() && prev[i].sizes() == truth.sizes()) check(prev[i], "previous set's outputs");
+      }
+      if (cfg.world > 1) {
+        for (int missing = 0; missing < cfg.world; ++missing) {
+          std::vector<Inputs> dropped = DrawAllInputs(p, cfg, set);
+          for (auto& t : dropped[missing].tensors) {
+            if (t.is_floating_point()) t.zero_();
+          }
+          auto o = p.Oracle(dropped, cfg);
+          if (o.ok() && i < (*o)[rank].size()) {
+            check((*o)[rank][i], absl::StrCat("rank ", missing, "'s contribution missing"));
+          }
+        }
+      }
+    }
+    oracle_by_set.push_back(std::move(*oracle));
+  }
+}
+
+}  // namespace
+}  // namespace pkb
+
+int main(int argc, char** argv) {
+  CLI::App app{"Checks problem references on CPU through MPI (run under mpirun)."};
+  int problem = 0;
+  int64_t m = 64, n = 64;
+  int sets = 2;
+  app.add_option("--problem", problem, "problem id (0: all)");
+  app.add_option("--m", m, "base rows");
+  app.add_option("--n", n, "base columns");
+  app.add_option("--sets", sets, "input sets to check");
+  CLI11_PARSE(app, argc, argv);
+
+  int world = pkb::MpiWorldSize();
+  std::vector<const pkb::Problem*> todo;
+  if (problem == 0) {
+    todo = pkb::AllProblems();
+  } else {
+    auto p = pkb::FindProblem(problem);
+    if (!p.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(p.status().message()).c_str());
+      return 2;
+    }
+    todo.push_back(*p);
+  }
+  at::set_num_threads(1);
+  for (const auto* p : todo) {
+    pkb::RunConfig cfg;
+    cfg.m = m;
+    cfg.n = n;
+    cfg.world = world;
+    pkb::CheckProblem(*p, cfg, sets);
+  }
+  int local[2] = {pkb::passes, pkb::failures}, total[2] = {0, 0};
+  MPI_Reduce(local, total, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (pkb::MpiWorldRank() == 0) std::printf("%d passed, %d failed\n", total[0], total[1]);
+  int any = total[1] > 0;
+  MPI_Bcast(&any, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return any ? 1 : 0;
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs everything the build and the tests need on a fresh Debian 12 machine.
+# Idempotent: safe to run on every CI start. libtorch comes from PyPI's torch wheel
+# (pinned to the GPU nodes' version; --no-deps keeps the CUDA wheels off CPU machines).
+set -euo pipefail
+TORCH_VERSION="${PKB_TORCH_VERSION:-2.11.0}"
+
+apt_pkgs=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev
+  libsqlite3-dev sqlite3
+  libopenmpi-dev openmpi-bin
+  bubblewrap
+)
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+py=${PYTHON:-python3}
+if ! "$py" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '${TORCH_VERSION}' else 1)" 2>/dev/null; then
+  "$py" -m pip install -q --no-deps "torch==${TORCH_VERSION}"
+fi
