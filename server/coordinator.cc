@@ -1,0 +1,71 @@
+#include "server/coordinator.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/files.h"
+#include "common/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace pkb {
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptions options) {
+  std::unique_ptr<Coordinator> c(new Coordinator());
+  c->options_ = std::move(options);
+  const CoordinatorOptions& o = c->options_;
+  if (o.scheduler.harness_version.empty()) {
+    return absl::InvalidArgumentError("the harness version is not set");
+  }
+  PKB_ASSIGN_OR_RETURN(c->store_, SqliteJobStore::Open(o.db_path));
+  absl::StatusOr<ProblemCatalogIndex> catalog = absl::FailedPreconditionError(
+      "no problem catalog: give --catalog-json FILE or --engine PATH (pkb-eval, run with "
+      "--catalog)");
+  if (!o.catalog_json.empty()) {
+    PKB_ASSIGN_OR_RETURN(std::string json, ReadFile(o.catalog_json));
+    catalog = ProblemCatalogIndex::FromJson(json);
+  } else if (!o.engine.empty()) {
+    catalog = ProblemCatalogIndex::FromEngine(o.engine);
+  }
+  if (!catalog.ok()) return catalog.status();
+  c->catalog_ = std::make_unique<ProblemCatalogIndex>(std::move(*catalog));
+  spdlog::info("catalog: {} problems", c->catalog_->catalog().problems_size());
+
+  c->scheduler_ =
+      std::make_unique<Scheduler>(c->store_.get(), &c->clock_, c->catalog_.get(), o.scheduler);
+  PKB_RETURN_IF_ERROR(c->scheduler_->Recover());
+  c->evaluation_ = std::make_unique<EvaluationService>(c->scheduler_.get(), c->catalog_.get());
+  c->worker_ = std::make_unique<WorkerService>(c->scheduler_.get());
+  c->leaderboard_ = std::make_unique<LeaderboardService>(c->store_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // TODO(security): TLS and tokens (design.md, Security); loopback or a private network until then.
+  builder.AddListeningPort(o.listen, grpc::InsecureServerCredentials(), &c->port_);
+  builder.RegisterService(c->evaluation_.get());
+  builder.RegisterService(c->worker_.get());
+  builder.RegisterService(c->leaderboard_.get());
+  builder.SetMaxReceiveMessageSize(4 << 20);
+  c->server_ = builder.BuildAndStart();
+  if (!c->server_ || c->port_ == 0)
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen));
+  c->ticker_ = std::thread([raw = c.get()] {
+    while (!raw->stop_.WaitForNotificationWithTimeout(raw->options_.tick)) raw->scheduler_->Tick();
+  });
+  spdlog::info("coordinator listening on port {} (store {})", c->port_, o.db_path);
+  return c;
+}
+
+void Coordinator::Wait() { server_->Wait(); }
+
+void Coordinator::Shutdown() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (ticker_.joinable()) ticker_.join();
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+}
+
+Coordinator::~Coordinator() { Shutdown(); }
+
+}  // namespace pkb

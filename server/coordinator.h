@@ -1,0 +1,68 @@
+// The coordinator process in one object: store, catalog, scheduler, gRPC server (Evaluation,
+// Worker, Leaderboard, grpc.health.v1, reflection) and the thread that expires leases.
+//
+//   CoordinatorOptions opts;
+//   opts.listen = "127.0.0.1:0";
+//   opts.db_path = "/tmp/pkb.db";
+//   opts.engine = "build/worker/engine/pkb-eval";   // its --catalog lists the problems
+//   PKB_ASSIGN_OR_RETURN(std::unique_ptr<Coordinator> c, Coordinator::Start(opts));
+//   int port = c->port();
+//   c->Wait();   // or c->Shutdown()
+#ifndef PKB_SERVER_COORDINATOR_H_
+#define PKB_SERVER_COORDINATOR_H_
+
+#include <grpcpp/server.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "server/evaluation_service.h"
+#include "server/leaderboard_service.h"
+#include "server/problem_catalog.h"
+#include "server/scheduler.h"
+#include "server/sqlite_job_store.h"
+#include "server/worker_service.h"
+
+namespace pkb {
+
+struct CoordinatorOptions {
+  std::string listen = "127.0.0.1:7311";  // host:port; port 0 picks a free one
+  std::string db_path = "pkb-coordinator.db";
+  std::string catalog_json;  // a file with a pkb.v1.ProblemCatalog as JSON, or ...
+  std::string engine;        // ... the engine binary, run with --catalog
+  absl::Duration tick = absl::Milliseconds(200);
+  SchedulerOptions scheduler;
+};
+
+class Coordinator {
+ public:
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Start(CoordinatorOptions options);
+  ~Coordinator();
+
+  int port() const { return port_; }
+  Scheduler* scheduler() { return scheduler_.get(); }
+  void Wait();
+  void Shutdown();
+
+ private:
+  Coordinator() = default;
+
+  CoordinatorOptions options_;
+  std::unique_ptr<SqliteJobStore> store_;
+  RealClock clock_;
+  std::unique_ptr<ProblemCatalogIndex> catalog_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<EvaluationService> evaluation_;
+  std::unique_ptr<WorkerService> worker_;
+  std::unique_ptr<LeaderboardService> leaderboard_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  absl::Notification stop_;
+  std::thread ticker_;
+};
+
+}  // namespace pkb
+
+#endif  // PKB_SERVER_COORDINATOR_H_

@@ -1,0 +1,66 @@
+// pkb-coordinator: the PKB evaluation service's coordinator (see docs/service.md).
+#include <csignal>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "server/coordinator.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop = true; }
+}  // namespace
+
+int main(int argc, char** argv) {
+  pkb::CoordinatorOptions o;
+  o.scheduler.harness_version = PKB_HARNESS_VERSION;
+  double heartbeat_s = 2, lease_timeout_s = 10, job_deadline_s = 1800;
+  std::string port_file;
+  CLI::App app{"PKB coordinator: queues evaluations, leases them to workers, streams their events"};
+  app.add_option("--listen", o.listen, "host:port to serve on (port 0: pick one)")
+      ->capture_default_str();
+  app.add_option("--db", o.db_path, "SQLite file holding every job and event")
+      ->capture_default_str();
+  app.add_option("--catalog-json", o.catalog_json, "pkb.v1.ProblemCatalog as JSON");
+  app.add_option("--engine", o.engine, "pkb-eval binary whose --catalog lists the problems");
+  app.add_option("--heartbeat-interval", heartbeat_s, "seconds between worker heartbeats")
+      ->capture_default_str();
+  app.add_option("--lease-timeout", lease_timeout_s,
+                 "seconds of worker silence that lose its lease")
+      ->capture_default_str();
+  app.add_option("--max-attempts", o.scheduler.max_attempts,
+                 "leases a job may lose before WORKER_LOST")
+      ->capture_default_str();
+  app.add_option("--job-deadline", job_deadline_s, "seconds a worker lets one evaluation run")
+      ->capture_default_str();
+  app.add_option("--default-gpu-class", o.scheduler.default_gpu_class,
+                 "gpu class of submissions that name none ('any' matches every worker)")
+      ->capture_default_str();
+  app.add_option("--harness-version", o.scheduler.harness_version, "harness version jobs require")
+      ->capture_default_str();
+  app.add_option("--port-file", port_file, "write the bound port here once serving");
+  CLI11_PARSE(app, argc, argv);
+  o.scheduler.heartbeat_interval = absl::Seconds(heartbeat_s);
+  o.scheduler.lease_timeout = absl::Seconds(lease_timeout_s);
+  o.scheduler.job_deadline = absl::Seconds(job_deadline_s);
+
+  auto c = pkb::Coordinator::Start(o);
+  if (!c.ok()) {
+    spdlog::error("{}", c.status().ToString());
+    return 1;
+  }
+  if (!port_file.empty()) {
+    std::string tmp = port_file + ".tmp";
+    if (FILE* f = fopen(tmp.c_str(), "w")) {
+      fprintf(f, "%d\n", (*c)->port());
+      fclose(f);
+      rename(tmp.c_str(), port_file.c_str());
+    }
+  }
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  spdlog::info("shutting down");
+  (*c)->Shutdown();
+  return 0;
+}

@@ -1,0 +1,172 @@
+#include "server/evaluation_service.h"
+
+#include <deque>
+
+#include "absl/synchronization/mutex.h"
+#include "server/grpc_status.h"
+
+namespace pkb {
+namespace {
+
+// Streams one job's events to one client. Deletes itself in OnDone.
+class EventStream : public grpc::ServerWriteReactor<v1::EvalEvent> {
+ public:
+  EventStream(Scheduler* scheduler, std::string job_id)
+      : scheduler_(scheduler), job_id_(std::move(job_id)) {}
+
+  // Subscribes; the history may be written before this returns.
+  void Start(int64_t after_sequence) {
+    sink_ = std::make_shared<Sink>(this);
+    absl::Status st = scheduler_->Watch(job_id_, after_sequence, sink_);
+    if (!st.ok()) FinishOnce(ToGrpcStatus(st));
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (finish_pending_) {
+      Finish(*finish_pending_);
+      finish_pending_.reset();
+      return;
+    }
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the client stopped reading"));
+      return;
+    }
+    const bool was_done = pending_.front().stage() == v1::DONE;
+    pending_.pop_front();
+    if (was_done) {
+      FinishLocked(grpc::Status::OK);
+      return;
+    }
+    if (!finished_ && !pending_.empty()) WriteNextLocked();
+  }
+
+  void OnCancel() override { FinishOnce(grpc::Status::CANCELLED); }
+
+  void OnDone() override {
+    if (sink_) {
+      {
+        absl::MutexLock lock(&sink_->mu);
+        sink_->owner = nullptr;
+      }
+      scheduler_->Unwatch(job_id_, sink_.get());
+    }
+    delete this;
+  }
+
+ private:
+  // What the scheduler holds: outlives the reactor, forgets it in OnDone.
+  struct Sink : EventSink {
+    explicit Sink(EventStream* o) : owner(o) {}
+    void OnEvent(const v1::EvalEvent& event) override {
+      absl::MutexLock lock(&mu);
+      if (owner) owner->Push(event);
+    }
+    absl::Mutex mu;
+    EventStream* owner ABSL_GUARDED_BY(mu);
+  };
+
+  void Push(const v1::EvalEvent& event) {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    pending_.push_back(event);
+    if (!writing_) WriteNextLocked();
+  }
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    writing_ = true;
+    StartWrite(&pending_.front());
+  }
+  void FinishOnce(const grpc::Status& status) {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(status);
+  }
+  // Finish waits for the write in flight, so the DONE event is never cut off.
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    if (writing_) {
+      finish_pending_ = status;
+    } else {
+      Finish(status);
+    }
+  }
+
+  Scheduler* const scheduler_;
+  const std::string job_id_;
+  std::shared_ptr<Sink> sink_;
+  absl::Mutex mu_;
+  std::deque<v1::EvalEvent> pending_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> finish_pending_ ABSL_GUARDED_BY(mu_);
+};
+
+class FailedStream : public grpc::ServerWriteReactor<v1::EvalEvent> {
+ public:
+  explicit FailedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::EvalEvent>* EvaluationService::Submit(
+    grpc::CallbackServerContext* ctx, const v1::SubmitRequest* request) {
+  absl::StatusOr<SubmitOutcome> out = scheduler_->Submit(*request);
+  if (!out.ok()) return new FailedStream(ToGrpcStatus(out.status()));
+  auto* stream = new EventStream(scheduler_, out->job_id);
+  stream->Start(0);
+  return stream;
+}
+
+grpc::ServerWriteReactor<v1::EvalEvent>* EvaluationService::Watch(grpc::CallbackServerContext* ctx,
+                                                                  const v1::WatchRequest* request) {
+  if (request->job_id().empty()) {
+    return new FailedStream(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id is empty"));
+  }
+  auto* stream = new EventStream(scheduler_, request->job_id());
+  stream->Start(request->after_sequence());
+  return stream;
+}
+
+grpc::ServerUnaryReactor* EvaluationService::Get(grpc::CallbackServerContext* ctx,
+                                                 const v1::GetJobRequest* request,
+                                                 v1::Job* response) {
+  auto* reactor = ctx->DefaultReactor();
+  absl::StatusOr<v1::Job> job = scheduler_->Get(request->job_id());
+  if (job.ok()) *response = std::move(*job);
+  reactor->Finish(ToGrpcStatus(job.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* EvaluationService::Cancel(grpc::CallbackServerContext* ctx,
+                                                    const v1::CancelRequest* request,
+                                                    v1::Job* response) {
+  auto* reactor = ctx->DefaultReactor();
+  absl::StatusOr<v1::Job> job = scheduler_->Cancel(request->job_id(), "by a client request");
+  if (job.ok()) *response = std::move(*job);
+  reactor->Finish(ToGrpcStatus(job.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* EvaluationService::ListProblems(grpc::CallbackServerContext* ctx,
+                                                          const v1::ListProblemsRequest* request,
+                                                          v1::ProblemCatalog* response) {
+  auto* reactor = ctx->DefaultReactor();
+  *response = catalog_->catalog();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* EvaluationService::GetProblem(grpc::CallbackServerContext* ctx,
+                                                        const v1::GetProblemRequest* request,
+                                                        v1::ProblemSpec* response) {
+  auto* reactor = ctx->DefaultReactor();
+  absl::StatusOr<const v1::ProblemSpec*> spec =
+      request->slug().empty() ? catalog_->Find(request->id()) : catalog_->FindSlug(request->slug());
+  if (spec.ok()) *response = **spec;
+  reactor->Finish(ToGrpcStatus(spec.status()));
+  return reactor;
+}
+
+}  // namespace pkb

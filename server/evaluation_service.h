@@ -1,0 +1,40 @@
+// pkb.v1.Evaluation on the gRPC callback API. Submit and Watch are one reactor each
+// (EventStream): history and live events go through one queue with one write in flight, and the
+// stream finishes after the DONE event is written.
+#ifndef PKB_SERVER_EVALUATION_SERVICE_H_
+#define PKB_SERVER_EVALUATION_SERVICE_H_
+
+#include "pkb/v1/evaluation.grpc.pb.h"
+#include "server/problem_catalog.h"
+#include "server/scheduler.h"
+
+namespace pkb {
+
+class EvaluationService final : public v1::Evaluation::CallbackService {
+ public:
+  EvaluationService(Scheduler* scheduler, const ProblemCatalogIndex* catalog)
+      : scheduler_(scheduler), catalog_(catalog) {}
+
+  grpc::ServerWriteReactor<v1::EvalEvent>* Submit(grpc::CallbackServerContext* ctx,
+                                                  const v1::SubmitRequest* request) override;
+  grpc::ServerWriteReactor<v1::EvalEvent>* Watch(grpc::CallbackServerContext* ctx,
+                                                 const v1::WatchRequest* request) override;
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx, const v1::GetJobRequest* request,
+                                v1::Job* response) override;
+  grpc::ServerUnaryReactor* Cancel(grpc::CallbackServerContext* ctx,
+                                   const v1::CancelRequest* request, v1::Job* response) override;
+  grpc::ServerUnaryReactor* ListProblems(grpc::CallbackServerContext* ctx,
+                                         const v1::ListProblemsRequest* request,
+                                         v1::ProblemCatalog* response) override;
+  grpc::ServerUnaryReactor* GetProblem(grpc::CallbackServerContext* ctx,
+                                       const v1::GetProblemRequest* request,
+                                       v1::ProblemSpec* response) override;
+
+ private:
+  Scheduler* const scheduler_;
+  const ProblemCatalogIndex* const catalog_;
+};
+
+}  // namespace pkb
+
+#endif  // PKB_SERVER_EVALUATION_SERVICE_H_

@@ -1,0 +1,50 @@
+// Where the coordinator keeps jobs and their events, so a restart loses nothing.
+//
+// The store is the source of truth: the scheduler writes every change of a job (and the event
+// that announces it) in one UpdateJob call before anyone is told, and rebuilds its queue and
+// leases from ListUnfinishedJobs() at startup. Implementations must be thread-safe.
+#ifndef PKB_SERVER_JOB_STORE_H_
+#define PKB_SERVER_JOB_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pkb/v1/evaluation.pb.h"
+#include "pkb/v1/result.pb.h"
+
+namespace pkb {
+
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+
+  // Inserts a new job (job.request.source is stored apart and left out of the job record) and,
+  // if given, its first event, in one transaction. ALREADY_EXISTS if the id is taken.
+  virtual absl::Status CreateJob(const v1::Job& job, const v1::EvalEvent* first_event) = 0;
+  // Replaces the job record and, if given, appends one event, in one transaction.
+  virtual absl::Status UpdateJob(const v1::Job& job, const v1::EvalEvent* event) = 0;
+  // The job without its source. NOT_FOUND if unknown.
+  virtual absl::StatusOr<v1::Job> GetJob(const std::string& job_id) = 0;
+  virtual absl::StatusOr<std::string> GetSource(const std::string& job_id) = 0;
+  // Events with sequence > after_sequence, in order.
+  virtual absl::StatusOr<std::vector<v1::EvalEvent>> ListEvents(const std::string& job_id,
+                                                                int64_t after_sequence) = 0;
+  // Jobs not DONE, oldest first.
+  virtual absl::StatusOr<std::vector<v1::Job>> ListUnfinishedJobs() = 0;
+  // The newest DONE job with this key whose result may be reused (see IsCacheable).
+  virtual absl::StatusOr<std::optional<v1::Job>> FindCachedJob(const std::string& job_key) = 0;
+  // DONE jobs with status OK, for the leaderboard.
+  virtual absl::StatusOr<std::vector<v1::Job>> ListOkJobs(int32_t problem_id) = 0;
+};
+
+// A result may be served again for the same job key unless the service, not the submission,
+// caused it (WORKER_LOST, INTERNAL), it was cut short (CANCELLED) or no GPU ran it (NO_DEVICE).
+bool IsCacheable(v1::Status status);
+
+}  // namespace pkb
+
+#endif  // PKB_SERVER_JOB_STORE_H_

@@ -1,0 +1,492 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/hash.h"
+#include "common/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace pkb {
+
+Scheduler::Scheduler(JobStore* store, Clock* clock, const ProblemCatalogIndex* catalog,
+                     SchedulerOptions options)
+    : store_(store), clock_(clock), catalog_(catalog), options_(std::move(options)) {
+  id_salt_ = std::random_device{}();
+  id_salt_ = (id_salt_ << 32) ^ std::random_device{}();
+}
+
+std::string Scheduler::NewJobId() {
+  // Time first so ids sort by submission; the salt keeps two coordinators apart.
+  return absl::StrFormat("j%x-%06x-%04x", NowMicros(), ++id_counter_ & 0xffffff, id_salt_ & 0xffff);
+}
+
+absl::Status Scheduler::Recover() {
+  absl::MutexLock lock(&mu_);
+  PKB_ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, store_->ListUnfinishedJobs());
+  absl::Time now = clock_->Now();
+  for (v1::Job& job : jobs) {
+    PKB_ASSIGN_OR_RETURN(std::string source, store_->GetSource(job.job_id()));
+    PKB_ASSIGN_OR_RETURN(std::vector<v1::EvalEvent> events, store_->ListEvents(job.job_id(), 0));
+    JobState js;
+    job.mutable_request()->set_source(std::move(source));
+    js.next_sequence = events.empty() ? 1 : events.back().sequence() + 1;
+    const std::string id = job.job_id();
+    if (!job.worker_id().empty()) {
+      js.orphan_deadline = now + options_.lease_timeout;  // its worker may reconnect and resume
+    } else {
+      queue_.push_back(id);
+    }
+    if (!job.request().no_cache()) inflight_by_key_[job.job_key()] = id;
+    js.job = std::move(job);
+    jobs_.emplace(id, std::move(js));
+  }
+  spdlog::info("recovered {} unfinished jobs ({} queued)", jobs_.size(), queue_.size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SubmitOutcome> Scheduler::Submit(v1::SubmitRequest request) {
+  PKB_RETURN_IF_ERROR(catalog_->Normalize(&request));
+  PKB_ASSIGN_OR_RETURN(const v1::ProblemSpec* problem, catalog_->Find(request.problem_id()));
+  if (request.gpu_class().empty()) request.set_gpu_class(options_.default_gpu_class);
+  const std::string key = JobKey(request, problem->version(), options_.harness_version);
+
+  absl::MutexLock lock(&mu_);
+  SubmitOutcome out;
+  std::optional<v1::Job> cached;
+  if (!request.no_cache()) {
+    auto it = inflight_by_key_.find(key);
+    if (it != inflight_by_key_.end()) {
+      out.job_id = it->second;
+      out.joined = true;
+      return out;
+    }
+    PKB_ASSIGN_OR_RETURN(cached, store_->FindCachedJob(key));
+  }
+
+  v1::Job job;
+  job.set_job_id(NewJobId());
+  job.set_job_key(key);
+  job.set_source_sha256(Sha256Hex(request.source()));
+  job.set_problem_version(problem->version());
+  job.set_harness_version(options_.harness_version);
+  job.set_stage(v1::QUEUED);
+  job.set_created_unix_micros(NowMicros());
+  job.set_updated_unix_micros(job.created_unix_micros());
+  *job.mutable_request() = std::move(request);
+  out.job_id = job.job_id();
+
+  v1::EvalEvent queued;
+  queued.set_job_id(job.job_id());
+  queued.set_sequence(1);
+  queued.set_stage(v1::QUEUED);
+  queued.set_unix_micros(job.created_unix_micros());
+  queued.set_message(cached ? "identical job already evaluated; answering from the cache"
+                            : absl::StrCat("queued (", queue_.size(), " ahead)"));
+
+  if (cached) {
+    // A finished identical job: a new job record that carries its result, marked cached.
+    PKB_RETURN_IF_ERROR(store_->CreateJob(job, &queued));
+    job.mutable_request()->clear_source();
+    job.set_stage(v1::DONE);
+    job.set_cached_from_job_id(cached->job_id());
+    *job.mutable_result() = cached->result();
+    job.mutable_result()->set_cached(true);
+    job.mutable_result()->set_job_key(key);
+    v1::EvalEvent done;
+    done.set_job_id(job.job_id());
+    done.set_sequence(2);
+    done.set_stage(v1::DONE);
+    done.set_unix_micros(NowMicros());
+    done.set_message(
+        absl::StrCat("cached result of job ", cached->job_id(), ": ", cached->result().message()));
+    *done.mutable_result() = job.result();
+    PKB_RETURN_IF_ERROR(store_->UpdateJob(job, &done));
+    out.cached = true;
+    return out;
+  }
+
+  PKB_RETURN_IF_ERROR(store_->CreateJob(job, &queued));
+  JobState js;
+  js.next_sequence = 2;
+  if (!job.request().no_cache()) inflight_by_key_[key] = job.job_id();
+  queue_.push_back(job.job_id());
+  js.job = std::move(job);
+  jobs_.emplace(out.job_id, std::move(js));
+  Dispatch();
+  return out;
+}
+
+absl::Status Scheduler::Watch(const std::string& job_id, int64_t after_sequence,
+                              std::shared_ptr<EventSink> sink) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) {
+    // Finished (or unknown): the store has the whole history, DONE last.
+    PKB_RETURN_IF_ERROR(store_->GetJob(job_id).status());
+  }
+  // Every event is in the store before watchers hear of it, and we hold the lock: no gap, no
+  // duplicate between the replay and the live events.
+  PKB_ASSIGN_OR_RETURN(std::vector<v1::EvalEvent> history,
+                       store_->ListEvents(job_id, after_sequence));
+  for (const auto& e : history) sink->OnEvent(e);
+  if (it != jobs_.end()) it->second.sinks.push_back(std::move(sink));
+  return absl::OkStatus();
+}
+
+void Scheduler::Unwatch(const std::string& job_id, const EventSink* sink) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  auto& sinks = it->second.sinks;
+  sinks.erase(
+      std::remove_if(sinks.begin(), sinks.end(), [&](const auto& s) { return s.get() == sink; }),
+      sinks.end());
+}
+
+absl::StatusOr<v1::Job> Scheduler::Get(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return store_->GetJob(job_id);
+  v1::Job job = it->second.job;
+  job.mutable_request()->clear_source();
+  return job;
+}
+
+absl::StatusOr<v1::Job> Scheduler::Cancel(const std::string& job_id, const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return store_->GetJob(job_id);  // finished: nothing to do
+  const v1::Job& job = it->second.job;
+  if (!job.worker_id().empty()) {
+    auto c = connection_of_worker_.find(job.worker_id());
+    if (c != connection_of_worker_.end()) {
+      v1::CoordinatorMessage m;
+      m.mutable_cancel()->set_job_id(job_id);
+      m.mutable_cancel()->set_reason(reason);
+      workers_[c->second].connection->Send(m);
+      // The worker stays busy until it answers with the lease's DONE event.
+    }
+  }
+  v1::EvalResult result;
+  result.set_status(v1::CANCELLED);
+  result.set_message(absl::StrCat("cancelled: ", reason));
+  Finish(job_id, result, result.message());
+  Dispatch();
+  return store_->GetJob(job_id);
+}
+
+void Scheduler::Emit(JobState& js, v1::Stage stage, const std::string& message,
+                     v1::EvalEvent event) {
+  event.set_job_id(js.job.job_id());
+  event.set_sequence(js.next_sequence++);
+  event.set_stage(stage);
+  if (!message.empty()) event.set_message(message);
+  event.set_attempt(js.job.attempts());
+  event.set_unix_micros(NowMicros());
+  js.job.set_updated_unix_micros(event.unix_micros());
+  absl::Status st = store_->UpdateJob(js.job, &event);
+  if (!st.ok())
+    spdlog::error("job {}: cannot persist event {}: {}", js.job.job_id(), event.sequence(),
+                  st.ToString());
+  for (const auto& sink : js.sinks) sink->OnEvent(event);
+}
+
+void Scheduler::Finish(const std::string& job_id, v1::EvalResult result,
+                       const std::string& message) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  JobState& js = it->second;
+  result.set_job_key(js.job.job_key());
+  result.set_cached(false);
+  if (result.problem_id() == 0) result.set_problem_id(js.job.request().problem_id());
+  if (result.world_size() == 0) result.set_world_size(js.job.request().world_size());
+  if (result.harness_version().empty()) result.set_harness_version(js.job.harness_version());
+  js.job.set_stage(v1::DONE);
+  js.job.set_worker_id("");
+  *js.job.mutable_result() = result;
+  v1::EvalEvent event;
+  *event.mutable_result() = result;
+  Emit(js, v1::DONE, message, std::move(event));
+  auto k = inflight_by_key_.find(js.job.job_key());
+  if (k != inflight_by_key_.end() && k->second == job_id) inflight_by_key_.erase(k);
+  queue_.erase(std::remove(queue_.begin(), queue_.end(), job_id), queue_.end());
+  jobs_.erase(it);
+}
+
+void Scheduler::LoseLease(const std::string& job_id, const std::string& reason) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  JobState& js = it->second;
+  js.job.set_worker_id("");
+  js.job.set_last_loss_reason(reason);
+  js.orphan_deadline = absl::InfiniteFuture();
+  spdlog::warn("job {}: lease {} lost: {}", job_id, js.job.attempts(), reason);
+  if (js.job.attempts() >= options_.max_attempts) {
+    v1::EvalResult result;
+    result.set_status(v1::WORKER_LOST);
+    result.set_message(
+        absl::StrCat("lost its worker on all ", js.job.attempts(),
+                     " attempts (a submission that kills workers ends here); last: ", reason));
+    Finish(job_id, result, result.message());
+    return;
+  }
+  js.job.set_stage(v1::QUEUED);
+  Emit(js, v1::QUEUED,
+       absl::StrCat("back in the queue after attempt ", js.job.attempts(), " of ",
+                    options_.max_attempts, ": ", reason),
+       {});
+  // Oldest first: a requeued job goes ahead of the jobs submitted after it.
+  auto pos = std::find_if(queue_.begin(), queue_.end(), [&](const std::string& id) {
+    auto j = jobs_.find(id);
+    return j != jobs_.end() && j->second.job.created_unix_micros() > js.job.created_unix_micros();
+  });
+  queue_.insert(pos, job_id);
+}
+
+bool Scheduler::CanRun(const WorkerState& w, const v1::Job& job) const {
+  const auto& r = job.request();
+  if (!w.healthy || w.draining || !w.job_id.empty()) return false;
+  if (r.world_size() > w.caps.max_world_size()) return false;
+  if (r.gpu_class() != "any" && r.gpu_class() != w.caps.gpu_class()) return false;
+  return w.caps.harness_version() == job.harness_version();
+}
+
+void Scheduler::Dispatch() {
+  for (auto q = queue_.begin(); q != queue_.end();) {
+    JobState& js = jobs_.at(*q);
+    WorkerState* chosen = nullptr;
+    for (auto& [conn, w] : workers_) {
+      if (CanRun(w, js.job)) {
+        chosen = &w;
+        break;
+      }
+    }
+    if (chosen == nullptr) {
+      ++q;
+      continue;
+    }
+    v1::Job& job = js.job;
+    job.set_attempts(job.attempts() + 1);
+    job.set_worker_id(chosen->worker_id);
+    chosen->job_id = job.job_id();
+    chosen->attempt = job.attempts();
+    q = queue_.erase(q);
+    Emit(js, v1::QUEUED,
+         absl::StrCat("leased to worker ", chosen->worker_id, " (", chosen->caps.gpu_class(),
+                      ", attempt ", job.attempts(), ")"),
+         {});
+    v1::CoordinatorMessage m;
+    v1::Lease* lease = m.mutable_lease();
+    const auto& r = job.request();
+    lease->set_job_id(job.job_id());
+    lease->set_attempt(job.attempts());
+    lease->set_problem_id(r.problem_id());
+    lease->set_world_size(r.world_size());
+    lease->set_dtype(r.dtype());
+    lease->set_m(r.m());
+    lease->set_n(r.n());
+    lease->set_trials(r.trials());
+    lease->set_warmup(r.warmup());
+    lease->set_iters(r.iters());
+    lease->set_source(r.source());
+    lease->set_job_key(job.job_key());
+    lease->set_deadline_ms(absl::ToInt64Milliseconds(options_.job_deadline));
+    chosen->connection->Send(m);
+  }
+}
+
+absl::Status Scheduler::Connect(uint64_t connection_id, const v1::Register& reg,
+                                std::shared_ptr<WorkerConnection> connection) {
+  if (reg.worker_id().empty()) return absl::InvalidArgumentError("Register.worker_id is empty");
+  absl::MutexLock lock(&mu_);
+  absl::Time now = clock_->Now();
+  auto old = connection_of_worker_.find(reg.worker_id());
+  if (old != connection_of_worker_.end() && old->second != connection_id) {
+    // The same worker on a new stream: the old one is dead, whether or not we noticed yet.
+    uint64_t old_conn = old->second;
+    auto ow = workers_.find(old_conn);
+    if (ow != workers_.end()) {
+      ow->second.connection->Close(
+          absl::AbortedError("replaced by a newer stream of the same worker"));
+      if (!ow->second.job_id.empty()) {
+        auto j = jobs_.find(ow->second.job_id);
+        if (j != jobs_.end()) j->second.orphan_deadline = now + options_.lease_timeout;
+      }
+      workers_.erase(ow);
+    }
+  }
+  WorkerState& w = workers_[connection_id];
+  w.worker_id = reg.worker_id();
+  w.caps = reg.capabilities();
+  w.connection = std::move(connection);
+  w.last_heard = now;
+  w.healthy = reg.healthy();
+  connection_of_worker_[w.worker_id] = connection_id;
+
+  v1::CoordinatorMessage ack_msg;
+  v1::RegisterAck* ack = ack_msg.mutable_register_ack();
+  ack->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  ack->set_lease_timeout_ms(absl::ToInt64Milliseconds(options_.lease_timeout));
+  // Resume what it still runs and we still lease to it; stop the rest.
+  for (const std::string& id : reg.running_job_ids()) {
+    auto j = jobs_.find(id);
+    if (j != jobs_.end() && j->second.job.worker_id() == w.worker_id && w.job_id.empty()) {
+      w.job_id = id;
+      w.attempt = j->second.job.attempts();
+      j->second.orphan_deadline = absl::InfiniteFuture();
+      spdlog::info("worker {} resumed job {}", w.worker_id, id);
+    } else {
+      ack->add_cancel_job_ids(id);
+    }
+  }
+  w.connection->Send(ack_msg);
+  std::vector<std::string> lost;
+  for (const auto& [id, js] : jobs_) {
+    if (js.job.worker_id() == w.worker_id && id != w.job_id) lost.push_back(id);
+  }
+  for (const auto& id : lost)
+    LoseLease(id, absl::StrCat("worker ", w.worker_id, " reconnected without it"));
+  spdlog::info("worker {} connected: {} x{} (max W {}), {}", w.worker_id, w.caps.gpu_class(),
+               w.caps.gpu_count(), w.caps.max_world_size(),
+               w.healthy ? "healthy" : "unhealthy: " + reg.unhealthy_reason());
+  Dispatch();
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::OnHeartbeat(uint64_t connection_id, const v1::Heartbeat& heartbeat) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(connection_id);
+  if (it == workers_.end())
+    return absl::FailedPreconditionError("not registered (or expired): reconnect");
+  WorkerState& w = it->second;
+  w.last_heard = clock_->Now();
+  bool was_healthy = w.healthy;
+  w.healthy = heartbeat.healthy();
+  v1::CoordinatorMessage m;
+  m.mutable_heartbeat_ack()->set_deadline_unix_micros(
+      absl::ToUnixMicros(w.last_heard + options_.lease_timeout));
+  w.connection->Send(m);
+  if (!was_healthy && w.healthy) Dispatch();
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::OnJobEvent(uint64_t connection_id, const v1::JobEvent& je) {
+  absl::MutexLock lock(&mu_);
+  auto wit = workers_.find(connection_id);
+  if (wit == workers_.end())
+    return absl::FailedPreconditionError("not registered (or expired): reconnect");
+  WorkerState& w = wit->second;
+  w.last_heard = clock_->Now();
+  const bool done = je.event().stage() == v1::DONE;
+  const bool own_lease = w.job_id == je.job_id() && w.attempt == je.attempt();
+  if (own_lease && done) w.job_id.clear();  // the lease ends with its DONE event, cancelled or not
+  auto jit = jobs_.find(je.job_id());
+  if (!own_lease || jit == jobs_.end() || jit->second.job.worker_id() != w.worker_id ||
+      jit->second.job.attempts() != je.attempt()) {
+    // A lease we took back (expired, cancelled, finished): its events are stale.
+    if (done) Dispatch();
+    return absl::OkStatus();
+  }
+  JobState& js = jit->second;
+  if (done) {
+    v1::EvalResult result = je.event().result();
+    if (result.status() == v1::STATUS_UNSPECIFIED) {
+      result.set_status(v1::INTERNAL);
+      if (result.message().empty())
+        result.set_message("the worker sent a DONE event without a verdict");
+    }
+    std::string message = je.event().message().empty() ? result.message() : je.event().message();
+    Finish(je.job_id(), std::move(result), message);
+    Dispatch();
+    return absl::OkStatus();
+  }
+  v1::Stage stage = je.event().stage();
+  if (stage == v1::STAGE_UNSPECIFIED || stage == v1::QUEUED) stage = js.job.stage();
+  js.job.set_stage(stage);
+  v1::EvalEvent e = je.event();
+  e.clear_result();
+  Emit(js, stage, "", std::move(e));
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::OnDrain(uint64_t connection_id, const v1::Drain& drain) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(connection_id);
+  if (it == workers_.end())
+    return absl::FailedPreconditionError("not registered (or expired): reconnect");
+  it->second.draining = true;
+  it->second.last_heard = clock_->Now();
+  spdlog::info("worker {} drains: {}", it->second.worker_id, drain.reason());
+  return absl::OkStatus();
+}
+
+void Scheduler::DropWorker(uint64_t connection_id) {
+  auto it = workers_.find(connection_id);
+  if (it == workers_.end()) return;
+  auto c = connection_of_worker_.find(it->second.worker_id);
+  if (c != connection_of_worker_.end() && c->second == connection_id)
+    connection_of_worker_.erase(c);
+  workers_.erase(it);
+}
+
+void Scheduler::Disconnect(uint64_t connection_id, const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(connection_id);
+  if (it == workers_.end()) return;
+  WorkerState& w = it->second;
+  spdlog::info("worker {} disconnected: {}", w.worker_id, reason);
+  if (!w.job_id.empty()) {
+    auto j = jobs_.find(w.job_id);
+    if (j != jobs_.end() && j->second.job.worker_id() == w.worker_id) {
+      // Give it one lease timeout to reconnect and resume before the job is queued again.
+      j->second.orphan_deadline = clock_->Now() + options_.lease_timeout;
+    }
+  }
+  DropWorker(connection_id);
+}
+
+void Scheduler::Tick() {
+  absl::MutexLock lock(&mu_);
+  absl::Time now = clock_->Now();
+  std::vector<uint64_t> silent;
+  for (const auto& [conn, w] : workers_) {
+    if (now - w.last_heard > options_.lease_timeout) silent.push_back(conn);
+  }
+  for (uint64_t conn : silent) {
+    WorkerState& w = workers_.at(conn);
+    std::string worker = w.worker_id, job = w.job_id;
+    w.connection->Close(absl::DeadlineExceededError("missed the heartbeat deadline"));
+    DropWorker(conn);
+    if (!job.empty()) {
+      LoseLease(job, absl::StrCat("worker ", worker, " missed its heartbeat deadline (",
+                                  absl::FormatDuration(options_.lease_timeout), ")"));
+    }
+  }
+  std::vector<std::string> orphans;
+  for (const auto& [id, js] : jobs_) {
+    if (js.orphan_deadline <= now) orphans.push_back(id);
+  }
+  for (const auto& id : orphans) {
+    LoseLease(id, absl::StrCat("worker ", jobs_.at(id).job.worker_id(),
+                               " went away and did not come back within ",
+                               absl::FormatDuration(options_.lease_timeout)));
+  }
+  if (!silent.empty() || !orphans.empty()) Dispatch();
+}
+
+SchedulerStats Scheduler::Stats() {
+  absl::MutexLock lock(&mu_);
+  SchedulerStats s;
+  s.queued = queue_.size();
+  s.leased = jobs_.size() - queue_.size();
+  s.workers = workers_.size();
+  for (const auto& [c, w] : workers_)
+    s.idle_workers += w.job_id.empty() && w.healthy && !w.draining;
+  for (const auto& [id, js] : jobs_) s.watchers += js.sinks.size();
+  return s;
+}
+
+}  // namespace pkb

@@ -1,0 +1,320 @@
+// Scheduler logic with a fake clock, a real SQLite store in a temp dir, and recording test
+// doubles for worker connections and watchers (no gRPC).
+#include "server/scheduler.h"
+
+#include <catch2/catch.hpp>
+
+#include "common/files.h"
+#include "server/sqlite_job_store.h"
+
+namespace pkb {
+namespace {
+
+const char* kCatalog =
+    R"({"problems":[{"id":1,"slug":"1_allreduce","version":1,"defaultM":64,"defaultN":64,
+  "defaultDtype":"bfloat16","layouts":[{"worldSize":1,"supported":true},{"worldSize":2,"supported":true},
+  {"worldSize":3,"supported":false,"unsupportedReason":"m must divide by the world size"},
+  {"worldSize":8,"supported":true}]}]})";
+
+// TEST DOUBLE: records what the scheduler sends to one worker.
+struct RecordingConnection : WorkerConnection {
+  void Send(const v1::CoordinatorMessage& m) override { sent.push_back(m); }
+  void Close(const absl::Status& s) override { closed = s; }
+  std::vector<v1::Lease> Leases() const {
+    std::vector<v1::Lease> out;
+    for (const auto& m : sent) {
+      if (m.has_lease()) out.push_back(m.lease());
+    }
+    return out;
+  }
+  std::vector<v1::CoordinatorMessage> sent;
+  std::optional<absl::Status> closed;
+};
+
+// TEST DOUBLE: records the events a watcher receives.
+struct RecordingSink : EventSink {
+  void OnEvent(const v1::EvalEvent& e) override { events.push_back(e); }
+  std::vector<v1::EvalEvent> events;
+};
+
+struct Fixture {
+  Fixture() : clock(absl::FromUnixSeconds(1'000'000)) {
+    dir = *MakeTempDir("/tmp", "pkb-sched-test");
+    store = *SqliteJobStore::Open(dir + "/jobs.db");
+    catalog = std::make_unique<ProblemCatalogIndex>(*ProblemCatalogIndex::FromJson(kCatalog));
+    options.harness_version = "h1";
+    options.lease_timeout = absl::Seconds(10);
+    options.max_attempts = 2;
+    scheduler = std::make_unique<Scheduler>(store.get(), &clock, catalog.get(), options);
+  }
+  ~Fixture() { RemoveTree(dir).IgnoreError(); }
+
+  std::shared_ptr<RecordingConnection> AddWorker(uint64_t conn, const std::string& id,
+                                                 int max_w = 8,
+                                                 const std::string& gpu_class = "h200") {
+    auto c = std::make_shared<RecordingConnection>();
+    v1::Register reg;
+    reg.set_worker_id(id);
+    reg.set_healthy(true);
+    reg.mutable_capabilities()->set_gpu_class(gpu_class);
+    reg.mutable_capabilities()->set_max_world_size(max_w);
+    reg.mutable_capabilities()->set_gpu_count(max_w);
+    reg.mutable_capabilities()->set_harness_version("h1");
+    REQUIRE(scheduler->Connect(conn, reg, c).ok());
+    return c;
+  }
+  static v1::SubmitRequest Request(const std::string& source, int w = 2) {
+    v1::SubmitRequest r;
+    r.set_problem_id(1);
+    r.set_world_size(w);
+    r.set_source(source);
+    return r;
+  }
+  void SendDone(uint64_t conn, const v1::Lease& lease, v1::Status status) {
+    v1::JobEvent je;
+    je.set_job_id(lease.job_id());
+    je.set_attempt(lease.attempt());
+    je.mutable_event()->set_stage(v1::DONE);
+    je.mutable_event()->mutable_result()->set_status(status);
+    je.mutable_event()->mutable_result()->set_message("done");
+    REQUIRE(scheduler->OnJobEvent(conn, je).ok());
+  }
+
+  std::string dir;
+  FakeClock clock;
+  std::unique_ptr<SqliteJobStore> store;
+  std::unique_ptr<ProblemCatalogIndex> catalog;
+  SchedulerOptions options;
+  std::unique_ptr<Scheduler> scheduler;
+};
+
+TEST_CASE("submit validates against the catalog with precise codes", "[scheduler]") {
+  Fixture f;
+  auto r = Fixture::Request("x");
+  r.set_problem_id(99);
+  CHECK(f.scheduler->Submit(r).status().code() == absl::StatusCode::kNotFound);
+  auto bad_w = f.scheduler->Submit(Fixture::Request("x", 3));
+  CHECK(bad_w.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(bad_w.status().message()).find("m must divide") != std::string::npos);
+  CHECK(f.scheduler->Submit(Fixture::Request("x", 4)).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK(f.scheduler->Submit(Fixture::Request("", 2)).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("a job is leased, runs and finishes; watchers see every event once", "[scheduler]") {
+  Fixture f;
+  auto out = f.scheduler->Submit(Fixture::Request("kernel"));
+  REQUIRE(out.ok());
+  auto sink = std::make_shared<RecordingSink>();
+  REQUIRE(f.scheduler->Watch(out->job_id, 0, sink).ok());
+  auto w = f.AddWorker(1, "w1");
+  REQUIRE(w->Leases().size() == 1);
+  v1::Lease lease = w->Leases()[0];
+  CHECK(lease.job_id() == out->job_id);
+  CHECK(lease.attempt() == 1);
+  CHECK(lease.source() == "kernel");
+  CHECK(lease.m() == 64);  // defaults filled in
+  v1::JobEvent je;
+  je.set_job_id(lease.job_id());
+  je.set_attempt(1);
+  je.mutable_event()->set_stage(v1::COMPILING);
+  REQUIRE(f.scheduler->OnJobEvent(1, je).ok());
+  f.SendDone(1, lease, v1::MISMATCH);
+  auto job = f.scheduler->Get(out->job_id);
+  REQUIRE(job.ok());
+  CHECK(job->stage() == v1::DONE);
+  CHECK(job->result().status() == v1::MISMATCH);
+  CHECK(job->result().job_key() == job->job_key());
+  REQUIRE(sink->events.size() == 4);  // QUEUED, leased, COMPILING, DONE
+  for (size_t i = 0; i < sink->events.size(); ++i)
+    CHECK(sink->events[i].sequence() == int64_t(i + 1));
+  CHECK(sink->events.back().stage() == v1::DONE);
+  // A late watcher gets the whole history from the store.
+  auto late = std::make_shared<RecordingSink>();
+  REQUIRE(f.scheduler->Watch(out->job_id, 2, late).ok());
+  CHECK(late->events.size() == 2);
+  CHECK(f.scheduler->Watch("nope", 0, late).code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("identical jobs in flight are joined; finished ones answer from the cache",
+          "[scheduler]") {
+  Fixture f;
+  auto a = f.scheduler->Submit(Fixture::Request("same"));
+  auto b = f.scheduler->Submit(Fixture::Request("same"));
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(b->joined);
+  CHECK(a->job_id == b->job_id);
+  auto other = f.scheduler->Submit(Fixture::Request("same", 8));  // another world size: another key
+  CHECK(other->job_id != a->job_id);
+  auto w = f.AddWorker(1, "w1");
+  f.SendDone(1, w->Leases()[0], v1::OK);
+  auto c = f.scheduler->Submit(Fixture::Request("same"));
+  REQUIRE(c.ok());
+  CHECK(c->cached);
+  auto job = f.scheduler->Get(c->job_id);
+  CHECK(job->result().cached());
+  CHECK(job->result().status() == v1::OK);
+  CHECK(job->cached_from_job_id() == a->job_id);
+  auto opt_out = Fixture::Request("same");
+  opt_out.set_no_cache(true);
+  auto d = f.scheduler->Submit(opt_out);
+  CHECK(!d->cached);
+  CHECK(f.scheduler->Get(d->job_id)->stage() == v1::QUEUED);
+}
+
+TEST_CASE("worker failures are never cached", "[scheduler]") {
+  Fixture f;
+  auto a = f.scheduler->Submit(Fixture::Request("k"));
+  auto w = f.AddWorker(1, "w1");
+  f.SendDone(1, w->Leases()[0], v1::INTERNAL);
+  auto b = f.scheduler->Submit(Fixture::Request("k"));
+  CHECK(!b->cached);
+  CHECK(b->job_id != a->job_id);
+}
+
+TEST_CASE("heartbeat loss expires the lease; the job is re-leased to another worker",
+          "[scheduler]") {
+  Fixture f;
+  auto out = f.scheduler->Submit(Fixture::Request("k"));
+  auto w1 = f.AddWorker(1, "w1");
+  REQUIRE(w1->Leases().size() == 1);
+  auto w2 = f.AddWorker(2, "w2");
+  CHECK(w2->Leases().empty());
+  f.clock.Advance(absl::Seconds(6));
+  v1::Heartbeat hb;
+  hb.set_healthy(true);
+  REQUIRE(f.scheduler->OnHeartbeat(2, hb).ok());
+  f.scheduler->Tick();
+  CHECK(w2->Leases().empty());  // w1 still within its deadline
+  f.clock.Advance(absl::Seconds(5));
+  f.scheduler->Tick();  // w1 silent for 11 s > 10 s
+  REQUIRE(w1->closed.has_value());
+  REQUIRE(w2->Leases().size() == 1);
+  CHECK(w2->Leases()[0].attempt() == 2);
+  auto job = f.scheduler->Get(out->job_id);
+  CHECK(job->attempts() == 2);
+  CHECK(job->worker_id() == "w2");
+  CHECK(job->last_loss_reason().find("heartbeat") != std::string::npos);
+  // A stale event from w1's lease is ignored.
+  CHECK(f.scheduler->OnJobEvent(1, v1::JobEvent()).code() == absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_CASE("attempts are capped: a job that keeps losing workers ends WORKER_LOST", "[scheduler]") {
+  Fixture f;  // max_attempts = 2
+  auto out = f.scheduler->Submit(Fixture::Request("k"));
+  f.AddWorker(1, "w1");
+  f.scheduler->Disconnect(1, "killed");
+  f.clock.Advance(absl::Seconds(11));
+  f.scheduler->Tick();
+  CHECK(f.scheduler->Get(out->job_id)->stage() == v1::QUEUED);
+  f.AddWorker(2, "w2");
+  CHECK(f.scheduler->Get(out->job_id)->attempts() == 2);
+  f.scheduler->Disconnect(2, "killed");
+  f.clock.Advance(absl::Seconds(11));
+  f.scheduler->Tick();
+  auto job = f.scheduler->Get(out->job_id);
+  CHECK(job->stage() == v1::DONE);
+  CHECK(job->result().status() == v1::WORKER_LOST);
+  CHECK(job->result().message().find("w2") != std::string::npos);
+  auto again = f.scheduler->Submit(Fixture::Request("k"));
+  CHECK(!again->cached);
+}
+
+TEST_CASE("a worker that reconnects in time resumes its job", "[scheduler]") {
+  Fixture f;
+  auto out = f.scheduler->Submit(Fixture::Request("k"));
+  auto w = f.AddWorker(1, "w1");
+  v1::Lease lease = w->Leases()[0];
+  f.scheduler->Disconnect(1, "network blip");
+  f.clock.Advance(absl::Seconds(3));
+  auto c = std::make_shared<RecordingConnection>();
+  v1::Register reg;
+  reg.set_worker_id("w1");
+  reg.set_healthy(true);
+  reg.add_running_job_ids(out->job_id);
+  reg.mutable_capabilities()->set_gpu_class("h200");
+  reg.mutable_capabilities()->set_max_world_size(8);
+  reg.mutable_capabilities()->set_harness_version("h1");
+  REQUIRE(f.scheduler->Connect(5, reg, c).ok());
+  CHECK(c->sent.at(0).register_ack().cancel_job_ids_size() == 0);
+  f.clock.Advance(absl::Seconds(20));
+  REQUIRE(f.scheduler->OnHeartbeat(5, v1::Heartbeat()).ok());
+  f.scheduler->Tick();
+  f.SendDone(5, lease, v1::OK);
+  CHECK(f.scheduler->Get(out->job_id)->result().status() == v1::OK);
+  CHECK(f.scheduler->Get(out->job_id)->attempts() == 1);
+}
+
+TEST_CASE("matching: world size, gpu class, harness; drain stops new leases", "[scheduler]") {
+  Fixture f;
+  auto small = f.AddWorker(1, "small", /*max_w=*/1);
+  auto out = f.scheduler->Submit(Fixture::Request("k", 2));
+  CHECK(small->Leases().empty());
+  auto r = Fixture::Request("k2", 2);
+  r.set_gpu_class("h100");
+  auto h100_job = f.scheduler->Submit(r);
+  auto big = f.AddWorker(2, "big", 8, "h200");
+  REQUIRE(big->Leases().size() == 1);
+  CHECK(big->Leases()[0].job_id() == out->job_id);
+  REQUIRE(f.scheduler->OnDrain(2, v1::Drain()).ok());
+  f.SendDone(2, big->Leases()[0], v1::OK);
+  CHECK(big->Leases().size() == 1);  // draining: nothing new
+  CHECK(f.scheduler->Get(h100_job->job_id)->stage() == v1::QUEUED);
+  auto h100 = f.AddWorker(3, "h100", 8, "h100");
+  REQUIRE(h100->Leases().size() == 1);
+  CHECK(h100->Leases()[0].job_id() == h100_job->job_id);
+}
+
+TEST_CASE("cancel: a queued job ends at once; a running one is cancelled on its worker",
+          "[scheduler]") {
+  Fixture f;
+  auto a = f.scheduler->Submit(Fixture::Request("a"));
+  auto b = f.scheduler->Submit(Fixture::Request("b"));
+  auto c = f.scheduler->Cancel(b->job_id, "test");
+  REQUIRE(c.ok());
+  CHECK(c->result().status() == v1::CANCELLED);
+  auto w = f.AddWorker(1, "w1");
+  REQUIRE(w->Leases().size() == 1);
+  CHECK(w->Leases()[0].job_id() == a->job_id);
+  REQUIRE(f.scheduler->Cancel(a->job_id, "test").ok());
+  CHECK(w->sent.back().cancel().job_id() == a->job_id);
+  auto d = f.scheduler->Submit(Fixture::Request("d"));
+  CHECK(w->Leases().size() == 1);  // busy until the worker answers the cancel
+  f.SendDone(1, w->Leases()[0], v1::CANCELLED);
+  REQUIRE(w->Leases().size() == 2);
+  CHECK(w->Leases()[1].job_id() == d->job_id);
+  CHECK(f.scheduler->Get(a->job_id)->result().status() == v1::CANCELLED);
+}
+
+TEST_CASE("a restarted scheduler recovers queued and leased jobs from the store", "[scheduler]") {
+  Fixture f;
+  auto queued = f.scheduler->Submit(Fixture::Request("q", 8));
+  auto leased = f.scheduler->Submit(Fixture::Request("l", 1));
+  auto w = f.AddWorker(1, "w1", /*max_w=*/1);
+  REQUIRE(w->Leases().size() == 1);
+  f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+  REQUIRE(f.scheduler->Recover().ok());
+  CHECK(f.scheduler->Stats().queued == 1);
+  CHECK(f.scheduler->Stats().leased == 1);
+  // Its worker does not come back: the lease is lost after one timeout, and another runs it.
+  f.clock.Advance(absl::Seconds(11));
+  f.scheduler->Tick();
+  auto w2 = f.AddWorker(2, "w2", 8);
+  REQUIRE(w2->Leases().size() == 1);
+  CHECK(w2->Leases()[0].job_id() == queued->job_id);  // oldest first
+  CHECK(w2->Leases()[0].source() == "q");
+  f.SendDone(2, w2->Leases()[0], v1::OK);
+  REQUIRE(w2->Leases().size() == 2);
+  CHECK(w2->Leases()[1].job_id() == leased->job_id);
+  CHECK(w2->Leases()[1].attempt() == 2);
+  // Sequence numbers continue after the restart.
+  auto sink = std::make_shared<RecordingSink>();
+  REQUIRE(f.scheduler->Watch(leased->job_id, 0, sink).ok());
+  for (size_t i = 0; i < sink->events.size(); ++i)
+    CHECK(sink->events[i].sequence() == int64_t(i + 1));
+}
+
+}  // namespace
+}  // namespace pkb

@@ -1,0 +1,144 @@
+#include "server/worker_service.h"
+
+#include <deque>
+#include <optional>
+
+#include "absl/synchronization/mutex.h"
+#include "server/grpc_status.h"
+
+namespace pkb {
+namespace {
+
+class WorkerStream : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
+ public:
+  WorkerStream(Scheduler* scheduler, uint64_t connection_id)
+      : scheduler_(scheduler),
+        connection_id_(connection_id),
+        connection_(std::make_shared<Connection>(this)) {
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The worker closed its side or the stream broke.
+      scheduler_->Disconnect(connection_id_, "stream closed by the worker");
+      FinishOnce(grpc::Status::OK);
+      return;
+    }
+    absl::Status st;
+    switch (in_.kind_case()) {
+      case v1::WorkerMessage::kRegister:
+        if (registered_) {
+          st = absl::FailedPreconditionError("Register sent twice on one stream");
+        } else {
+          st = scheduler_->Connect(connection_id_, in_.register_(), connection_);
+          registered_ = st.ok();
+        }
+        break;
+      case v1::WorkerMessage::kHeartbeat:
+        st = registered_ ? scheduler_->OnHeartbeat(connection_id_, in_.heartbeat())
+                         : NotRegistered();
+        break;
+      case v1::WorkerMessage::kEvent:
+        st = registered_ ? scheduler_->OnJobEvent(connection_id_, in_.event()) : NotRegistered();
+        break;
+      case v1::WorkerMessage::kDrain:
+        st = registered_ ? scheduler_->OnDrain(connection_id_, in_.drain()) : NotRegistered();
+        break;
+      default:
+        st = absl::InvalidArgumentError("empty WorkerMessage");
+    }
+    if (!st.ok()) {
+      scheduler_->Disconnect(connection_id_, std::string(st.message()));
+      FinishOnce(ToGrpcStatus(st));
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    if (!finished_) StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (finish_pending_) {
+      Finish(*finish_pending_);
+      finish_pending_.reset();
+      return;
+    }
+    if (!ok) return;  // the read side notices and finishes
+    pending_.pop_front();
+    if (!finished_ && !pending_.empty()) WriteNextLocked();
+  }
+
+  void OnCancel() override { FinishOnce(grpc::Status::CANCELLED); }
+
+  void OnDone() override {
+    {
+      absl::MutexLock lock(&connection_->mu);
+      connection_->owner = nullptr;
+    }
+    scheduler_->Disconnect(connection_id_, "stream ended");
+    delete this;
+  }
+
+ private:
+  // What the scheduler holds: outlives the reactor, forgets it in OnDone.
+  struct Connection : WorkerConnection {
+    explicit Connection(WorkerStream* o) : owner(o) {}
+    void Send(const v1::CoordinatorMessage& message) override {
+      absl::MutexLock lock(&mu);
+      if (owner) owner->Push(message);
+    }
+    void Close(const absl::Status& status) override {
+      absl::MutexLock lock(&mu);
+      if (owner) owner->FinishOnce(ToGrpcStatus(status));
+    }
+    absl::Mutex mu;
+    WorkerStream* owner ABSL_GUARDED_BY(mu);
+  };
+
+  static absl::Status NotRegistered() {
+    return absl::FailedPreconditionError("send Register first");
+  }
+
+  void Push(const v1::CoordinatorMessage& m) {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    pending_.push_back(m);
+    if (!writing_) WriteNextLocked();
+  }
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    writing_ = true;
+    StartWrite(&pending_.front());
+  }
+  void FinishOnce(const grpc::Status& status) {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    finished_ = true;
+    if (writing_) {
+      finish_pending_ = status;
+    } else {
+      Finish(status);
+    }
+  }
+
+  Scheduler* const scheduler_;
+  const uint64_t connection_id_;
+  std::shared_ptr<Connection> connection_;
+  v1::WorkerMessage in_;  // only touched by the read chain
+  bool registered_ = false;
+  absl::Mutex mu_;
+  std::deque<v1::CoordinatorMessage> pending_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> finish_pending_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerService::Connect(
+    grpc::CallbackServerContext* ctx) {
+  return new WorkerStream(scheduler_, next_connection_id_.fetch_add(1));
+}
+
+}  // namespace pkb

@@ -1,0 +1,26 @@
+// pkb.v1.Worker on the gRPC callback API: one bidirectional reactor per worker stream, reading
+// WorkerMessages into the Scheduler and writing its CoordinatorMessages, one write in flight.
+#ifndef PKB_SERVER_WORKER_SERVICE_H_
+#define PKB_SERVER_WORKER_SERVICE_H_
+
+#include <atomic>
+
+#include "pkb/v1/worker.grpc.pb.h"
+#include "server/scheduler.h"
+
+namespace pkb {
+
+class WorkerService final : public v1::Worker::CallbackService {
+ public:
+  explicit WorkerService(Scheduler* scheduler) : scheduler_(scheduler) {}
+  grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Connect(
+      grpc::CallbackServerContext* ctx) override;
+
+ private:
+  Scheduler* const scheduler_;
+  std::atomic<uint64_t> next_connection_id_{1};
+};
+
+}  // namespace pkb
+
+#endif  // PKB_SERVER_WORKER_SERVICE_H_
