@@ -1,0 +1,415 @@
+// pkb: the command-line client of the PKB evaluation service. See `pkb --help` and
+// docs/service.md; exit codes in client/exit_codes.h.
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "client/exit_codes.h"
+#include "common/files.h"
+#include "pkb/v1/evaluation.grpc.pb.h"
+#include "pkb/v1/leaderboard.grpc.pb.h"
+
+namespace pkb {
+namespace {
+
+struct Globals {
+  std::string coordinator = "127.0.0.1:7311";
+  bool json = false;
+  double connect_timeout_s = 10;
+};
+
+std::string ToJson(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = false;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  return out;
+}
+
+int ExitForRpc(const grpc::Status& st) {
+  switch (st.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return kExitUnavailable;
+    case grpc::StatusCode::NOT_FOUND:
+      return kExitNotFound;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return kExitInvalid;
+    default:
+      return kExitError;
+  }
+}
+
+int Fail(const grpc::Status& st, const Globals& g) {
+  if (g.json) {
+    std::cout << "{\"error\":{\"code\":" << static_cast<int>(st.error_code()) << ",\"message\":\""
+              << absl::StrReplaceAll(st.error_message(), {{"\\", "\\\\"}, {"\"", "\\\""}}) << "\"}}"
+              << std::endl;
+  }
+  std::cerr << "pkb: " << st.error_message() << " (gRPC code " << static_cast<int>(st.error_code())
+            << ")\n";
+  return ExitForRpc(st);
+}
+
+std::shared_ptr<grpc::Channel> Dial(const Globals& g) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  return grpc::CreateCustomChannel(g.coordinator, grpc::InsecureChannelCredentials(), args);
+}
+
+void PrintResult(const v1::EvalResult& r) {
+  std::printf("verdict: %s%s — %s\n", v1::Status_Name(r.status()).c_str(),
+              r.cached() ? " (cached)" : "", r.message().c_str());
+  if (r.has_compile()) {
+    for (const auto& d : r.compile().diagnostics()) {
+      std::printf("  %s:%d:%d: %s: %s\n", d.file().c_str(), d.line(), d.column(),
+                  d.severity().c_str(), d.message().c_str());
+    }
+  }
+  int shown = 0;
+  for (const auto& rt : r.rank_trials()) {
+    if (rt.ok() || shown >= 8) continue;
+    ++shown;
+    std::printf("  rank %d trial %d: %s\n", rt.rank(), rt.trial(), rt.error().c_str());
+    for (const auto& o : rt.outputs()) {
+      if (o.ok()) continue;
+      std::printf(
+          "    output %d %s: %s max_abs %.3g max_rel %.3g bad %lld/%lld (first at %lld: want %.6g "
+          "got %.6g)"
+          " nan %lld unwritten %lld\n",
+          o.index(), o.name().c_str(), o.problem().c_str(), o.max_abs_error(), o.max_rel_error(),
+          static_cast<long long>(o.bad_count()), static_cast<long long>(o.numel()),
+          static_cast<long long>(o.first_bad_index()), o.expected_at_first_bad(),
+          o.actual_at_first_bad(), static_cast<long long>(o.nan_count()),
+          static_cast<long long>(o.unwritten_count()));
+    }
+  }
+  if (r.status() == v1::OK) {
+    std::printf(
+        "  candidate median %.2f us (p10 %.2f, p90 %.2f), baseline median %.2f us, speedup %.3fx\n",
+        r.candidate().median_us(), r.candidate().p10_us(), r.candidate().p90_us(),
+        r.baseline().median_us(), r.speedup());
+    if (r.roofline().busbw_gbps() > 0) {
+      std::printf("  algbw %.1f GB/s, busbw %.1f GB/s, %.1f%% of the NVLink roofline\n",
+                  r.roofline().algbw_gbps(), r.roofline().busbw_gbps(),
+                  r.roofline().percent_of_roofline());
+    }
+  }
+  if (!r.failed_rank_log().empty()) std::printf("  log tail:\n%s\n", r.failed_rank_log().c_str());
+}
+
+void PrintEvent(const v1::EvalEvent& e, absl::Time start) {
+  double t = absl::ToDoubleSeconds(absl::Now() - start);
+  std::string extra;
+  if (e.stage() == v1::VERIFYING)
+    extra = absl::StrCat(" trial ", e.trial(), e.trial_ok() ? " ok" : " FAILED");
+  if (e.stage() != v1::DONE) {
+    std::printf("[%6.1fs] %-12s%s %s\n", t, v1::Stage_Name(e.stage()).c_str(), extra.c_str(),
+                e.message().c_str());
+  } else {
+    std::printf("[%6.1fs] DONE\n", t);
+    PrintResult(e.result());
+  }
+  std::fflush(stdout);
+}
+
+// Streams a job's events (Submit or Watch); on a broken stream, reattaches with Watch from the
+// last sequence seen. Returns the exit code of the verdict.
+int Stream(const Globals& g, v1::Evaluation::Stub* stub, const v1::SubmitRequest* submit,
+           std::string job_id, bool detach) {
+  absl::Time start = absl::Now();
+  int64_t last_seq = 0;
+  int retries = 0;
+  while (true) {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::EvalEvent>> reader;
+    if (submit != nullptr && job_id.empty()) {
+      ctx.set_wait_for_ready(true);
+      ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(static_cast<int64_t>(g.connect_timeout_s * 1000)));
+      reader = stub->Submit(&ctx, *submit);
+    } else {
+      v1::WatchRequest w;
+      w.set_job_id(job_id);
+      w.set_after_sequence(last_seq);
+      reader = stub->Watch(&ctx, w);
+    }
+    v1::EvalEvent e;
+    while (reader->Read(&e)) {
+      retries = 0;
+      if (job_id.empty()) {
+        job_id = e.job_id();
+        if (!g.json) std::printf("job %s\n", job_id.c_str());
+      }
+      last_seq = e.sequence();
+      if (g.json) {
+        std::cout << ToJson(e) << std::endl;
+      } else {
+        PrintEvent(e, start);
+      }
+      if (e.stage() == v1::DONE) {
+        ctx.TryCancel();
+        return ExitCodeFor(e.result().status());
+      }
+      if (detach) {
+        ctx.TryCancel();
+        return kExitOk;
+      }
+    }
+    grpc::Status st = reader->Finish();
+    bool transient = st.error_code() == grpc::StatusCode::UNAVAILABLE || st.ok();
+    if (job_id.empty() || !transient || ++retries > 30) return Fail(st, g);
+    std::cerr << "pkb: stream lost (" << st.error_message() << "); reattaching to " << job_id
+              << "\n";
+    absl::SleepFor(absl::Milliseconds(std::min(200 * retries, 2000)));
+  }
+}
+
+int ExecEngine(int argc, char** argv) {
+  std::error_code ec;
+  auto self = std::filesystem::canonical("/proc/self/exe", ec);
+  std::string engine = "pkb-eval";
+  for (auto c : {self.parent_path() / "pkb-eval",
+                 self.parent_path().parent_path() / "worker" / "engine" / "pkb-eval"}) {
+    if (std::filesystem::exists(c, ec)) {
+      engine = c.string();
+      break;
+    }
+  }
+  std::vector<char*> args = {engine.data()};
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  execvp(args[0], args.data());
+  std::perror(("pkb eval: cannot run " + engine).c_str());
+  return kExitError;
+}
+
+int Main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "eval") return ExecEngine(argc, argv);
+  Globals g;
+  if (const char* env = std::getenv("PKB_COORDINATOR")) g.coordinator = env;
+  CLI::App app{
+      "pkb: submit kernels to the ParallelKernelBench service and read verdicts.\n"
+      "Exit codes: 0 OK, 10 COMPILE_ERROR, 11 RUNTIME_ERROR, 12 MISMATCH, 13 TIMEOUT, 14 "
+      "REJECTED,\n"
+      "15 WORKER_LOST, 16 INTERNAL, 17 NO_DEVICE, 18 CANCELLED, 20 not done yet; 2 usage,\n"
+      "3 coordinator unavailable, 4 not found, 5 rejected request, 1 other errors."};
+  app.require_subcommand(1);
+  app.add_option("--coordinator", g.coordinator, "host:port (env PKB_COORDINATOR)")
+      ->capture_default_str();
+  app.add_flag("--json", g.json, "print JSON lines (proto3 JSON) for programs");
+  app.add_option("--connect-timeout", g.connect_timeout_s, "seconds to wait for the coordinator")
+      ->capture_default_str();
+
+  v1::SubmitRequest req;
+  std::string file;
+  bool detach = false;
+  auto* submit = app.add_subcommand("submit", "submit a candidate and stream its verdict");
+  submit->add_option("file", file, "the candidate .cu file")->required()->check(CLI::ExistingFile);
+  submit
+      ->add_option(
+          "-p,--problem",
+          [&](const CLI::results_t& r) {
+            req.set_problem_id(std::stoi(r[0]));
+            return true;
+          },
+          "problem id")
+      ->required();
+  submit
+      ->add_option(
+          "-w,--world-size",
+          [&](const CLI::results_t& r) {
+            req.set_world_size(std::stoi(r[0]));
+            return true;
+          },
+          "ranks (GPUs)")
+      ->required();
+  std::string dtype, gpu_class, submitter, model;
+  int64_t m = 0, n = 0;
+  int trials = 0, warmup = 0, iters = 0;
+  bool no_cache = false;
+  submit->add_option("--dtype", dtype, "default: the problem's");
+  submit->add_option("--m", m, "default: the problem's");
+  submit->add_option("--n", n, "default: the problem's");
+  submit->add_option("--trials", trials);
+  submit->add_option("--warmup", warmup);
+  submit->add_option("--iters", iters);
+  submit->add_option("--gpu-class", gpu_class, "h200, h100, cpu, any (default: the coordinator's)");
+  submit->add_flag("--no-cache", no_cache, "run again even if an identical result exists");
+  submit->add_option("--submitter", submitter);
+  submit->add_option("--model", model);
+  submit->add_flag("--detach", detach, "print the first event (with the job id) and return");
+
+  std::string job_id;
+  auto* watch =
+      app.add_subcommand("watch", "reattach to a job: its whole history, then live events");
+  watch->add_option("job_id", job_id)->required();
+  auto* get = app.add_subcommand("get", "a job's state and verdict");
+  get->add_option("job_id", job_id)->required();
+  auto* cancel = app.add_subcommand("cancel", "cancel a job");
+  cancel->add_option("job_id", job_id)->required();
+  auto* problems = app.add_subcommand("problems", "the problems");
+  problems->require_subcommand(1);
+  auto* plist = problems->add_subcommand("list", "every problem, one a line");
+  std::string which;
+  auto* pshow = problems->add_subcommand("show", "one problem's full spec");
+  pshow->add_option("problem", which, "id or slug")->required();
+  v1::LeaderboardQuery lq;
+  auto* lb = app.add_subcommand("leaderboard", "best OK results per problem and world size");
+  lb->add_option("-p,--problem", [&](const CLI::results_t& r) {
+    lq.set_problem_id(std::stoi(r[0]));
+    return true;
+  });
+  lb->add_option("-w,--world-size", [&](const CLI::results_t& r) {
+    lq.set_world_size(std::stoi(r[0]));
+    return true;
+  });
+  lb->add_option("--model", *lq.mutable_model());
+  lb->add_option("--submitter", *lq.mutable_submitter());
+  app.add_subcommand("eval",
+                     "run the evaluation engine (pkb-eval) locally with the arguments that follow");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
+
+  auto channel = Dial(g);
+  auto stub = v1::Evaluation::NewStub(channel);
+  auto deadline = [&] {
+    return std::chrono::system_clock::now() +
+           std::chrono::milliseconds(static_cast<int64_t>(g.connect_timeout_s * 1000));
+  };
+
+  if (submit->parsed()) {
+    auto source = ReadFile(file);
+    if (!source.ok()) {
+      std::cerr << "pkb: " << source.status().message() << "\n";
+      return kExitUsage;
+    }
+    req.set_source(*source);
+    req.set_dtype(dtype);
+    req.set_m(m);
+    req.set_n(n);
+    req.set_trials(trials);
+    req.set_warmup(warmup);
+    req.set_iters(iters);
+    req.set_gpu_class(gpu_class);
+    req.set_no_cache(no_cache);
+    req.set_submitter(submitter);
+    req.set_model(model);
+    return Stream(g, stub.get(), &req, "", detach);
+  }
+  if (watch->parsed()) return Stream(g, stub.get(), nullptr, job_id, false);
+  if (get->parsed() || cancel->parsed()) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    v1::Job job;
+    grpc::Status st;
+    if (get->parsed()) {
+      v1::GetJobRequest r;
+      r.set_job_id(job_id);
+      st = stub->Get(&ctx, r, &job);
+    } else {
+      v1::CancelRequest r;
+      r.set_job_id(job_id);
+      st = stub->Cancel(&ctx, r, &job);
+    }
+    if (!st.ok()) return Fail(st, g);
+    if (g.json) {
+      std::cout << ToJson(job) << std::endl;
+    } else {
+      std::printf("job %s: %s, attempt %d%s%s\n", job.job_id().c_str(),
+                  v1::Stage_Name(job.stage()).c_str(), job.attempts(),
+                  job.worker_id().empty() ? "" : ", on worker ", job.worker_id().c_str());
+      if (job.stage() == v1::DONE) PrintResult(job.result());
+    }
+    if (job.stage() != v1::DONE) return cancel->parsed() ? kExitOk : kExitNotDone;
+    return cancel->parsed() ? kExitOk : ExitCodeFor(job.result().status());
+  }
+  if (plist->parsed() || pshow->parsed()) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    if (plist->parsed()) {
+      v1::ProblemCatalog catalog;
+      grpc::Status st = stub->ListProblems(&ctx, v1::ListProblemsRequest(), &catalog);
+      if (!st.ok()) return Fail(st, g);
+      for (const auto& p : catalog.problems()) {
+        if (g.json) {
+          std::cout << ToJson(p) << std::endl;
+          continue;
+        }
+        std::string ws;
+        for (const auto& l : p.layouts()) {
+          if (l.supported()) absl::StrAppend(&ws, ws.empty() ? "" : ",", l.world_size());
+        }
+        std::printf("%3d  %-36s %-16s W=%s\n", p.id(), p.slug().c_str(), p.category().c_str(),
+                    ws.c_str());
+      }
+      return kExitOk;
+    }
+    v1::GetProblemRequest r;
+    int id = 0;
+    if (absl::SimpleAtoi(which, &id)) {
+      r.set_id(id);
+    } else {
+      r.set_slug(which);
+    }
+    v1::ProblemSpec spec;
+    grpc::Status st = stub->GetProblem(&ctx, r, &spec);
+    if (!st.ok()) return Fail(st, g);
+    if (g.json) {
+      std::cout << ToJson(spec) << std::endl;
+    } else {
+      std::string out;
+      google::protobuf::util::JsonPrintOptions o;
+      o.add_whitespace = true;
+      (void)google::protobuf::util::MessageToJsonString(spec, &out, o);
+      std::printf("%d %s (version %d)\n\n%s\n\n%s", spec.id(), spec.slug().c_str(), spec.version(),
+                  spec.statement().c_str(), out.c_str());
+    }
+    return kExitOk;
+  }
+  if (lb->parsed()) {
+    auto lstub = v1::Leaderboard::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline());
+    v1::LeaderboardAnswer a;
+    grpc::Status st = lstub->Query(&ctx, lq, &a);
+    if (!st.ok()) return Fail(st, g);
+    if (g.json) {
+      std::cout << ToJson(a) << std::endl;
+      return kExitOk;
+    }
+    std::printf("%-4s %-28s %-3s %-9s %-12s %-12s %-20s %s\n", "id", "problem", "W", "speedup",
+                "cand us", "base us", "model", "job");
+    for (const auto& e : a.entries()) {
+      std::printf("%-4d %-28s %-3d %-9.3f %-12.2f %-12.2f %-20s %s\n", e.problem_id(),
+                  e.problem_slug().c_str(), e.world_size(), e.speedup(), e.candidate_median_us(),
+                  e.baseline_median_us(), e.model().c_str(), e.job_id().c_str());
+    }
+    std::printf("%d entries from %d OK results; geomean speedup %.3f; fast_1 %.2f\n",
+                a.entries_size(), a.ok_results(), a.geomean_speedup(), a.fast_p());
+    return kExitOk;
+  }
+  return kExitUsage;
+}
+
+}  // namespace
+}  // namespace pkb
+
+int main(int argc, char** argv) { return pkb::Main(argc, argv); }

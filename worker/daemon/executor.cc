@@ -1,0 +1,117 @@
+#include "worker/daemon/executor.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <signal.h>
+
+#include <optional>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/files.h"
+#include "common/subprocess.h"
+
+namespace pkb {
+
+void CancelToken::KillGroup(pid_t pgid) { KillProcessGroup(pgid, SIGKILL); }
+
+namespace {
+
+constexpr char kPidPrefix[] = "PKB_WORKER_CHILD_PID ";
+
+v1::EvalResult Verdict(v1::Status status, std::string message) {
+  v1::EvalResult r;
+  r.set_status(status);
+  r.set_message(std::move(message));
+  return r;
+}
+
+std::string Tail(const std::string& s, size_t n) {
+  return s.size() <= n ? s : s.substr(s.size() - n);
+}
+
+}  // namespace
+
+v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& on_event,
+                                   CancelToken* cancel) {
+  absl::StatusOr<std::string> dir = MakeTempDir(options_.scratch, "job-");
+  if (!dir.ok())
+    return Verdict(v1::INTERNAL, absl::StrCat("worker scratch: ", dir.status().message()));
+  const std::string source = *dir + "/candidate.cu";
+  if (absl::Status st = WriteFileAtomic(source, lease.source()); !st.ok()) {
+    RemoveTree(*dir).IgnoreError();
+    return Verdict(v1::INTERNAL, absl::StrCat("worker scratch: ", st.message()));
+  }
+
+  SubprocessOptions opts;
+  // RunSubprocess does not tell the child's pid, and cancel needs it: a shell prints its own pid
+  // (which is the process group, RunSubprocess starts a new session) and execs the engine.
+  // TODO: replace with a start callback in SubprocessOptions (common/ is another owner's).
+  opts.argv = {"/bin/sh",
+               "-c",
+               absl::StrCat("echo \"", kPidPrefix, "$$\"; exec \"$0\" \"$@\""),
+               options_.engine,
+               "--problem",
+               absl::StrCat(lease.problem_id()),
+               "--world-size",
+               absl::StrCat(lease.world_size()),
+               "--source",
+               source,
+               "--events"};
+  if (!lease.dtype().empty()) opts.argv.insert(opts.argv.end(), {"--dtype", lease.dtype()});
+  if (lease.m() > 0) opts.argv.insert(opts.argv.end(), {"--m", absl::StrCat(lease.m())});
+  if (lease.n() > 0) opts.argv.insert(opts.argv.end(), {"--n", absl::StrCat(lease.n())});
+  if (lease.trials() > 0)
+    opts.argv.insert(opts.argv.end(), {"--trials", absl::StrCat(lease.trials())});
+  if (lease.warmup() > 0)
+    opts.argv.insert(opts.argv.end(), {"--warmup", absl::StrCat(lease.warmup())});
+  if (lease.iters() > 0)
+    opts.argv.insert(opts.argv.end(), {"--iters", absl::StrCat(lease.iters())});
+  opts.cwd = *dir;
+  opts.timeout =
+      lease.deadline_ms() > 0 ? absl::Milliseconds(lease.deadline_ms()) : absl::Minutes(30);
+  opts.max_output_bytes = 16 << 20;
+
+  std::optional<v1::EvalResult> final_result;
+  std::string bad_lines;
+  opts.on_stdout_line = [&](const std::string& line) {
+    if (absl::StartsWith(line, kPidPrefix)) {
+      int pid = 0;
+      if (absl::SimpleAtoi(line.substr(sizeof(kPidPrefix) - 1), &pid)) cancel->SetProcessGroup(pid);
+      return;
+    }
+    if (line.empty()) return;
+    v1::EvalEvent event;
+    google::protobuf::util::JsonParseOptions jopts;
+    jopts.ignore_unknown_fields = true;
+    if (!google::protobuf::util::JsonStringToMessage(line, &event, jopts).ok()) {
+      if (bad_lines.size() < 4096) absl::StrAppend(&bad_lines, line.substr(0, 512), "\n");
+      return;
+    }
+    if (event.stage() == v1::DONE) {
+      final_result = event.result();
+    } else {
+      on_event(event);
+    }
+  };
+  absl::StatusOr<SubprocessResult> r = RunSubprocess(opts);
+  cancel->SetProcessGroup(0);
+  RemoveTree(*dir).IgnoreError();
+  if (!r.ok())
+    return Verdict(v1::INTERNAL, absl::StrCat("cannot start the engine: ", r.status().message()));
+  if (cancel->cancelled())
+    return Verdict(v1::CANCELLED, "cancelled; the evaluation was killed on the worker");
+  if (r->timed_out) {
+    return Verdict(v1::TIMEOUT,
+                   absl::StrCat("the evaluation ran past its limit of ",
+                                absl::FormatDuration(opts.timeout), " and was killed"));
+  }
+  if (final_result && r->exit_code == 0 && !r->signaled) return *final_result;
+  v1::EvalResult internal = Verdict(
+      v1::INTERNAL,
+      absl::StrCat("the engine failed (", r->Describe(), final_result ? "" : ", no verdict", ")"));
+  internal.set_failed_rank_log(Tail(r->err + bad_lines, 8192));
+  return internal;
+}
+
+}  // namespace pkb

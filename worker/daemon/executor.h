@@ -1,0 +1,76 @@
+// Runs one leased job. The daemon knows nothing of how an evaluation is done: EngineExecutor runs
+// the engine binary (pkb-eval) as a child process per job, and tests may plug in another.
+//
+//   EngineExecutor exec({.engine = "/opt/pkb/bin/pkb-eval", .scratch = "/var/tmp/pkb"});
+//   CancelToken cancel;
+//   v1::EvalResult r = exec.Run(lease, [](const v1::EvalEvent& e) { ... }, &cancel);
+//
+// Run blocks until the job ends and always returns a verdict: the engine's, or TIMEOUT,
+// CANCELLED or INTERNAL when the run was cut short or the engine itself failed.
+#ifndef PKB_WORKER_DAEMON_EXECUTOR_H_
+#define PKB_WORKER_DAEMON_EXECUTOR_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "pkb/v1/result.pb.h"
+#include "pkb/v1/worker.pb.h"
+
+namespace pkb {
+
+// Cancels a running job from another thread: kills its process group.
+class CancelToken {
+ public:
+  void Cancel() {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (pgid_ > 0) KillGroup(pgid_);
+  }
+  bool cancelled() {
+    absl::MutexLock lock(&mu_);
+    return cancelled_;
+  }
+  // The executor tells where the job's processes are (and learns if it was cancelled already).
+  void SetProcessGroup(pid_t pgid) {
+    absl::MutexLock lock(&mu_);
+    pgid_ = pgid;
+    if (cancelled_ && pgid_ > 0) KillGroup(pgid_);
+  }
+
+ private:
+  static void KillGroup(pid_t pgid);
+  absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  pid_t pgid_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class Executor {
+ public:
+  using EventCallback = std::function<void(const v1::EvalEvent&)>;
+  virtual ~Executor() = default;
+  // Streams the job's non-final events to `on_event`; returns the verdict.
+  virtual v1::EvalResult Run(const v1::Lease& lease, const EventCallback& on_event,
+                             CancelToken* cancel) = 0;
+};
+
+struct EngineExecutorOptions {
+  std::string engine;   // the pkb-eval binary
+  std::string scratch;  // a fresh folder per job is made under it
+};
+
+class EngineExecutor : public Executor {
+ public:
+  explicit EngineExecutor(EngineExecutorOptions options) : options_(std::move(options)) {}
+  v1::EvalResult Run(const v1::Lease& lease, const EventCallback& on_event,
+                     CancelToken* cancel) override;
+
+ private:
+  EngineExecutorOptions options_;
+};
+
+}  // namespace pkb
+
+#endif  // PKB_WORKER_DAEMON_EXECUTOR_H_

@@ -1,0 +1,215 @@
+#include "worker/daemon/worker_daemon.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace pkb {
+
+WorkerDaemon::WorkerDaemon(WorkerDaemonOptions options, Executor* executor)
+    : options_(std::move(options)), executor_(executor) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(4 << 20);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  channel_ =
+      grpc::CreateCustomChannel(options_.coordinator, grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::Worker::NewStub(channel_);
+}
+
+WorkerDaemon::~WorkerDaemon() {
+  if (job_thread_.joinable()) job_thread_.join();
+}
+
+void WorkerDaemon::Run() {
+  absl::Duration backoff = options_.min_backoff;
+  std::mt19937 rng(std::random_device{}());
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (drain_requested_ && IdleLocked()) break;
+    }
+    absl::Time start = absl::Now();
+    Session();
+    {
+      absl::MutexLock lock(&mu_);
+      if (drain_requested_ && IdleLocked()) break;
+    }
+    if (absl::Now() - start > absl::Seconds(5)) backoff = options_.min_backoff;  // it had been up
+    absl::Duration wait = backoff * std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+    spdlog::info("reconnecting to {} in {}", options_.coordinator, absl::FormatDuration(wait));
+    absl::SleepFor(wait);
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+  if (job_thread_.joinable()) job_thread_.join();
+  spdlog::info("worker {} drained; leaving", options_.worker_id);
+}
+
+bool WorkerDaemon::Send(const v1::WorkerMessage& m) {
+  absl::MutexLock lock(&mu_);
+  return stream_ != nullptr && stream_->Write(m);
+}
+
+void WorkerDaemon::FlushLocked() {
+  while (stream_ != nullptr && !outbox_.empty()) {
+    v1::WorkerMessage m;
+    *m.mutable_event() = outbox_.front();
+    if (!stream_->Write(m)) return;  // kept for the next stream
+    if (outbox_.front().event().stage() == v1::DONE && outbox_.front().job_id() == job_id_ &&
+        !job_running_) {
+      job_id_.clear();
+    }
+    outbox_.pop_front();
+  }
+}
+
+void WorkerDaemon::Post(v1::JobEvent event) {
+  absl::MutexLock lock(&mu_);
+  outbox_.push_back(std::move(event));
+  FlushLocked();
+}
+
+void WorkerDaemon::Session() {
+  grpc::ClientContext ctx;
+  std::unique_ptr<Stream> stream = stub_->Connect(&ctx);
+  v1::WorkerMessage reg_msg;
+  v1::Register* reg = reg_msg.mutable_register_();
+  reg->set_worker_id(options_.worker_id);
+  *reg->mutable_capabilities() = options_.capabilities;
+  reg->set_healthy(options_.healthy);
+  reg->set_unhealthy_reason(options_.unhealthy_reason);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!job_id_.empty()) reg->add_running_job_ids(job_id_);
+  }
+  if (!stream->Write(reg_msg)) {
+    spdlog::warn("cannot reach the coordinator at {}: {}", options_.coordinator,
+                 stream->Finish().error_message());
+    return;
+  }
+  v1::CoordinatorMessage in;
+  if (!stream->Read(&in) || !in.has_register_ack()) {
+    grpc::Status st = stream->Finish();
+    spdlog::warn("registration failed: {}", st.error_message());
+    return;
+  }
+  const v1::RegisterAck ack = in.register_ack();
+  spdlog::info("registered with {} as {} (heartbeat every {} ms)", options_.coordinator,
+               options_.worker_id, ack.heartbeat_interval_ms());
+  {
+    absl::MutexLock lock(&mu_);
+    stream_ = stream.get();
+    context_ = &ctx;
+    drain_sent_ = false;
+    for (const std::string& id : ack.cancel_job_ids()) {
+      if (id == job_id_ && cancel_) cancel_->Cancel();
+    }
+    FlushLocked();
+  }
+  std::atomic<bool> stop{false};
+  std::thread heartbeat([&] {
+    HeartbeatLoop(absl::Milliseconds(std::max<int64_t>(ack.heartbeat_interval_ms(), 50)), &stop);
+  });
+
+  while (stream->Read(&in)) {
+    switch (in.kind_case()) {
+      case v1::CoordinatorMessage::kLease:
+        StartJob(in.lease());
+        break;
+      case v1::CoordinatorMessage::kCancel: {
+        absl::MutexLock lock(&mu_);
+        if (in.cancel().job_id() == job_id_ && cancel_) {
+          spdlog::info("cancelling job {}: {}", job_id_, in.cancel().reason());
+          cancel_->Cancel();
+        }
+        break;
+      }
+      case v1::CoordinatorMessage::kDrain:
+        spdlog::info("the coordinator asks to drain: {}", in.drain().reason());
+        drain_requested_ = true;
+        break;
+      default:
+        break;
+    }
+  }
+  stop = true;
+  heartbeat.join();
+  {
+    absl::MutexLock lock(&mu_);
+    stream_ = nullptr;
+    context_ = nullptr;
+  }
+  grpc::Status st = stream->Finish();
+  if (!st.ok() && !(drain_requested_ && st.error_code() == grpc::StatusCode::CANCELLED)) {
+    spdlog::warn("stream to the coordinator ended: {} ({})", st.error_message(),
+                 static_cast<int>(st.error_code()));
+  }
+}
+
+void WorkerDaemon::HeartbeatLoop(absl::Duration interval, std::atomic<bool>* stop) {
+  absl::Time next = absl::Now() + interval;
+  while (!*stop) {
+    absl::SleepFor(absl::Milliseconds(20));
+    absl::MutexLock lock(&mu_);
+    if (stream_ == nullptr) return;
+    if (drain_requested_ && !drain_sent_) {
+      v1::WorkerMessage m;
+      m.mutable_drain()->set_reason("the worker is shutting down");
+      drain_sent_ = stream_->Write(m);
+    }
+    if (drain_requested_ && IdleLocked()) {
+      context_->TryCancel();  // drained: end the stream; Run() returns
+      return;
+    }
+    if (absl::Now() < next) continue;
+    next = absl::Now() + interval;
+    v1::WorkerMessage m;
+    m.mutable_heartbeat()->set_healthy(options_.healthy);
+    m.mutable_heartbeat()->set_unhealthy_reason(options_.unhealthy_reason);
+    if (!job_id_.empty()) m.mutable_heartbeat()->add_running_job_ids(job_id_);
+    if (!stream_->Write(m)) return;
+  }
+}
+
+void WorkerDaemon::StartJob(const v1::Lease& lease) {
+  if (job_thread_.joinable()) job_thread_.join();  // the previous job has posted its DONE
+  auto cancel = std::make_shared<CancelToken>();
+  {
+    absl::MutexLock lock(&mu_);
+    if (job_running_) {
+      spdlog::error("lease {} while job {} runs; refusing it", lease.job_id(), job_id_);
+      return;
+    }
+    job_running_ = true;
+    job_id_ = lease.job_id();
+    cancel_ = cancel;
+  }
+  spdlog::info("job {} (attempt {}): problem {} at W={}", lease.job_id(), lease.attempt(),
+               lease.problem_id(), lease.world_size());
+  job_thread_ = std::thread([this, lease, cancel] {
+    auto post = [&](const v1::EvalEvent& e) {
+      v1::JobEvent je;
+      je.set_job_id(lease.job_id());
+      je.set_attempt(lease.attempt());
+      *je.mutable_event() = e;
+      Post(std::move(je));
+    };
+    v1::EvalResult result = executor_->Run(lease, post, cancel.get());
+    spdlog::info("job {}: {} {}", lease.job_id(), v1::Status_Name(result.status()),
+                 result.message());
+    v1::EvalEvent done;
+    done.set_stage(v1::DONE);
+    done.set_message(result.message());
+    *done.mutable_result() = std::move(result);
+    {
+      absl::MutexLock lock(&mu_);
+      job_running_ = false;
+      cancel_.reset();
+    }
+    post(done);
+  });
+}
+
+}  // namespace pkb

@@ -1,0 +1,79 @@
+// The worker daemon's connection to the coordinator: dials out, registers, heartbeats at the
+// interval the coordinator chose, runs each leased job on an Executor (one at a time), streams
+// its events, honours cancel and drain, and reconnects with backoff. A job keeps running across a
+// reconnect: its events wait in an outbox and the new Register lists it, so the coordinator
+// resumes the lease instead of running it again.
+//
+//   EngineExecutor executor({...});
+//   WorkerDaemon daemon(options, &executor);
+//   daemon.Run();   // returns once drained (RequestDrain, or the coordinator asked) and idle
+#ifndef PKB_WORKER_DAEMON_WORKER_DAEMON_H_
+#define PKB_WORKER_DAEMON_WORKER_DAEMON_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "pkb/v1/worker.grpc.pb.h"
+#include "worker/daemon/executor.h"
+
+namespace pkb {
+
+struct WorkerDaemonOptions {
+  std::string coordinator = "127.0.0.1:7311";
+  std::string worker_id;
+  v1::WorkerCapabilities capabilities;
+  bool healthy = true;
+  std::string unhealthy_reason;
+  absl::Duration min_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(5);
+};
+
+class WorkerDaemon {
+ public:
+  WorkerDaemon(WorkerDaemonOptions options, Executor* executor);
+  ~WorkerDaemon();
+
+  void Run();
+  // Async-signal-safe: stop taking jobs, finish the one running, then leave.
+  void RequestDrain() { drain_requested_ = true; }
+
+ private:
+  using Stream = grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>;
+
+  // One connection's life; returns when the stream ends.
+  void Session();
+  void HeartbeatLoop(absl::Duration interval, std::atomic<bool>* stop);
+  bool Send(const v1::WorkerMessage& m);
+  // Queues a job event and sends what the outbox holds while the stream is up.
+  void Post(v1::JobEvent event);
+  void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartJob(const v1::Lease& lease);
+  bool IdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !job_running_ && outbox_.empty(); }
+
+  const WorkerDaemonOptions options_;
+  Executor* const executor_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Worker::Stub> stub_;
+  std::atomic<bool> drain_requested_{false};
+
+  absl::Mutex mu_;
+  Stream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::deque<v1::JobEvent> outbox_ ABSL_GUARDED_BY(mu_);
+  bool job_running_ ABSL_GUARDED_BY(mu_) = false;
+  std::string job_id_ ABSL_GUARDED_BY(mu_);  // running, or its DONE not yet delivered
+  std::shared_ptr<CancelToken> cancel_ ABSL_GUARDED_BY(mu_);
+  bool drain_sent_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread job_thread_;
+};
+
+}  // namespace pkb
+
+#endif  // PKB_WORKER_DAEMON_WORKER_DAEMON_H_

@@ -1,0 +1,112 @@
+// pkb-worker: the worker daemon of one GPU node (see docs/service.md).
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/subprocess.h"
+#include "spdlog/spdlog.h"
+#include "worker/daemon/worker_daemon.h"
+
+namespace {
+
+pkb::WorkerDaemon* g_daemon = nullptr;
+void OnSignal(int) {
+  if (g_daemon) g_daemon->RequestDrain();
+}
+
+// What nvidia-smi says about this node's GPUs; nothing on a GPU-less node.
+void DetectGpus(pkb::v1::WorkerCapabilities* caps) {
+  pkb::SubprocessOptions opts;
+  opts.argv = {"nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"};
+  opts.timeout = absl::Seconds(20);
+  auto r = pkb::RunSubprocess(opts);
+  if (!r.ok() || r->exit_code != 0 || r->signaled) return;
+  for (absl::string_view line : absl::StrSplit(r->out, '\n', absl::SkipWhitespace())) {
+    std::vector<std::string> f = absl::StrSplit(line, ", ");
+    if (f.size() < 2) continue;
+    caps->set_gpu_count(caps->gpu_count() + 1);
+    caps->set_gpu_model(f[0]);
+    caps->set_driver_version(f[1]);
+  }
+  std::string model = absl::AsciiStrToLower(caps->gpu_model());
+  for (const char* cls : {"h200", "h100", "b200", "gb200", "a100", "l40s"}) {
+    if (model.find(cls) != std::string::npos) {
+      caps->set_gpu_class(cls);
+      break;
+    }
+  }
+  if (caps->gpu_class().empty() && caps->gpu_count() > 0) caps->set_gpu_class("other");
+  caps->set_interconnect(caps->gpu_count() > 1 ? "nvlink" : "none");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  pkb::WorkerDaemonOptions o;
+  pkb::EngineExecutorOptions e;
+  std::string gpu_class;
+  int max_world_size = 0;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  o.worker_id = absl::StrCat(host, "-", getpid());
+  o.capabilities.set_harness_version(PKB_HARNESS_VERSION);
+  e.scratch = std::filesystem::temp_directory_path().string();
+  std::error_code ec;
+  auto self = std::filesystem::canonical("/proc/self/exe", ec);
+  for (auto candidate : {self.parent_path() / "pkb-eval",
+                         self.parent_path().parent_path() / "engine" / "pkb-eval"}) {
+    if (std::filesystem::exists(candidate, ec)) {
+      e.engine = candidate.string();
+      break;
+    }
+  }
+
+  CLI::App app{
+      "PKB worker daemon: takes evaluations from the coordinator and runs them with pkb-eval"};
+  app.add_option("--coordinator", o.coordinator, "host:port of the coordinator")
+      ->capture_default_str();
+  app.add_option("--worker-id", o.worker_id, "stable name of this worker")->capture_default_str();
+  app.add_option("--engine", e.engine, "the pkb-eval binary")->capture_default_str();
+  app.add_option("--scratch", e.scratch, "folder for per-job scratch folders")
+      ->capture_default_str();
+  app.add_option("--gpu-class", gpu_class,
+                 "override the detected gpu class (h200, h100, cpu, ...)");
+  app.add_option("--max-world-size", max_world_size,
+                 "largest W accepted (default: the GPU count; 8 on a GPU-less node, whose engine "
+                 "answers NO_DEVICE)");
+  app.add_option("--harness-version", *o.capabilities.mutable_harness_version(),
+                 "the engine's harness version")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  DetectGpus(&o.capabilities);
+  if (!gpu_class.empty()) o.capabilities.set_gpu_class(gpu_class);
+  if (o.capabilities.gpu_class().empty()) o.capabilities.set_gpu_class("cpu");
+  if (o.capabilities.interconnect().empty()) o.capabilities.set_interconnect("none");
+  o.capabilities.set_max_world_size(max_world_size > 0               ? max_world_size
+                                    : o.capabilities.gpu_count() > 0 ? o.capabilities.gpu_count()
+                                                                     : 8);
+  o.capabilities.set_hostname(host);
+  o.capabilities.set_slots(1);
+  if (e.engine.empty() || access(e.engine.c_str(), X_OK) != 0) {
+    o.healthy = false;
+    o.unhealthy_reason = absl::StrCat("no runnable engine at '", e.engine, "' (give --engine)");
+    spdlog::error("{}", o.unhealthy_reason);
+  }
+  spdlog::info("worker {}: {} x{} ({}), max W {}, engine {}", o.worker_id,
+               o.capabilities.gpu_class(), o.capabilities.gpu_count(), o.capabilities.gpu_model(),
+               o.capabilities.max_world_size(), e.engine);
+
+  pkb::EngineExecutor executor(e);
+  pkb::WorkerDaemon daemon(o, &executor);
+  g_daemon = &daemon;
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  daemon.Run();
+  return 0;
+}
