@@ -2,6 +2,7 @@
 
 #include <google/protobuf/util/json_util.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <optional>
 
@@ -47,17 +48,21 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
   // RunSubprocess does not tell the child's pid, and cancel needs it: a shell prints its own pid
   // (which is the process group, RunSubprocess starts a new session) and execs the engine.
   // TODO: replace with a start callback in SubprocessOptions (common/ is another owner's).
-  opts.argv = {"/bin/sh",
-               "-c",
-               absl::StrCat("echo \"", kPidPrefix, "$$\"; exec \"$0\" \"$@\""),
-               options_.engine,
-               "--problem",
-               absl::StrCat(lease.problem_id()),
-               "--world-size",
-               absl::StrCat(lease.world_size()),
-               "--source",
-               source,
-               "--events"};
+  // setpriv makes the engine die with the daemon (kill -9 included) instead of holding the GPUs.
+  const bool pdeathsig = access("/usr/bin/setpriv", X_OK) == 0;
+  opts.argv = {
+      "/bin/sh",
+      "-c",
+      absl::StrCat("echo \"", kPidPrefix, "$$\"; exec ",
+                   pdeathsig ? "/usr/bin/setpriv --pdeathsig KILL -- " : "", "\"$0\" \"$@\""),
+      options_.engine,
+      "--problem",
+      absl::StrCat(lease.problem_id()),
+      "--world-size",
+      absl::StrCat(lease.world_size()),
+      "--source",
+      source,
+      "--events"};
   if (!lease.dtype().empty()) opts.argv.insert(opts.argv.end(), {"--dtype", lease.dtype()});
   if (lease.m() > 0) opts.argv.insert(opts.argv.end(), {"--m", absl::StrCat(lease.m())});
   if (lease.n() > 0) opts.argv.insert(opts.argv.end(), {"--n", absl::StrCat(lease.n())});

@@ -1,0 +1,397 @@
+// End-to-end: coordinator, workers and CLI as real processes on loopback, SQLite in a temp dir.
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/files.h"
+#include "common/subprocess.h"
+#include "pkb/v1/evaluation.grpc.pb.h"
+
+namespace pkb {
+namespace {
+
+// A child process with its output in a log file; killed (SIGKILL) when destroyed.
+class Process {
+ public:
+  Process(std::vector<std::string> argv, const std::string& log,
+          std::map<std::string, std::string> env = {}) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~Process() { Kill(SIGKILL); }
+  void Signal(int sig) { kill(pid_, sig); }
+  void Kill(int sig) {
+    if (pid_ <= 0) return;
+    kill(pid_, sig);
+    int st;
+    waitpid(pid_, &st, 0);
+    pid_ = -1;
+  }
+  // Waits for a clean exit; false on timeout.
+  bool WaitExit(absl::Duration limit) {
+    absl::Time end = absl::Now() + limit;
+    while (absl::Now() < end) {
+      int st;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        return true;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+std::string Slurp(const std::string& path) {
+  auto s = ReadFile(path);
+  return s.ok() ? *s : "";
+}
+
+// A coordinator on a temp SQLite file, restartable on the same port and file.
+struct Cluster {
+  Cluster() { dir = *MakeTempDir("/tmp", "pkb-svc-test"); }
+  ~Cluster() {
+    workers.clear();
+    coordinator.reset();
+    if (!::getenv("PKB_KEEP_TEST_DIR")) RemoveTree(dir).IgnoreError();
+  }
+
+  void StartCoordinator(const std::string& engine) {
+    engine_ = engine;
+    std::string listen = port ? absl::StrCat("127.0.0.1:", port) : "127.0.0.1:0";
+    unlink((dir + "/port").c_str());
+    coordinator = std::make_unique<Process>(
+        std::vector<std::string>{PKB_COORDINATOR_BIN, "--listen", listen, "--db", dir + "/jobs.db",
+                                 "--engine", engine, "--heartbeat-interval", "0.2",
+                                 "--lease-timeout", "1.5", "--max-attempts", "3", "--port-file",
+                                 dir + "/port"},
+        dir + "/coordinator.log");
+    for (int i = 0; i < 300 && Slurp(dir + "/port").empty(); ++i)
+      absl::SleepFor(absl::Milliseconds(20));
+    port = std::atoi(Slurp(dir + "/port").c_str());
+    REQUIRE(port > 0);
+    channel =
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+    stub = v1::Evaluation::NewStub(channel);
+  }
+  Process* StartWorker(const std::string& id, std::map<std::string, std::string> env = {}) {
+    env["FAKE_PKB_EVAL_LOG"] = dir + "/engine_runs.log";
+    workers.push_back(std::make_unique<Process>(
+        std::vector<std::string>{PKB_WORKER_BIN, "--coordinator", absl::StrCat("127.0.0.1:", port),
+                                 "--worker-id", id, "--engine", engine_, "--scratch", dir,
+                                 "--gpu-class", "cpu"},
+        dir + "/worker-" + id + ".log", env));
+    return workers.back().get();
+  }
+  std::string WriteSource(const std::string& name, const std::string& text) {
+    std::string path = dir + "/" + name;
+    REQUIRE(WriteFileAtomic(path, text).ok());
+    return path;
+  }
+  v1::SubmitRequest Request(const std::string& source, int w = 2) {
+    v1::SubmitRequest r;
+    r.set_problem_id(1);
+    r.set_world_size(w);
+    r.set_source(source);
+    return r;
+  }
+
+  std::string dir;
+  int port = 0;
+  std::string engine_;
+  std::unique_ptr<Process> coordinator;
+  std::vector<std::unique_ptr<Process>> workers;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Evaluation::Stub> stub;
+};
+
+// Reads a stream to its end; stops early after `max_events`.
+std::vector<v1::EvalEvent> ReadAll(grpc::ClientReader<v1::EvalEvent>* reader, grpc::Status* status,
+                                   size_t max_events = 1000) {
+  std::vector<v1::EvalEvent> events;
+  v1::EvalEvent e;
+  while (events.size() < max_events && reader->Read(&e)) events.push_back(e);
+  if (events.size() < max_events) *status = reader->Finish();
+  return events;
+}
+
+std::vector<v1::EvalEvent> Watch(Cluster& c, const std::string& job_id, grpc::Status* status,
+                                 int64_t after = 0) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::WatchRequest w;
+  w.set_job_id(job_id);
+  w.set_after_sequence(after);
+  auto reader = c.stub->Watch(&ctx, w);
+  return ReadAll(reader.get(), status);
+}
+
+void CheckSequence(const std::vector<v1::EvalEvent>& events) {
+  for (size_t i = 0; i < events.size(); ++i) CHECK(events[i].sequence() == int64_t(i + 1));
+}
+
+std::string Engine() {
+  return std::string(PKB_REAL_ENGINE).empty() ? PKB_FAKE_ENGINE : PKB_REAL_ENGINE;
+}
+
+TEST_CASE("submit streams every stage and the GPU-less verdict", "[service]") {
+  Cluster c;
+  c.StartCoordinator(Engine());
+  c.StartWorker("w1");
+  std::string example = std::string(PKB_EXAMPLES_DIR) + "/p001_allreduce_symm.cu";
+  std::string source = ReadFile(example).value_or("__global__ void k() {}\n");
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(90));
+  auto reader = c.stub->Submit(&ctx, c.Request(source, 2));
+  grpc::Status st;
+  auto events = ReadAll(reader.get(), &st);
+  INFO(Slurp(c.dir + "/worker-w1.log"));
+  REQUIRE(st.ok());
+  REQUIRE(events.size() >= 3);
+  CheckSequence(events);
+  CHECK(events.front().stage() == v1::QUEUED);
+  bool compiled = false;
+  for (const auto& e : events) compiled |= e.stage() == v1::COMPILING;
+  CHECK(compiled);
+  const v1::EvalResult& r = events.back().result();
+  CHECK(events.back().stage() == v1::DONE);
+  // CI has no GPU: the engine compiles, then says so.
+  CHECK(r.status() == v1::NO_DEVICE);
+  CHECK(!r.job_key().empty());
+}
+
+TEST_CASE("rejections are precise: unknown problem, unsupported world size", "[service]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  grpc::Status st;
+  {
+    grpc::ClientContext ctx;
+    auto r = c.Request("x", 3);
+    auto reader = c.stub->Submit(&ctx, r);
+    ReadAll(reader.get(), &st);
+    CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(st.error_message().find("m must divide") != std::string::npos);
+  }
+  {
+    grpc::ClientContext ctx;
+    auto r = c.Request("x", 2);
+    r.set_problem_id(999);
+    auto reader = c.stub->Submit(&ctx, r);
+    ReadAll(reader.get(), &st);
+    CHECK(st.error_code() == grpc::StatusCode::NOT_FOUND);
+  }
+  Watch(c, "no-such-job", &st);
+  CHECK(st.error_code() == grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_CASE("a client that drops its stream reattaches with Watch and sees the whole history",
+          "[service]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  c.StartWorker("w1", {{"FAKE_PKB_EVAL_DELAY", "0.2"}});
+  std::string job_id;
+  {
+    grpc::ClientContext ctx;
+    auto reader = c.stub->Submit(&ctx, c.Request("FAKE_OK"));
+    grpc::Status st;
+    auto first = ReadAll(reader.get(), &st, 1);
+    REQUIRE(first.size() == 1);
+    job_id = first[0].job_id();
+    ctx.TryCancel();  // the client goes away mid-job
+  }
+  grpc::Status st;
+  auto events = Watch(c, job_id, &st);
+  REQUIRE(st.ok());
+  CheckSequence(events);
+  REQUIRE(events.size() >= 9);  // QUEUED, leased, COMPILING, 5 x VERIFYING, BENCHMARKING, DONE
+  CHECK(events.back().result().status() == v1::OK);
+  auto tail = Watch(c, job_id, &st, events.size() - 2);
+  CHECK(tail.size() == 2);
+}
+
+TEST_CASE("cancel kills the running evaluation and ends the job CANCELLED", "[service]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  c.StartWorker("w1");
+  grpc::ClientContext ctx;
+  auto reader = c.stub->Submit(&ctx, c.Request("FAKE_HANG"));
+  v1::EvalEvent e;
+  std::string job_id;
+  while (reader->Read(&e)) {
+    job_id = e.job_id();
+    if (e.stage() == v1::COMPILING) break;
+  }
+  REQUIRE(e.stage() == v1::COMPILING);
+  absl::SleepFor(absl::Milliseconds(200));
+  grpc::ClientContext cctx;
+  v1::CancelRequest cr;
+  cr.set_job_id(job_id);
+  v1::Job job;
+  REQUIRE(c.stub->Cancel(&cctx, cr, &job).ok());
+  CHECK(job.result().status() == v1::CANCELLED);
+  grpc::Status st;
+  auto rest = ReadAll(reader.get(), &st);
+  REQUIRE(!rest.empty());
+  CHECK(rest.back().result().status() == v1::CANCELLED);
+  // The engine's process group is gone.
+  std::string runs = Slurp(c.dir + "/engine_runs.log");
+  int pid = std::atoi(runs.substr(runs.find("pid=") + 4).c_str());
+  REQUIRE(pid > 0);
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = kill(pid, 0) != 0;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  CHECK(gone);
+  // The worker is free again.
+  grpc::ClientContext ctx2;
+  auto r2 = c.stub->Submit(&ctx2, c.Request("after cancel"));
+  auto events = ReadAll(r2.get(), &st);
+  REQUIRE(st.ok());
+  CHECK(events.back().result().status() == v1::NO_DEVICE);
+}
+
+TEST_CASE("identical submissions are deduplicated in flight and cached once done", "[service]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  c.StartWorker("w1", {{"FAKE_PKB_EVAL_DELAY", "0.1"}});
+  std::vector<std::string> ids(3);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.emplace_back([&, i] {
+      grpc::ClientContext ctx;
+      auto reader = c.stub->Submit(&ctx, c.Request("FAKE_OK same"));
+      grpc::Status st;
+      auto events = ReadAll(reader.get(), &st);
+      if (!events.empty() && events.back().result().status() == v1::OK)
+        ids[i] = events.front().job_id();
+    });
+  }
+  for (auto& t : clients) t.join();
+  CHECK(!ids[0].empty());
+  CHECK(ids[0] == ids[1]);
+  CHECK(ids[1] == ids[2]);
+  grpc::ClientContext ctx;
+  auto reader = c.stub->Submit(&ctx, c.Request("FAKE_OK same"));
+  grpc::Status st;
+  auto events = ReadAll(reader.get(), &st);
+  REQUIRE(events.size() == 2);
+  CHECK(events.back().result().cached());
+  CHECK(events.back().result().status() == v1::OK);
+  std::string runs = Slurp(c.dir + "/engine_runs.log");
+  CHECK(std::count(runs.begin(), runs.end(), '\n') == 1);
+}
+
+TEST_CASE("kill -9 of the coordinator mid-job: after a restart the job completes", "[service]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  c.StartWorker("w1", {{"FAKE_PKB_EVAL_DELAY", "0.4"}});
+  std::string job_id;
+  {
+    grpc::ClientContext ctx;
+    auto reader = c.stub->Submit(&ctx, c.Request("FAKE_OK restart"));
+    v1::EvalEvent e;
+    while (reader->Read(&e) && e.stage() != v1::VERIFYING) job_id = e.job_id();
+    REQUIRE(e.stage() == v1::VERIFYING);
+    c.coordinator->Kill(SIGKILL);
+  }
+  c.StartCoordinator(PKB_FAKE_ENGINE);  // same port, same SQLite file
+  grpc::Status st;
+  auto events = Watch(c, job_id, &st);
+  INFO(Slurp(c.dir + "/coordinator.log"));
+  REQUIRE(st.ok());
+  CheckSequence(events);
+  CHECK(events.back().result().status() == v1::OK);
+}
+
+TEST_CASE("kill -9 of a worker mid-job: the job is leased again to another worker", "[service]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  Process* first = c.StartWorker("w1", {{"FAKE_PKB_EVAL_DELAY", "0.3"}});
+  grpc::ClientContext ctx;
+  auto reader = c.stub->Submit(&ctx, c.Request("FAKE_OK killed"));
+  v1::EvalEvent e;
+  while (reader->Read(&e) && e.stage() != v1::COMPILING) {
+  }
+  REQUIRE(e.stage() == v1::COMPILING);
+  c.StartWorker("w2", {{"FAKE_PKB_EVAL_DELAY", "0.05"}});
+  first->Kill(SIGKILL);
+  grpc::Status st;
+  auto rest = ReadAll(reader.get(), &st);
+  REQUIRE(st.ok());
+  CHECK(rest.back().result().status() == v1::OK);
+  CHECK(rest.back().attempt() == 2);
+  bool requeued = false, to_w2 = false;
+  for (const auto& ev : rest) {
+    requeued |= ev.message().find("back in the queue") != std::string::npos;
+    to_w2 |= ev.message().find("leased to worker w2") != std::string::npos;
+  }
+  CHECK(requeued);
+  CHECK(to_w2);
+}
+
+TEST_CASE("a draining worker finishes its job and leaves", "[service]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  Process* w = c.StartWorker("w1", {{"FAKE_PKB_EVAL_DELAY", "0.2"}});
+  grpc::ClientContext ctx;
+  auto reader = c.stub->Submit(&ctx, c.Request("FAKE_OK drain"));
+  v1::EvalEvent e;
+  while (reader->Read(&e) && e.stage() != v1::COMPILING) {
+  }
+  w->Signal(SIGTERM);  // asks for a drain: no new job, the running one completes
+  grpc::Status st;
+  auto rest = ReadAll(reader.get(), &st);
+  CHECK(rest.back().result().status() == v1::OK);
+  CHECK(w->WaitExit(absl::Seconds(10)));
+}
+
+TEST_CASE("the CLI's exit codes follow the verdict", "[service][cli]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  c.StartWorker("w1");
+  auto run = [&](std::vector<std::string> args) {
+    SubprocessOptions o;
+    o.argv = {PKB_CLI_BIN, "--coordinator", absl::StrCat("127.0.0.1:", c.port)};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.timeout = absl::Seconds(60);
+    return RunSubprocess(o).value();
+  };
+  CHECK(run({"submit", c.WriteSource("ok.cu", "FAKE_OK"), "-p", "1", "-w", "2"}).exit_code == 0);
+  CHECK(run({"submit", c.WriteSource("ce.cu", "FAKE_COMPILE_ERROR"), "-p", "1", "-w", "2"})
+            .exit_code == 10);
+  auto nd = run({"--json", "submit", c.WriteSource("nd.cu", "plain"), "-p", "1", "-w", "2"});
+  CHECK(nd.exit_code == 17);
+  CHECK(nd.out.find("\"NO_DEVICE\"") != std::string::npos);
+  CHECK(run({"submit", c.WriteSource("w3.cu", "x"), "-p", "1", "-w", "3"}).exit_code == 5);
+  CHECK(run({"get", "nope"}).exit_code == 4);
+  CHECK(run({"submit"}).exit_code == 2);
+  CHECK(run({"problems", "list"}).out.find("1_allreduce") != std::string::npos);
+  SubprocessOptions down;
+  down.argv = {PKB_CLI_BIN, "--coordinator", "127.0.0.1:1", "--connect-timeout", "1", "get", "x"};
+  CHECK(RunSubprocess(down)->exit_code == 3);
+}
+
+}  // namespace
+}  // namespace pkb
