@@ -255,19 +255,22 @@ bool Scheduler::CanRun(const WorkerState& w, const v1::Job& job) const {
 }
 
 void Scheduler::Dispatch() {
-  for (auto q = queue_.begin(); q != queue_.end();) {
+  // Idle workers first: with every worker busy (the common case under load) this is one pass
+  // over the workers, not one per queued job.
+  std::vector<WorkerState*> idle;
+  for (auto& [conn, w] : workers_) {
+    if (w.healthy && !w.draining && w.job_id.empty()) idle.push_back(&w);
+  }
+  for (auto q = queue_.begin(); q != queue_.end() && !idle.empty();) {
     JobState& js = jobs_.at(*q);
-    WorkerState* chosen = nullptr;
-    for (auto& [conn, w] : workers_) {
-      if (CanRun(w, js.job)) {
-        chosen = &w;
-        break;
-      }
-    }
-    if (chosen == nullptr) {
+    auto pick =
+        std::find_if(idle.begin(), idle.end(), [&](WorkerState* w) { return CanRun(*w, js.job); });
+    if (pick == idle.end()) {
       ++q;
       continue;
     }
+    WorkerState* chosen = *pick;
+    idle.erase(pick);
     v1::Job& job = js.job;
     job.set_attempts(job.attempts() + 1);
     job.set_worker_id(chosen->worker_id);
