@@ -29,7 +29,7 @@ while [[ $# -gt 0 ]]; do
     --source) source="$2"; shift 2 ;;
     --events) events=1; shift ;;
     --*) shift 2 ;;
-    *) echo "fake_pkb_eval: unexpected argument $1" >&2; exit 2 ;;
+    *) source="$1"; shift ;;  # the source is positional, as in pkb-eval
   esac
 done
 [[ -n "$problem" && -n "$world" && -f "$source" && $events == 1 ]] || { echo "fake_pkb_eval: bad usage" >&2; exit 2; }

@@ -60,9 +60,10 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
       absl::StrCat(lease.problem_id()),
       "--world-size",
       absl::StrCat(lease.world_size()),
-      "--source",
-      source,
-      "--events"};
+      source,  // positional, as pkb-eval takes it
+      "--events",
+      "--scratch",
+      *dir};
   if (!lease.dtype().empty()) opts.argv.insert(opts.argv.end(), {"--dtype", lease.dtype()});
   if (lease.m() > 0) opts.argv.insert(opts.argv.end(), {"--m", absl::StrCat(lease.m())});
   if (lease.n() > 0) opts.argv.insert(opts.argv.end(), {"--n", absl::StrCat(lease.n())});
@@ -112,6 +113,15 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
                                 absl::FormatDuration(opts.timeout), " and was killed"));
   }
   if (final_result && r->exit_code == 0 && !r->signaled) return *final_result;
+  if (final_result && !r->signaled) {
+    // A verdict with a failing exit code is the engine's own failure: INTERNAL, never cached.
+    v1::EvalResult internal = *final_result;
+    internal.set_status(v1::INTERNAL);
+    internal.set_message(
+        absl::StrCat(final_result->message(), " (the engine exited with ", r->Describe(), ")"));
+    if (internal.failed_rank_log().empty()) internal.set_failed_rank_log(Tail(r->err, 8192));
+    return internal;
+  }
   v1::EvalResult internal = Verdict(
       v1::INTERNAL,
       absl::StrCat("the engine failed (", r->Describe(), final_result ? "" : ", no verdict", ")"));
