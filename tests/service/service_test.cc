@@ -1,5 +1,6 @@
 // End-to-end: coordinator, workers and CLI as real processes on loopback, SQLite in a temp dir.
 #include <fcntl.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -7,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -367,6 +369,25 @@ TEST_CASE("a draining worker finishes its job and leaves", "[service]") {
   CHECK(w->WaitExit(absl::Seconds(10)));
 }
 
+TEST_CASE("grpc.health.v1 answers SERVING", "[service]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  grpc::GenericStub generic(c.channel);
+  grpc::ClientContext ctx;
+  grpc::Slice empty("");
+  grpc::ByteBuffer request(&empty, 1), response;
+  std::promise<grpc::Status> done;
+  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status st) { done.set_value(st); });
+  REQUIRE(done.get_future().get().ok());
+  std::vector<grpc::Slice> slices;
+  REQUIRE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (auto& sl : slices)
+    bytes += std::string(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  CHECK(bytes == std::string("\x08\x01", 2));  // HealthCheckResponse{status: SERVING}
+}
+
 TEST_CASE("the CLI's exit codes follow the verdict", "[service][cli]") {
   Cluster c;
   c.StartCoordinator(PKB_FAKE_ENGINE);
@@ -388,6 +409,10 @@ TEST_CASE("the CLI's exit codes follow the verdict", "[service][cli]") {
   CHECK(run({"get", "nope"}).exit_code == 4);
   CHECK(run({"submit"}).exit_code == 2);
   CHECK(run({"problems", "list"}).out.find("1_allreduce") != std::string::npos);
+  CHECK(run({"problems", "show", "1_allreduce"}).out.find("All-reduce") != std::string::npos);
+  auto lb = run({"--json", "leaderboard"});
+  CHECK(lb.exit_code == 0);
+  CHECK(lb.out.find("\"speedup\":1.5") != std::string::npos);
   SubprocessOptions down;
   down.argv = {PKB_CLI_BIN, "--coordinator", "127.0.0.1:1", "--connect-timeout", "1", "get", "x"};
   CHECK(RunSubprocess(down)->exit_code == 3);
