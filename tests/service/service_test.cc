@@ -153,7 +153,9 @@ void CheckSequence(const std::vector<v1::EvalEvent>& events) {
   for (size_t i = 0; i < events.size(); ++i) CHECK(events[i].sequence() == int64_t(i + 1));
 }
 
+// The real engine when built (or named by PKB_TEST_ENGINE), else the test double.
 std::string Engine() {
+  if (const char* e = std::getenv("PKB_TEST_ENGINE")) return e;
   return std::string(PKB_REAL_ENGINE).empty() ? PKB_FAKE_ENGINE : PKB_REAL_ENGINE;
 }
 
