@@ -327,6 +327,10 @@ TEST_CASE("kill -9 of the coordinator mid-job: after a restart the job completes
   REQUIRE(st.ok());
   CheckSequence(events);
   CHECK(events.back().result().status() == v1::OK);
+  // The worker kept running it and resumed its lease: the engine ran once.
+  std::string runs = Slurp(c.dir + "/engine_runs.log");
+  CHECK(std::count(runs.begin(), runs.end(), '\n') == 1);
+  CHECK(Slurp(c.dir + "/coordinator.log").find("resumed job") != std::string::npos);
 }
 
 TEST_CASE("kill -9 of a worker mid-job: the job is leased again to another worker", "[service]") {
