@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -45,13 +47,25 @@ CREATE TABLE IF NOT EXISTS events (
 ) WITHOUT ROWID;
 )sql";
 
-// One prepared statement, finalised on scope exit.
+// One use of a prepared statement from the store's cache; reset (kept prepared) on scope exit.
 class Stmt {
  public:
-  Stmt(sqlite3* db, const std::string& sql) : db_(db) {
+  Stmt(sqlite3* db, std::map<std::string, sqlite3_stmt*>* cache, const std::string& sql) : db_(db) {
+    auto it = cache->find(sql);
+    if (it != cache->end()) {
+      stmt_ = it->second;
+      rc_ = SQLITE_OK;
+      return;
+    }
     rc_ = sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr);
+    if (rc_ == SQLITE_OK) cache->emplace(sql, stmt_);
   }
-  ~Stmt() { sqlite3_finalize(stmt_); }
+  ~Stmt() {
+    if (rc_ == SQLITE_OK) {
+      sqlite3_reset(stmt_);
+      sqlite3_clear_bindings(stmt_);
+    }
+  }
   absl::Status status() const {
     return rc_ == SQLITE_OK
                ? absl::OkStatus()
@@ -107,7 +121,15 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::
 
 SqliteJobStore::~SqliteJobStore() {
   absl::MutexLock lock(&mu_);
+  for (auto& [sql, stmt] : stmts_) sqlite3_finalize(stmt);
   sqlite3_close(db_);
+}
+
+absl::Status SqliteJobStore::Step(const char* sql) {
+  Stmt s(db_, &stmts_, sql);
+  PKB_RETURN_IF_ERROR(s.status());
+  if (s.Step() != SQLITE_DONE) return s.Error(sql);
+  return absl::OkStatus();
 }
 
 absl::Status SqliteJobStore::Exec(const char* sql) {
@@ -127,7 +149,7 @@ absl::Status SqliteJobStore::WriteJob(const v1::Job& job, bool insert) {
   bool done = job.stage() == v1::DONE;
   v1::Status status = job.result().status();
   Stmt s(
-      db_,
+      db_, &stmts_,
       insert
           ? "INSERT INTO jobs(id, job_key, done, status, cacheable, problem_id, created, updated, "
             "record, source) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
@@ -151,7 +173,7 @@ absl::Status SqliteJobStore::WriteJob(const v1::Job& job, bool insert) {
 }
 
 absl::Status SqliteJobStore::WriteEvent(const v1::EvalEvent& event) {
-  Stmt s(db_, "INSERT INTO events(job_id, seq, event) VALUES(?1, ?2, ?3)");
+  Stmt s(db_, &stmts_, "INSERT INTO events(job_id, seq, event) VALUES(?1, ?2, ?3)");
   PKB_RETURN_IF_ERROR(s.status());
   s.Bind(1, event.job_id());
   s.Bind(2, event.sequence());
@@ -162,31 +184,31 @@ absl::Status SqliteJobStore::WriteEvent(const v1::EvalEvent& event) {
 
 absl::Status SqliteJobStore::CreateJob(const v1::Job& job, const v1::EvalEvent* first_event) {
   absl::MutexLock lock(&mu_);
-  PKB_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  PKB_RETURN_IF_ERROR(Step("BEGIN IMMEDIATE"));
   absl::Status st = WriteJob(job, /*insert=*/true);
   if (st.ok() && first_event) st = WriteEvent(*first_event);
   if (!st.ok()) {
-    Exec("ROLLBACK").IgnoreError();
+    Step("ROLLBACK").IgnoreError();
     return st;
   }
-  return Exec("COMMIT");
+  return Step("COMMIT");
 }
 
 absl::Status SqliteJobStore::UpdateJob(const v1::Job& job, const v1::EvalEvent* event) {
   absl::MutexLock lock(&mu_);
-  PKB_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  PKB_RETURN_IF_ERROR(Step("BEGIN IMMEDIATE"));
   absl::Status st = WriteJob(job, /*insert=*/false);
   if (st.ok() && event) st = WriteEvent(*event);
   if (!st.ok()) {
-    Exec("ROLLBACK").IgnoreError();
+    Step("ROLLBACK").IgnoreError();
     return st;
   }
-  return Exec("COMMIT");
+  return Step("COMMIT");
 }
 
 absl::StatusOr<std::vector<v1::Job>> SqliteJobStore::QueryJobs(const std::string& sql,
                                                                const std::string& arg) {
-  Stmt s(db_, sql);
+  Stmt s(db_, &stmts_, sql);
   PKB_RETURN_IF_ERROR(s.status());
   if (!arg.empty()) s.Bind(1, arg);
   std::vector<v1::Job> jobs;
@@ -210,7 +232,7 @@ absl::StatusOr<v1::Job> SqliteJobStore::GetJob(const std::string& job_id) {
 
 absl::StatusOr<std::string> SqliteJobStore::GetSource(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, "SELECT source FROM jobs WHERE id=?1");
+  Stmt s(db_, &stmts_, "SELECT source FROM jobs WHERE id=?1");
   PKB_RETURN_IF_ERROR(s.status());
   s.Bind(1, job_id);
   int rc = s.Step();
@@ -222,7 +244,7 @@ absl::StatusOr<std::string> SqliteJobStore::GetSource(const std::string& job_id)
 absl::StatusOr<std::vector<v1::EvalEvent>> SqliteJobStore::ListEvents(const std::string& job_id,
                                                                       int64_t after_sequence) {
   absl::MutexLock lock(&mu_);
-  Stmt s(db_, "SELECT event FROM events WHERE job_id=?1 AND seq>?2 ORDER BY seq");
+  Stmt s(db_, &stmts_, "SELECT event FROM events WHERE job_id=?1 AND seq>?2 ORDER BY seq");
   PKB_RETURN_IF_ERROR(s.status());
   s.Bind(1, job_id);
   s.Bind(2, after_sequence);

@@ -8,6 +8,7 @@
 #ifndef PKB_SERVER_SQLITE_JOB_STORE_H_
 #define PKB_SERVER_SQLITE_JOB_STORE_H_
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "server/job_store.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace pkb {
 
@@ -36,6 +38,8 @@ class SqliteJobStore : public JobStore {
  private:
   explicit SqliteJobStore(sqlite3* db) : db_(db) {}
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs one statement through the statement cache.
+  absl::Status Step(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteJob(const v1::Job& job, bool insert) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteEvent(const v1::EvalEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<v1::Job>> QueryJobs(const std::string& sql, const std::string& arg)
@@ -43,6 +47,7 @@ class SqliteJobStore : public JobStore {
 
   absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, sqlite3_stmt*> stmts_ ABSL_GUARDED_BY(mu_);  // prepared once, reused
 };
 
 }  // namespace pkb
