@@ -1,0 +1,197 @@
+// Problem 54 — causal ring attention forward (ring-flash-attention's RingComm schedule and lse
+// merge), context parallel over WORLD.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "problems/harness/common.h"
+#include "problems/harness/registry.h"
+
+namespace pkb {
+namespace {
+
+constexpr int64_t kB = 16, kT = 16, kH = 8, kD = 64;  // PKB's fixed sizes; M and N are unused
+
+int64_t LocalSeq(int world) { return std::max<int64_t>(1, kT / world); }
+double Scale() { return std::pow(static_cast<double>(kD), -0.5); }
+
+struct Block {
+  at::Tensor out;  // (B, S, H, D) fp32
+  at::Tensor lse;  // (B, H, S) fp32
+};
+
+// One attention block in fp32. With `causal`, query i (at position i + q_offset in k's frame)
+// does not see keys j > i + q_offset; q_offset = 0 is the ring's diagonal block.
+Block LocalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                     int64_t q_offset = 0) {
+  at::Tensor qh = q.transpose(1, 2).to(at::kFloat);
+  at::Tensor kh = k.transpose(1, 2).to(at::kFloat);
+  at::Tensor vh = v.transpose(1, 2).to(at::kFloat);
+  at::Tensor scores = at::matmul(qh, kh.transpose(-2, -1)) * Scale();
+  if (causal) {
+    at::Tensor mask =
+        at::ones({q.size(1), k.size(1)}, q.options().dtype(at::kBool)).triu(1 + q_offset);
+    scores.masked_fill_(mask.unsqueeze(0).unsqueeze(0), -INFINITY);
+  }
+  at::Tensor lse = at::logsumexp(scores, -1);
+  at::Tensor out = at::matmul(at::softmax(scores, -1), vh).transpose(1, 2).contiguous();
+  return {out, lse};
+}
+
+// The running (out, lse) of the ring, merged in step order through sigmoid / logsigmoid.
+struct Merged {
+  at::Tensor out;  // (B, S, H, D) fp32
+  at::Tensor lse;  // (B, S, H, 1) fp32
+  void Add(const Block& b) {
+    at::Tensor block_lse = b.lse.transpose(-2, -1).unsqueeze(-1);
+    if (!out.defined()) {
+      out = b.out;
+      lse = block_lse;
+      return;
+    }
+    out = out - at::sigmoid(block_lse - lse) * (out - b.out);
+    lse = lse - at::log_sigmoid(lse - block_lse);
+  }
+};
+
+class RingAttention : public Problem {
+ public:
+  const ProblemInfo& info() const override {
+    static const ProblemInfo i{
+        54,
+        "54_ring_attention",
+        1,
+        "ring-flash-attention (zhuzilin): RingComm + lse merge",
+        "context parallel",
+        "Causal ring attention forward over WORLD (context parallel). Fixed sizes, whatever M and "
+        "N:\n"
+        "B = 16, T = 16 (global sequence), H = 8, Dh = 64, S = T / W local positions per rank.\n"
+        "Rank r owns global positions [r S, (r+1) S) (contiguous, no zig-zag).\n\n"
+        "- Inputs per rank r (seed 42 + 54000 + r + 1000003*set), randn in the run dtype on the\n"
+        "  device, in order: `q`, `k`, `v`, each (B, S, H, Dh). softmax_scale = Dh^-0.5 = 0.125,\n"
+        "  causal = true.\n"
+        "- Computation: exact causal softmax attention of the local queries over all keys at "
+        "global\n"
+        "  positions <= the query's, in fp32 (q, k, v upcast), cast to the dtype at the end. The\n"
+        "  reference runs the ring: W steps; at step s the rank holds rank (r - s) mod W's k, v "
+        "and\n"
+        "  forwards them to r + 1 (batched isend/irecv, receiving from r - 1); for s <= r it\n"
+        "  computes one block (s = 0 diagonal and masked, s >= 1 full) with its logsumexp and "
+        "merges\n"
+        "  it: o -= sigmoid(lse_b - lse) (o - o_b); lse -= logsigmoid(lse - lse_b).\n"
+        "- Output: `out` (B, S, H, Dh) dtype.\n"
+        "- Numerics: fp32 throughout, |out| <~ 1; merge order changes only fp32 rounding, and a\n"
+        "  flash kernel with bf16 probabilities passes atol = rtol = 1e-2.\n"
+        "- Load: rank r computes r + 1 blocks (imbalanced); ring traffic 2 (W-1) B S H Dh b "
+        "bytes.\n"
+        "- Needs 8 % W == 0 (PKB's builder)."};
+    return i;
+  }
+
+  absl::Status CanImplement(const RunConfig& cfg) const override {
+    if (8 % cfg.world != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "54_ring_attention splits T = 16 positions into equal contiguous blocks and PKB's "
+          "builder requires 8 % W == 0; W = ",
+          cfg.world, " is not one of 1, 2, 4, 8"));
+    }
+    return absl::OkStatus();
+  }
+
+  Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {
+    const int64_t s = LocalSeq(cfg.world);
+    Inputs in;
+    in.Add("q", at::randn({kB, s, kH, kD}, Opts(cfg)));
+    in.Add("k", at::randn({kB, s, kH, kD}, Opts(cfg)));
+    in.Add("v", at::randn({kB, s, kH, kD}, Opts(cfg)));
+    in.scalars.push_back(ScalarArg::Float("softmax_scale", Scale()));
+    in.scalars.push_back(ScalarArg::Int("causal", 1));
+    return in;
+  }
+
+  std::vector<OutputDecl> Outputs(const RunConfig& cfg, int rank) const override {
+    return {{"out", {kB, LocalSeq(cfg.world), kH, kD}, cfg.dtype}};
+  }
+
+  absl::StatusOr<std::vector<at::Tensor>> Reference(Comm& comm, const Inputs& in,
+                                                    const RunConfig& cfg) const override {
+    const int w = comm.size(), r = comm.rank();
+    const at::Tensor& q = in[0];
+    at::Tensor k = in[1].contiguous(), v = in[2].contiguous();
+    Merged merged;
+    for (int step = 0; step < w; ++step) {
+      at::Tensor next_k, next_v;
+      if (step + 1 != w) {
+        next_k = at::empty_like(k);
+        next_v = at::empty_like(v);
+        PKB_RETURN_IF_ERROR(comm.BatchP2P({{P2POp::kSend, k, (r + 1) % w},
+                                           {P2POp::kRecv, next_k, (r - 1 + w) % w},
+                                           {P2POp::kSend, v, (r + 1) % w},
+                                           {P2POp::kRecv, next_v, (r - 1 + w) % w}}));
+      }
+      if (step <= r) {
+        merged.Add(LocalAttention(q, k, v, /*causal=*/step == 0));
+      }
+      if (step + 1 != w) {
+        k = next_k;
+        v = next_v;
+      }
+    }
+    return std::vector<at::Tensor>{merged.out.to(cfg.dtype)};
+  }
+
+  // Exact causal attention over the global sequence in fp32, one softmax per rank: rank r's
+  // queries against the concatenated keys and values of ranks 0..r (later keys are all masked,
+  // so leaving them out is exact). The same blocks merged in the ring's step order must agree
+  // with it to fp32 rounding (else the oracle fails); the merged form is returned, so that the
+  // oracle is bit-identical to a correct ring on CPU and rank r's answer reads no later rank's
+  // inputs (the CPU check's "rank s missing" answer for s > r is then the truth itself).
+  absl::StatusOr<std::vector<std::vector<at::Tensor>>> Oracle(const std::vector<Inputs>& all,
+                                                              const RunConfig& cfg) const override {
+    const int64_t s = LocalSeq(cfg.world);
+    std::vector<at::Tensor> ks, vs;
+    std::vector<std::vector<at::Tensor>> result;
+    for (size_t r = 0; r < all.size(); ++r) {
+      ks.push_back(all[r][1]);
+      vs.push_back(all[r][2]);
+      Block exact = LocalAttention(all[r][0], at::cat(ks, 1), at::cat(vs, 1), /*causal=*/true,
+                                   /*q_offset=*/static_cast<int64_t>(r) * s);
+      Merged ring;
+      for (size_t step = 0; step <= r; ++step) {
+        ring.Add(LocalAttention(all[r][0], all[r - step][1], all[r - step][2], step == 0));
+      }
+      double err = (ring.out - exact.out).abs().max().item<double>();
+      if (!(err <= 1e-4)) {
+        return absl::InternalError(absl::StrCat("ring merge of rank ", r, " differs from exact ",
+                                                "attention by ", err, " (fp32)"));
+      }
+      result.push_back({ring.out.to(cfg.dtype)});
+    }
+    return result;
+  }
+
+  Tolerance GetTolerance(const RunConfig& cfg, int index) const override {
+    Tolerance t;
+    t.rationale =
+        "PKB's atol = rtol = 1e-2: fp32 math throughout and |out| <~ 1, so the ring's merge order "
+        "and a flash kernel's bf16 probabilities stay far below it.";
+    return t;
+  }
+
+  Roofline GetRoofline(const RunConfig& cfg) const override {
+    const double b = ElementBytes(cfg.dtype);
+    const double w = cfg.world;
+    const double s = static_cast<double>(LocalSeq(cfg.world));
+    const double shard = kB * s * kH * kD * b;
+    Roofline r;
+    r.nvlink_bytes = 2 * (w - 1) * shard;
+    // q, k, v read; every received k, v written and read once; out written.
+    r.hbm_bytes = 3 * shard + 4 * (w - 1) * shard + shard;
+    // The busiest rank (W - 1) computes W blocks of QK^T and PV.
+    r.flops = w * 4.0 * kB * kH * s * s * kD;
+    return r;
+  }
+};
+PKB_REGISTER_PROBLEM(RingAttention);
+
+}  // namespace
+}  // namespace pkb

@@ -1,0 +1,168 @@
+#include "problems/ep/moe_pipeline.h"
+
+#include <cmath>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pkb {
+namespace {
+
+std::vector<int64_t> ToHost(const at::Tensor& t) {
+  at::Tensor c = t.to(at::kCPU, at::kLong).contiguous();
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+// torch.cat([chunks[i] for i in order]) of torch.split(x, sizes).
+at::Tensor SortChunks(const at::Tensor& x, const std::vector<int64_t>& sizes,
+                      const std::vector<int64_t>& order) {
+  std::vector<at::Tensor> chunks = at::split_with_sizes(x, sizes, 0);
+  std::vector<at::Tensor> sorted;
+  sorted.reserve(order.size());
+  for (int64_t i : order) sorted.push_back(chunks[i]);
+  return at::cat(sorted, 0);
+}
+
+}  // namespace
+
+LinearWeights DrawLinear(const RunConfig& cfg, int64_t in_features, int64_t out_features) {
+  // torch.nn.init.kaiming_uniform_(w, a=sqrt(5)): gain = sqrt(2 / (1 + a^2)),
+  // bound = sqrt(3) * gain / sqrt(fan_in), computed in double as Python does.
+  const double a = std::sqrt(5.0);
+  const double gain = std::sqrt(2.0 / (1.0 + a * a));
+  const double w_bound = std::sqrt(3.0) * (gain / std::sqrt(static_cast<double>(in_features)));
+  const double b_bound = in_features > 0 ? 1.0 / std::sqrt(static_cast<double>(in_features)) : 0;
+  auto cpu = at::TensorOptions().dtype(at::kFloat).device(at::kCPU);
+  at::Tensor w = at::empty({out_features, in_features}, cpu).uniform_(-w_bound, w_bound);
+  at::Tensor b = at::empty({out_features}, cpu).uniform_(-b_bound, b_bound);
+  return {w.to(cfg.dtype).to(cfg.device), b.to(cfg.dtype).to(cfg.device)};
+}
+
+at::Tensor SwiGluExpert(const at::Tensor& x, const LinearWeights& gate, const LinearWeights& up,
+                        const LinearWeights& down) {
+  at::Tensor g = at::silu(ApplyLinear(x, gate.weight, gate.bias));
+  at::Tensor u = ApplyLinear(x, up.weight, up.bias);
+  return ApplyLinear(g * u, down.weight, down.bias);
+}
+
+Routing Route(const at::Tensor& x2d, const at::Tensor& gate_weight, const at::Tensor& gate_bias,
+              int64_t top_k) {
+  at::Tensor logits = at::linear(x2d, gate_weight, gate_bias);
+  auto [w, sel] = at::topk(at::softmax(logits, -1), top_k, -1);
+  return {w, sel};
+}
+
+absl::StatusOr<at::Tensor> MoeEpForward(Comm& comm, const at::Tensor& x,
+                                        const at::Tensor& gate_weight, const at::Tensor& gate_bias,
+                                        int64_t num_experts, int64_t top_k,
+                                        const ExpertFn& expert) {
+  const int64_t world = comm.size();
+  const int64_t rank = comm.rank();
+  if (num_experts % world != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("moe: num_experts ", num_experts, " not divisible by EP size ", world));
+  }
+  const int64_t local = num_experts / world;
+  const int64_t hidden = x.size(-1);
+  at::Tensor x2 = x.reshape({-1, hidden});
+  const int64_t tokens = x2.size(0);
+
+  // 1. Routing.
+  Routing route = Route(x2, gate_weight, gate_bias, top_k);
+  // expert_mask (E, k, T); routing_map (E, T).
+  at::Tensor routing_map = at::one_hot(route.selected, num_experts).sum(1).t().contiguous();
+  at::Tensor counts = routing_map.sum(1).to(at::kLong).contiguous();  // (E)
+
+  // 2-3. Splits and the all-gather of counts.
+  std::vector<int64_t> c = ToHost(counts);
+  std::vector<int64_t> input_splits(world, 0);
+  for (int64_t e = 0; e < num_experts; ++e) input_splits[e / local] += c[e];
+  at::Tensor gathered = at::empty({world * num_experts}, counts.options());
+  PKB_RETURN_IF_ERROR(comm.AllGatherInto(gathered, counts));
+  std::vector<int64_t> g = ToHost(gathered);  // g[s * E + e]
+  std::vector<int64_t> output_splits(world, 0);
+  std::vector<int64_t> by_source(world * local), by_expert(world * local);
+  for (int64_t s = 0; s < world; ++s) {
+    for (int64_t l = 0; l < local; ++l) {
+      int64_t n = g[s * num_experts + rank * local + l];
+      output_splits[s] += n;
+      by_source[s * local + l] = n;  // chunk sizes as received: (source, local expert)
+      by_expert[l * world + s] = n;  // chunk sizes after regrouping: (local expert, source)
+    }
+  }
+
+  // 4. Permute: token indices expert-major, ascending within each expert.
+  at::Tensor token_idx =
+      at::arange(tokens, x2.options().dtype(at::kLong)).unsqueeze(0).expand({num_experts, -1});
+  at::Tensor sorted_idx = token_idx.masked_select(routing_map.to(at::kBool));
+  at::Tensor permuted = x2.index_select(0, sorted_idx).contiguous();
+  if (permuted.size(0) != std::accumulate(input_splits.begin(), input_splits.end(), int64_t{0})) {
+    return absl::InternalError("moe: input_splits do not sum to the permuted token count");
+  }
+
+  // 5. Dispatch.
+  at::Tensor received = permuted;
+  if (world > 1) {
+    int64_t rows = std::accumulate(output_splits.begin(), output_splits.end(), int64_t{0});
+    received = at::empty({rows, hidden}, permuted.options());
+    PKB_RETURN_IF_ERROR(comm.AllToAllSingle(received, permuted, output_splits, input_splits));
+  }
+
+  // 6. Regroup to (local expert, source) order: chunk s*L + l goes to position l*W + s.
+  std::vector<int64_t> to_expert_major, to_source_major;
+  for (int64_t l = 0; l < local; ++l) {
+    for (int64_t s = 0; s < world; ++s) to_expert_major.push_back(s * local + l);
+  }
+  for (int64_t s = 0; s < world; ++s) {
+    for (int64_t l = 0; l < local; ++l) to_source_major.push_back(l * world + s);
+  }
+  at::Tensor grouped = SortChunks(received, by_source, to_expert_major);
+
+  // 7. Experts.
+  at::Tensor y = expert(grouped);
+
+  // 8. Undo the regrouping and combine.
+  at::Tensor back = SortChunks(y, by_expert, to_source_major).contiguous();
+  at::Tensor returned = back;
+  if (world > 1) {
+    returned = at::empty({permuted.size(0), hidden}, back.options());
+    PKB_RETURN_IF_ERROR(comm.AllToAllSingle(returned, back, input_splits, output_splits));
+  }
+
+  // 9. Weight by the routing probability and scatter-add per token.
+  at::Tensor weights_idx = at::zeros({tokens, num_experts}, route.weights.options())
+                               .scatter_add_(1, route.selected, route.weights);
+  at::Tensor row_weight = weights_idx.t().contiguous().masked_select(routing_map.to(at::kBool));
+  at::Tensor rows = returned * row_weight.unsqueeze(-1);
+  at::Tensor out = at::zeros({tokens, hidden}, rows.options());
+  out.scatter_add_(0, sorted_idx.unsqueeze(1).expand({-1, hidden}), rows);
+  return out;
+}
+
+at::Tensor MoeEpOracle(const at::Tensor& x, const at::Tensor& gate_weight,
+                       const at::Tensor& gate_bias, int64_t num_experts, int64_t top_k,
+                       const std::vector<ExpertFn>& experts) {
+  const int64_t world = static_cast<int64_t>(experts.size());
+  const int64_t local = num_experts / world;
+  const int64_t hidden = x.size(-1);
+  at::Tensor x2 = x.reshape({-1, hidden});
+  Routing route = Route(x2, gate_weight, gate_bias, top_k);
+  // Ascending expert order per token: the order in which the scatter-add meets the pairs.
+  auto [sel, order] = at::sort(route.selected, 1);
+  at::Tensor w = route.weights.gather(1, order);
+  std::vector<at::Tensor> per_owner;
+  for (const auto& f : experts) per_owner.push_back(f(x2));  // every token through every owner
+  const int64_t tokens = x2.size(0);
+  at::Tensor all = at::cat(per_owner, 0);           // (W T, N): owner-major
+  at::Tensor owner = at::floor_divide(sel, local);  // (T, k)
+  at::Tensor token = at::arange(tokens, sel.options());
+  at::Tensor out = at::zeros({tokens, hidden}, x2.options());
+  for (int64_t j = 0; j < top_k; ++j) {
+    at::Tensor y = all.index_select(0, owner.select(1, j) * tokens + token);  // (T, N)
+    out = out + y * w.select(1, j).unsqueeze(-1);
+  }
+  return out;
+}
+
+}  // namespace pkb

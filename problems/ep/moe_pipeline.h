@@ -1,0 +1,72 @@
+// The expert-parallel MoE forward shared by problems 31, 32, 49, 50 and 51 (VeOmni's
+// token_pre_all2all / tokens_post_all2all), and its single-process oracle.
+//
+// Pipeline over an EP group of W ranks with E experts (L = E / W local experts, rank d hosting
+// experts [d L, (d+1) L)):
+//   1. logits = x Wg^T + bg (dtype); p = softmax(logits) (dtype); (w, sel) = topk(p, k), no renorm.
+//   2. counts c[e] (int64, E); input_splits[d] = sum of c over d's experts.
+//   3. all_gather_into_tensor of c -> G (W, E); output_splits[s] = sum_{e local} G[s, e].
+//   4. permute: (expert, token) pairs, expert-major, tokens ascending; X_perm = x[token].
+//   5. all_to_all_single with the variable splits (skipped at W = 1).
+//   6. regroup the received chunks from (source, local expert) to (local expert, source) order.
+//   7. Y = expert(X) with the rank's weights (every op in dtype).
+//   8. undo 6, all_to_all_single back with the splits swapped.
+//   9. each row (e, t) times p[t, e] (dtype), scatter-added into zeros (T, N) dtype at row t.
+#ifndef PKB_PROBLEMS_EP_MOE_PIPELINE_H_
+#define PKB_PROBLEMS_EP_MOE_PIPELINE_H_
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "problems/harness/comm.h"
+#include "problems/harness/problem.h"
+
+namespace pkb {
+
+// A default-initialized nn.Linear(in -> out) as PKB builds it: created on the CPU in fp32 from the
+// CPU generator (weight (out, in) by kaiming_uniform_(a = sqrt(5)), then bias (out) by
+// U(-1/sqrt(in), 1/sqrt(in))), then cast to the run dtype and moved to the run device.
+struct LinearWeights {
+  at::Tensor weight;  // (out, in)
+  at::Tensor bias;    // (out)
+};
+LinearWeights DrawLinear(const RunConfig& cfg, int64_t in_features, int64_t out_features);
+
+// y = x W^T + b in the weights' dtype.
+inline at::Tensor ApplyLinear(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return at::linear(x, w, b);
+}
+
+// The SwiGLU expert of 31/49/50/51: down(silu(gate(x)) * up(x)), each op rounded to dtype.
+at::Tensor SwiGluExpert(const at::Tensor& x, const LinearWeights& gate, const LinearWeights& up,
+                        const LinearWeights& down);
+
+// Maps the rows a rank received (R, N) to expert outputs (R, N) with that rank's weights.
+using ExpertFn = std::function<at::Tensor(const at::Tensor&)>;
+
+struct Routing {
+  at::Tensor weights;   // (T, k) dtype, topk of the softmax, descending
+  at::Tensor selected;  // (T, k) int64 expert ids
+};
+// Step 1, exactly as the reference computes it (bf16 logits, softmax in dtype, topk).
+Routing Route(const at::Tensor& x2d, const at::Tensor& gate_weight, const at::Tensor& gate_bias,
+              int64_t top_k);
+
+// Steps 1-9 on one rank over `comm` (the EP group). `x` is (..., N); the result is (T, N).
+absl::StatusOr<at::Tensor> MoeEpForward(Comm& comm, const at::Tensor& x,
+                                        const at::Tensor& gate_weight, const at::Tensor& gate_bias,
+                                        int64_t num_experts, int64_t top_k, const ExpertFn& expert);
+
+// The closed form for rank `rank` of the group, without collectives:
+//   out[t] = sum over j (in ascending expert order) of w[t,j] * expert_{owner(sel[t,j])}(x[t]),
+// each product rounded to dtype, summed in dtype. experts[d] is group rank d's expert.
+at::Tensor MoeEpOracle(const at::Tensor& x, const at::Tensor& gate_weight,
+                       const at::Tensor& gate_bias, int64_t num_experts, int64_t top_k,
+                       const std::vector<ExpertFn>& experts);
+
+}  // namespace pkb
+
+#endif  // PKB_PROBLEMS_EP_MOE_PIPELINE_H_
