@@ -83,8 +83,20 @@ absl::StatusOr<SubmitOutcome> Scheduler::Submit(v1::SubmitRequest request) {
   queued.set_sequence(1);
   queued.set_stage(v1::QUEUED);
   queued.set_unix_micros(job.created_unix_micros());
-  queued.set_message(cached ? "identical job already evaluated; answering from the cache"
-                            : absl::StrCat("queued (", queue_.size(), " ahead)"));
+  std::string where = absl::StrCat("queued (", queue_.size(), " ahead)");
+  if (!cached) {
+    // Say it when nothing connected could ever take it, rather than leave an agent waiting.
+    bool runnable = false;
+    for (auto it = workers_.begin(); it != workers_.end() && !runnable; ++it) {
+      runnable = Matches(it->second.caps, job);
+    }
+    if (!runnable) {
+      absl::StrAppend(&where,
+                      "; no connected worker can run it yet (needs world size <= max, gpu class ",
+                      job.request().gpu_class(), ", harness ", job.harness_version(), ")");
+    }
+  }
+  queued.set_message(cached ? "identical job already evaluated; answering from the cache" : where);
 
   if (cached) {
     // A finished identical job: a new job record that carries its result, marked cached.
@@ -246,12 +258,15 @@ void Scheduler::LoseLease(const std::string& job_id, const std::string& reason) 
   queue_.insert(pos, job_id);
 }
 
-bool Scheduler::CanRun(const WorkerState& w, const v1::Job& job) const {
+bool Scheduler::Matches(const v1::WorkerCapabilities& caps, const v1::Job& job) {
   const auto& r = job.request();
-  if (!w.healthy || w.draining || !w.job_id.empty()) return false;
-  if (r.world_size() > w.caps.max_world_size()) return false;
-  if (r.gpu_class() != "any" && r.gpu_class() != w.caps.gpu_class()) return false;
-  return w.caps.harness_version() == job.harness_version();
+  if (r.world_size() > caps.max_world_size()) return false;
+  if (r.gpu_class() != "any" && r.gpu_class() != caps.gpu_class()) return false;
+  return caps.harness_version() == job.harness_version();
+}
+
+bool Scheduler::CanRun(const WorkerState& w, const v1::Job& job) const {
+  return w.healthy && !w.draining && w.job_id.empty() && Matches(w.caps, job);
 }
 
 void Scheduler::Dispatch() {

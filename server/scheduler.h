@@ -139,6 +139,8 @@ class Scheduler {
   void LoseLease(const std::string& job_id, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a worker with these capabilities could ever run the job.
+  static bool Matches(const v1::WorkerCapabilities& caps, const v1::Job& job);
   bool CanRun(const WorkerState& w, const v1::Job& job) const;
   void DropWorker(uint64_t connection_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t NowMicros() { return absl::ToUnixMicros(clock_->Now()); }

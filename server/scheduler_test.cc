@@ -252,6 +252,9 @@ TEST_CASE("matching: world size, gpu class, harness; drain stops new leases", "[
   auto small = f.AddWorker(1, "small", /*max_w=*/1);
   auto out = f.scheduler->Submit(Fixture::Request("k", 2));
   CHECK(small->Leases().empty());
+  auto sink = std::make_shared<RecordingSink>();
+  REQUIRE(f.scheduler->Watch(out->job_id, 0, sink).ok());
+  CHECK(sink->events.at(0).message().find("no connected worker can run it") != std::string::npos);
   auto r = Fixture::Request("k2", 2);
   r.set_gpu_class("h100");
   auto h100_job = f.scheduler->Submit(r);
