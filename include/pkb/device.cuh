@@ -63,9 +63,9 @@ __device__ __forceinline__ void wait_signal(uint32_t* own_pad, int channel, int 
 // published with a system fence) is visible to peers after it.
 __device__ __forceinline__ void barrier_block(uint32_t* const* signal_pads, int rank, int world,
                                               int channel) {
+  __threadfence_system();  // publish this thread's writes before the block signals
   __syncthreads();
   if (threadIdx.x < world) {
-    __threadfence_system();
     put_signal(signal_pads[threadIdx.x], channel, rank, threadIdx.x);
     wait_signal(signal_pads[rank], channel, threadIdx.x, rank);
   }

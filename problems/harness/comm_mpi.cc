@@ -275,6 +275,13 @@ int MpiWorldRank() {
   return r;
 }
 
+void FinalizeMpi() {
+  int inited = 0, fin = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&fin);
+  if (inited && !fin) MPI_Finalize();
+}
+
 int MpiWorldSize() {
   EnsureInit();
   int n = 1;

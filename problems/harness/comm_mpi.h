@@ -20,6 +20,8 @@ absl::StatusOr<std::unique_ptr<Comm>> MakeMpiWorld(const std::vector<GroupLayout
 // Rank and size of MPI_COMM_WORLD (initializing MPI).
 int MpiWorldRank();
 int MpiWorldSize();
+// Finalizes MPI now (processes that leave through _Exit skip the atexit handler).
+void FinalizeMpi();
 
 }  // namespace pkb
 

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The test command (README.md): configure, build and run every test that this machine can run.
+# GPU tests are skipped, with the reason printed, on machines without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${PKB_BUILD_DIR:-build}
+JOBS=${PKB_JOBS:-$(nproc)}
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build "$BUILD" -j "$JOBS"
+cd "$BUILD"
+ctest --output-on-failure -j "$JOBS" --timeout 600 "$@"

@@ -1,0 +1,32 @@
+// Loading a compiled candidate into a rank process and calling it through the C ABI of
+// pkb/candidate.h. Tensors cross the boundary as pkb_tensor views of at::Tensor storage.
+#ifndef PKB_WORKER_ENGINE_CANDIDATE_LOADER_H_
+#define PKB_WORKER_ENGINE_CANDIDATE_LOADER_H_
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pkb/candidate.h"
+#include "problems/harness/problem.h"
+
+namespace pkb {
+
+struct Candidate {
+  void* handle = nullptr;
+  pkb_init_fn init = nullptr;
+  pkb_run_fn run = nullptr;
+  pkb_fini_fn fini = nullptr;
+};
+
+// dlopens `path`, checks the declared API version and finds the entry points.
+absl::StatusOr<Candidate> LoadCandidate(const std::string& path);
+
+absl::StatusOr<pkb_tensor> ToPkbTensor(const at::Tensor& t);
+std::vector<pkb_scalar> ToPkbScalars(const std::vector<ScalarArg>& args);
+
+}  // namespace pkb
+
+#endif  // PKB_WORKER_ENGINE_CANDIDATE_LOADER_H_

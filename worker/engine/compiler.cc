@@ -1,0 +1,165 @@
+#include "worker/engine/compiler.h"
+
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <regex>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/files.h"
+#include "common/hash.h"
+#include "common/status_macros.h"
+#include "common/subprocess.h"
+
+namespace pkb {
+
+CandidateCompiler::CandidateCompiler(CompilerOptions options) : options_(std::move(options)) {}
+
+absl::StatusOr<std::string> CandidateCompiler::ToolchainId(const std::string& tool) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(tool);
+  if (it != cache.end()) return it->second;
+  SubprocessOptions o;
+  o.argv = {tool, "--version"};
+  o.timeout = absl::Seconds(30);
+  auto r = RunSubprocess(o);
+  if (!r.ok() || r->exit_code != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("compiler '", tool, "' is not usable on this node"));
+  }
+  cache[tool] = r->out;
+  return r->out;
+}
+
+std::vector<v1::Diagnostic> CandidateCompiler::ParseDiagnostics(const std::string& log,
+                                                                 const std::string& scratch_path,
+                                                                 const std::string& name) {
+  static const std::regex nvcc_re(R"(^(.*)\((\d+)\): (error|warning|remark)[^:]*: (.*)$)");
+  static const std::regex gcc_re(R"(^(.*?):(\d+):(\d+): (fatal error|error|warning|note): (.*)$)");
+  std::vector<v1::Diagnostic> out;
+  for (absl::string_view line_view : absl::StrSplit(log, '\n')) {
+    std::string line(line_view);
+    std::smatch m;
+    v1::Diagnostic d;
+    if (std::regex_match(line, m, nvcc_re)) {
+      d.set_file(m[1]);
+      d.set_line(std::stoi(m[2]));
+      d.set_severity(m[3]);
+      d.set_message(m[4]);
+    } else if (std::regex_match(line, m, gcc_re)) {
+      d.set_file(m[1]);
+      d.set_line(std::stoi(m[2]));
+      d.set_column(std::stoi(m[3]));
+      d.set_severity(m[4] == "fatal error" ? "error" : std::string(m[4]));
+      d.set_message(m[5]);
+    } else {
+      continue;
+    }
+    if (d.file() == scratch_path) d.set_file(name);
+    out.push_back(d);
+  }
+  return out;
+}
+
+absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& source,
+                                                         const std::string& name) {
+  absl::Time start = absl::Now();
+  bool cpu = absl::EndsWith(name, ".cc") || absl::EndsWith(name, ".cpp");
+  bool uses_torch = absl::StrContains(source, "<ATen/") || absl::StrContains(source, "<torch/") ||
+                    absl::StrContains(source, "pkb/aten.h");
+  std::vector<std::string> flags;
+  std::string tool;
+  if (cpu) {
+    tool = options_.cxx;
+    flags = {"-O2", "-std=c++17", "-shared", "-fPIC"};
+    for (const auto& d : options_.cpu_include_dirs) flags.push_back("-I" + d);
+  } else {
+    tool = options_.nvcc;
+    flags = {"-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC",
+             "-cudart", "shared", "-lineinfo", absl::StrCat("-gencode=", options_.gencode)};
+  }
+  flags.push_back("-I" + options_.api_include_dir);
+  if (uses_torch && !options_.torch_include_dir.empty()) {
+    flags.push_back("-I" + options_.torch_include_dir);
+    flags.push_back("-I" + options_.torch_include_dir + "/torch/csrc/api/include");
+    flags.push_back("-D_GLIBCXX_USE_CXX11_ABI=1");
+  }
+  for (const auto& f : options_.extra_flags) flags.push_back(f);
+
+  PKB_ASSIGN_OR_RETURN(std::string toolchain, ToolchainId(tool));
+  PKB_ASSIGN_OR_RETURN(std::string api_header, ReadFile(options_.api_include_dir + "/pkb/candidate.h"));
+  std::string device_header;
+  auto dh = ReadFile(options_.api_include_dir + "/pkb/device.cuh");
+  if (dh.ok()) device_header = *dh;
+  std::string key = Sha256Hex(absl::StrCat(source, "\n--flags--\n", absl::StrJoin(flags, " "),
+                                           "\n--toolchain--\n", toolchain, "\n--api--\n",
+                                           api_header, device_header, "\n--name--\n", cpu));
+  CompileOutput out;
+  out.report.set_command(absl::StrCat(tool, " ", absl::StrJoin(flags, " "), " -o candidate.so ", name));
+  std::string cached_so, cached_log;
+  if (!options_.cache_dir.empty()) {
+    cached_so = absl::StrCat(options_.cache_dir, "/", key, ".so");
+    cached_log = absl::StrCat(options_.cache_dir, "/", key, ".log");
+    if (std::filesystem::exists(cached_so)) {
+      out.report.set_ok(true);
+      out.report.set_cache_hit(true);
+      auto log = ReadFile(cached_log);
+      if (log.ok()) {
+        out.report.set_log(*log);
+        for (auto& d : ParseDiagnostics(*log, "", name)) *out.report.add_diagnostics() = d;
+      }
+      out.library_path = cached_so;
+      out.report.set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+      return out;
+    }
+  }
+
+  PKB_ASSIGN_OR_RETURN(std::string dir, MakeTempDir(options_.scratch_dir, "compile-"));
+  std::string src_path = absl::StrCat(dir, "/", cpu ? "candidate.cc" : "candidate.cu");
+  std::string so_path = absl::StrCat(dir, "/candidate.so");
+  PKB_RETURN_IF_ERROR(WriteFileAtomic(src_path, source));
+  SubprocessOptions o;
+  o.argv = {tool};
+  for (const auto& f : flags) o.argv.push_back(f);
+  o.argv.push_back("-o");
+  o.argv.push_back(so_path);
+  o.argv.push_back(src_path);
+  o.timeout = options_.timeout;
+  o.merge_stderr = true;
+  o.max_output_bytes = 64 * 1024;
+  o.cwd = dir;
+  PKB_ASSIGN_OR_RETURN(SubprocessResult r, RunSubprocess(o));
+  std::string log = absl::StrReplaceAll(r.out, {{src_path, name}, {dir + "/", ""}});
+  out.report.set_log(log);
+  for (auto& d : ParseDiagnostics(log, src_path, name)) *out.report.add_diagnostics() = d;
+  if (r.timed_out) {
+    out.report.set_ok(false);
+    out.report.set_log(absl::StrCat(log, "\ncompilation ", r.Describe()));
+  } else if (r.exit_code == 0 && std::filesystem::exists(so_path)) {
+    out.report.set_ok(true);
+    if (!cached_so.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(options_.cache_dir, ec);
+      PKB_RETURN_IF_ERROR(WriteFileAtomic(cached_log, log));
+      std::string tmp = absl::StrCat(cached_so, ".tmp.", getpid());
+      std::filesystem::copy_file(so_path, tmp, std::filesystem::copy_options::overwrite_existing, ec);
+      if (!ec) std::filesystem::rename(tmp, cached_so, ec);
+      out.library_path = ec ? so_path : cached_so;
+    } else {
+      out.library_path = so_path;
+    }
+  } else {
+    out.report.set_ok(false);
+  }
+  if (out.library_path != so_path) (void)RemoveTree(dir);
+  out.report.set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  return out;
+}
+
+}  // namespace pkb

@@ -1,0 +1,60 @@
+// Compiling a submission into a shared object, with a content-addressed cache.
+//
+// The cache key covers the source, the flags, the compiler's own version and the candidate API
+// headers, so a change of any of them compiles again. Diagnostics keep their file:line, with the
+// scratch path replaced by the submission's name.
+//
+// Thread-safety: Compile() may run concurrently; cache entries are published by rename.
+#ifndef PKB_WORKER_ENGINE_COMPILER_H_
+#define PKB_WORKER_ENGINE_COMPILER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "pkb/v1/result.pb.h"
+
+namespace pkb {
+
+struct CompilerOptions {
+  std::string nvcc = "nvcc";
+  std::string cxx = "g++";                 // for CPU test candidates (.cc)
+  std::string gencode = "arch=compute_90a,code=sm_90a";
+  std::string api_include_dir;             // folder holding pkb/candidate.h
+  std::string torch_include_dir;           // added when the source includes ATen or torch
+  std::string cache_dir;                   // empty: no cache
+  std::string scratch_dir;                 // where sources are written and compiled
+  absl::Duration timeout = absl::Seconds(180);
+  std::vector<std::string> extra_flags;
+  std::vector<std::string> cpu_include_dirs;  // CPU test candidates: MPI's headers, fixtures
+};
+
+struct CompileOutput {
+  v1::CompileReport report;
+  std::string library_path;  // the .so, when report.ok()
+};
+
+class CandidateCompiler {
+ public:
+  explicit CandidateCompiler(CompilerOptions options);
+
+  // `name` is the submission's file name as the author knows it ("kernel.cu"); a name ending
+  // in .cc or .cpp is a CPU test candidate, compiled with the host compiler. An error status is
+  // the service's failure (nvcc missing, disk full); a bad source is an OK status with
+  // report.ok() false and diagnostics.
+  absl::StatusOr<CompileOutput> Compile(const std::string& source, const std::string& name);
+
+  // Parses nvcc and gcc messages ("f.cu(12): error: ...", "f.cu:12:5: error: ...").
+  static std::vector<v1::Diagnostic> ParseDiagnostics(const std::string& log,
+                                                      const std::string& scratch_path,
+                                                      const std::string& name);
+
+ private:
+  absl::StatusOr<std::string> ToolchainId(const std::string& tool);
+  CompilerOptions options_;
+};
+
+}  // namespace pkb
+
+#endif  // PKB_WORKER_ENGINE_COMPILER_H_

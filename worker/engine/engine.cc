@@ -1,0 +1,406 @@
+#include "worker/engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/files.h"
+#include "common/hash.h"
+#include "common/subprocess.h"
+#include "nlohmann/json.hpp"
+#include "problems/harness/check.h"
+#include "problems/harness/inputs.h"
+#include "problems/harness/registry.h"
+#include "worker/engine/compiler.h"
+#include "worker/engine/launcher.h"
+
+namespace pkb {
+namespace {
+
+// Ceilings of one H200, measured on the device machine (docs/benchmarks.md): a device-to-device
+// copy moved 4.3 TB/s counting read + write, a bf16 GEMM ran at about 790 TFLOP/s. NVLink 4 is
+// 450 GB/s per direction per GPU.
+constexpr double kHbmBytesPerSecond = 4.3e12;
+constexpr double kFlopsPerSecond = 790e12;
+constexpr double kNvlinkBytesPerSecond = 450e9;
+
+class EventEmitter {
+ public:
+  explicit EventEmitter(const EventSink& sink) : sink_(sink) {}
+  void Emit(v1::Stage stage, const std::string& message, int trial = -1, bool trial_ok = false) {
+    v1::EvalEvent e;
+    e.set_sequence(++seq_);
+    e.set_stage(stage);
+    e.set_message(message);
+    if (trial >= 0) {
+      e.set_trial(trial);
+      e.set_trial_ok(trial_ok);
+    }
+    e.set_unix_micros(absl::ToUnixMicros(absl::Now()));
+    if (sink_) sink_(e);
+  }
+  void Done(const v1::EvalResult& r) {
+    v1::EvalEvent e;
+    e.set_sequence(++seq_);
+    e.set_stage(v1::DONE);
+    e.set_message(r.message());
+    *e.mutable_result() = r;
+    e.set_unix_micros(absl::ToUnixMicros(absl::Now()));
+    if (sink_) sink_(e);
+  }
+
+ private:
+  const EventSink& sink_;
+  int64_t seq_ = 0;
+};
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  double pos = q * (v.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(pos)), hi = static_cast<size_t>(std::ceil(pos));
+  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
+}
+
+// Per-iteration slowest-rank times and their distribution.
+v1::Timing Summarize(const std::vector<std::vector<double>>& per_rank,
+                     const std::vector<double>& wall_us, int sets, int spot_checks) {
+  v1::Timing t;
+  if (per_rank.empty() || per_rank[0].empty()) return t;
+  size_t iters = per_rank[0].size();
+  std::vector<double> slowest(iters, 0);
+  for (const auto& r : per_rank) {
+    for (size_t i = 0; i < iters && i < r.size(); ++i) slowest[i] = std::max(slowest[i], r[i]);
+    t.add_per_rank_median_us(Percentile(r, 0.5));
+  }
+  double mean = std::accumulate(slowest.begin(), slowest.end(), 0.0) / iters;
+  double var = 0;
+  for (double x : slowest) var += (x - mean) * (x - mean);
+  t.set_median_us(Percentile(slowest, 0.5));
+  t.set_mean_us(mean);
+  t.set_stddev_us(iters > 1 ? std::sqrt(var / (iters - 1)) : 0);
+  t.set_p10_us(Percentile(slowest, 0.1));
+  t.set_p90_us(Percentile(slowest, 0.9));
+  t.set_min_us(*std::min_element(slowest.begin(), slowest.end()));
+  t.set_max_us(*std::max_element(slowest.begin(), slowest.end()));
+  t.set_samples(static_cast<int>(iters));
+  t.set_wall_per_iter_us(*std::max_element(wall_us.begin(), wall_us.end()) / iters);
+  t.set_input_sets(sets);
+  t.set_spot_checks(spot_checks);
+  return t;
+}
+
+std::string ExeDir() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : p.parent_path().string();
+}
+
+std::string DefaultCacheDir() {
+  if (const char* x = getenv("XDG_CACHE_HOME")) return absl::StrCat(x, "/pkb/compile");
+  if (const char* h = getenv("HOME")) return absl::StrCat(h, "/.cache/pkb/compile");
+  return "/tmp/pkb-cache/compile";
+}
+
+bool GpuAvailable(const std::string& rank_binary) {
+  SubprocessOptions o;
+  o.argv = {rank_binary, "--probe", "--problem=1", "--report=/dev/null"};
+  o.timeout = absl::Seconds(60);
+  auto r = RunSubprocess(o);
+  return r.ok() && r->exit_code == 0 && std::atoi(r->out.c_str()) > 0;
+}
+
+}  // namespace
+
+std::string JobKey(const EvalOptions& o, int problem_version) {
+  return Sha256Hex(absl::StrCat(o.source, "\n--job--\n", o.problem, "/", problem_version, "/W",
+                                o.world, "/", o.dtype, "/", o.m, "x", o.n, "/", o.gpu_class, "/",
+                                o.trials, "/", o.warmup, "/", o.iters, "/", o.set_offset, "/",
+                                PKB_HARNESS_VERSION));
+}
+
+v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) {
+  absl::Time start = absl::Now();
+  EvalOptions o = in_opts;
+  EventEmitter events(sink);
+  v1::EvalResult r;
+  r.set_problem_id(o.problem);
+  r.set_world_size(o.world);
+  r.set_dtype(o.dtype);
+  r.set_m(o.m);
+  r.set_n(o.n);
+  r.set_trials(o.trials);
+  r.set_harness_version(PKB_HARNESS_VERSION);
+  auto finish = [&](v1::Status status, const std::string& message) {
+    r.set_status(status);
+    r.set_message(message);
+    r.set_total_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+    events.Done(r);
+    return r;
+  };
+
+  if (o.rank_binary.empty()) o.rank_binary = ExeDir() + "/pkb-rank";
+  if (o.cache_dir.empty()) o.cache_dir = DefaultCacheDir();
+
+  // Constraints first: nothing runs for a job that cannot.
+  auto problem = FindProblem(o.problem);
+  if (!problem.ok()) return finish(v1::REJECTED, std::string(problem.status().message()));
+  const Problem& p = **problem;
+  r.set_problem_slug(p.info().slug);
+  r.set_job_key(JobKey(o, p.info().version));
+  RunConfig cfg;
+  cfg.m = o.m;
+  cfg.n = o.n;
+  cfg.world = o.world;
+  auto dtype = DtypeFromName(o.dtype);
+  if (!dtype.ok()) return finish(v1::REJECTED, std::string(dtype.status().message()));
+  cfg.dtype = *dtype;
+  absl::Status runnable = CheckRunnable(p, cfg);
+  if (!runnable.ok()) return finish(v1::REJECTED, std::string(runnable.message()));
+  if (o.trials < 1 || o.iters < 1 || o.warmup < 0) {
+    return finish(v1::REJECTED, "trials and timed iterations must be at least 1, warm-up at least 0");
+  }
+
+  auto scratch = MakeTempDir(o.scratch_root, "job-");
+  if (!scratch.ok()) return finish(v1::INTERNAL, std::string(scratch.status().message()));
+  struct Cleanup {
+    std::string dir;
+    bool keep;
+    ~Cleanup() {
+      if (!keep) (void)RemoveTree(dir);
+    }
+  } cleanup{*scratch, o.keep_scratch};
+
+  // Compile.
+  events.Emit(v1::COMPILING, "compiling " + o.source_name);
+  CompilerOptions co;
+  co.gencode = o.gencode;
+  co.api_include_dir = o.api_include_dir;
+  co.torch_include_dir = o.torch_include_dir;
+  co.cpu_include_dirs = o.cpu_include_dirs;
+#ifdef PKB_MPI_INCLUDE_DIRS
+  for (absl::string_view d : absl::StrSplit(PKB_MPI_INCLUDE_DIRS, ':')) {
+    co.cpu_include_dirs.emplace_back(d);
+  }
+#endif
+  co.cache_dir = o.cache_dir;
+  co.scratch_dir = *scratch;
+  co.timeout = o.compile_timeout;
+  CandidateCompiler compiler(co);
+  auto compiled = compiler.Compile(o.source, o.source_name);
+  if (!compiled.ok()) return finish(v1::INTERNAL, std::string(compiled.status().message()));
+  *r.mutable_compile() = compiled->report;
+  (*r.mutable_stage_seconds())["compile"] = compiled->report.seconds();
+  if (!compiled->report.ok()) {
+    int errors = 0;
+    for (const auto& d : compiled->report.diagnostics()) errors += d.severity() == "error";
+    return finish(v1::COMPILE_ERROR, absl::StrCat("compilation failed with ", errors, " error(s)",
+                                                  errors ? ": " : "",
+                                                  errors ? compiled->report.diagnostics(0).message() : ""));
+  }
+
+  bool cpu_candidate = absl::EndsWith(o.source_name, ".cc") || absl::EndsWith(o.source_name, ".cpp");
+  std::string backend = o.backend;
+  if (backend == "auto") backend = cpu_candidate ? "cpu" : "cuda";
+  if (backend == "cuda" && cpu_candidate) {
+    return finish(v1::REJECTED, "a .cc candidate is a CPU test candidate; GPU runs need a .cu source");
+  }
+  if (backend == "cuda" && !GpuAvailable(o.rank_binary)) {
+    r.set_gpu("none");
+    return finish(v1::NO_DEVICE,
+                  "compiled successfully, but this machine has no usable GPU: nothing was run, so "
+                  "there is no verdict on correctness or speed");
+  }
+
+  // Run the ranks.
+  std::string report_base = *scratch + "/report";
+  LaunchSpec spec;
+  spec.rank_binary = o.rank_binary;
+  spec.world = o.world;
+  spec.backend = backend;
+  spec.scratch_dir = *scratch;
+  spec.timeout = o.run_timeout;
+  spec.args = {absl::StrCat("--problem=", o.problem), absl::StrCat("--m=", o.m),
+               absl::StrCat("--n=", o.n), "--dtype=" + o.dtype,
+               "--candidate=" + compiled->library_path, "--report=" + report_base,
+               "--rendezvous=" + *scratch, absl::StrCat("--trials=", o.trials),
+               absl::StrCat("--warmup=", o.warmup), absl::StrCat("--iters=", o.iters),
+               absl::StrCat("--set-offset=", o.set_offset)};
+  if (!o.baseline) spec.args.push_back("--no-baseline");
+  spec.env = {"NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1"};
+  bool verifying_announced = false;
+  spec.on_progress = [&](const std::string& line) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) return;
+    if (j.contains("trial")) {
+      if (!verifying_announced) verifying_announced = true;
+      int t = j["trial"].get<int>();
+      bool ok = j.value("ok", false);
+      events.Emit(v1::VERIFYING, absl::StrCat("trial ", t + 1, "/", o.trials, ok ? " correct on every rank" : " failed"), t, ok);
+    } else if (j.value("stage", "") == "BENCHMARKING") {
+      events.Emit(v1::BENCHMARKING, absl::StrCat("timing candidate and baseline: ", o.warmup,
+                                                 " warm-up + ", o.iters, " timed iterations"));
+    }
+  };
+  events.Emit(v1::VERIFYING, absl::StrCat("starting ", o.world, " rank process(es), ", o.trials, " trials"));
+  RankLauncher launcher;
+  auto launched = launcher.Run(spec);
+  if (!launched.ok()) return finish(v1::INTERNAL, std::string(launched.status().message()));
+  (*r.mutable_stage_seconds())["run"] = absl::ToDoubleSeconds(launched->elapsed);
+
+  std::vector<v1::RankReport> reports;
+  for (int rank = 0; rank < o.world; ++rank) {
+    auto bytes = ReadFile(absl::StrCat(report_base, ".", rank));
+    v1::RankReport rep;
+    if (bytes.ok() && rep.ParseFromString(*bytes)) reports.push_back(rep);
+  }
+  auto first_log_tail = [&]() {
+    int idx = launched->first_failed >= 0 ? launched->first_failed : 0;
+    return TailOfFile(launched->ranks[idx].log_path, 8192);
+  };
+  if (launched->timed_out) {
+    r.set_failed_rank_log(first_log_tail());
+    return finish(v1::TIMEOUT, absl::StrCat("the ranks did not finish within ",
+                                            absl::FormatDuration(o.run_timeout),
+                                            " and were killed"));
+  }
+  for (const auto& rep : reports) {
+    for (const auto& t : rep.trials()) {
+      if (!t.ok() || t.outputs_size() > 0) *r.add_rank_trials() = t;
+    }
+  }
+  if (static_cast<int>(reports.size()) < o.world) {
+    r.set_failed_rank_log(first_log_tail());
+    std::string who = launched->first_failed >= 0
+                          ? absl::StrCat("rank process ", launched->first_failed, " ",
+                                         launched->Describe(launched->first_failed))
+                          : "a rank process ended without a report";
+    if (backend == "cpu") who = absl::StrCat("a rank process failed (", launched->Describe(0), ")");
+    return finish(v1::RUNTIME_ERROR, absl::StrCat(who, "; the candidate crashed or faulted"));
+  }
+  // The first non-OK rank decides the verdict, a mismatch report winning over a bystander's.
+  for (v1::Status s : {v1::INTERNAL, v1::REJECTED, v1::RUNTIME_ERROR, v1::MISMATCH}) {
+    for (const auto& rep : reports) {
+      if (rep.status() == s) {
+        r.set_gpu(rep.device_name());
+        if (s != v1::MISMATCH) r.set_failed_rank_log(TailOfFile(launched->ranks[backend == "cpu" ? 0 : rep.rank()].log_path, 8192));
+        return finish(s, rep.message());
+      }
+    }
+  }
+  r.set_gpu(reports[0].device_name());
+  double verify_s = 0, bench_s = 0;
+  for (const auto& rep : reports) {
+    verify_s = std::max(verify_s, rep.stage_verify_seconds());
+    bench_s = std::max(bench_s, rep.stage_benchmark_seconds());
+  }
+  (*r.mutable_stage_seconds())["verify"] = verify_s;
+  (*r.mutable_stage_seconds())["benchmark"] = bench_s;
+
+  std::vector<std::vector<double>> cand, base;
+  std::vector<double> cand_wall, base_wall;
+  for (const auto& rep : reports) {
+    cand.emplace_back(rep.candidate_us().begin(), rep.candidate_us().end());
+    base.emplace_back(rep.baseline_us().begin(), rep.baseline_us().end());
+    cand_wall.push_back(rep.candidate_wall_us());
+    base_wall.push_back(rep.baseline_wall_us());
+  }
+  *r.mutable_candidate() = Summarize(cand, cand_wall, reports[0].input_sets(), reports[0].spot_checks());
+  if (o.baseline) *r.mutable_baseline() = Summarize(base, base_wall, reports[0].input_sets(), 0);
+  if (r.candidate().median_us() > 0 && r.baseline().median_us() > 0) {
+    r.set_speedup(r.baseline().median_us() / r.candidate().median_us());
+  }
+  Roofline roof = p.GetRoofline(cfg);
+  v1::Roofline* rr = r.mutable_roofline();
+  rr->set_nvlink_bytes(roof.nvlink_bytes);
+  rr->set_hbm_bytes(roof.hbm_bytes);
+  rr->set_flops(roof.flops);
+  double floor_s = std::max({roof.nvlink_bytes / kNvlinkBytesPerSecond,
+                             roof.hbm_bytes / kHbmBytesPerSecond, roof.flops / kFlopsPerSecond});
+  rr->set_floor_us(floor_s * 1e6);
+  double med_s = r.candidate().median_us() * 1e-6;
+  if (med_s > 0) {
+    rr->set_percent_of_roofline(100.0 * floor_s / med_s);
+    if (roof.collective_bytes > 0) {
+      rr->set_algbw_gbps(roof.collective_bytes / med_s / 1e9);
+      rr->set_busbw_gbps(rr->algbw_gbps() * roof.busbw_factor);
+    }
+  }
+  // Work hidden on other streams or threads shows up in the wall clock but not in the events.
+  const v1::Timing& c = r.candidate();
+  if (backend == "cuda" && c.wall_per_iter_us() > 1.5 * c.mean_us() + 20.0) {
+    return finish(v1::REJECTED, absl::StrFormat(
+        "timing escape: the wall clock over the timed window (%.1f us per iteration) far exceeds "
+        "the events on the harness stream (%.1f us mean); enqueue all work on ctx->stream",
+        c.wall_per_iter_us(), c.mean_us()));
+  }
+  if (backend == "cuda" && floor_s > 0 && med_s > 0 && med_s < 0.8 * floor_s) {
+    return finish(v1::REJECTED, absl::StrFormat(
+        "the measured time (%.2f us) is below the physical floor (%.2f us) of this problem",
+        med_s * 1e6, floor_s * 1e6));
+  }
+  return finish(v1::OK, absl::StrFormat("correct on %d rank(s) in %d trial(s); speedup %.3fx",
+                                        o.world, o.trials, r.speedup()));
+}
+
+std::string FormatReport(const v1::EvalResult& r) {
+  std::string s = absl::StrFormat("problem %d (%s), W=%d, %s, M=%d N=%d, gpu %s\n", r.problem_id(),
+                                  r.problem_slug(), r.world_size(), r.dtype(), r.m(), r.n(),
+                                  r.gpu().empty() ? "-" : r.gpu());
+  absl::StrAppendFormat(&s, "verdict: %s — %s\n", v1::Status_Name(r.status()), r.message());
+  if (r.has_compile()) {
+    absl::StrAppendFormat(&s, "compile: %s in %.2f s%s\n", r.compile().ok() ? "ok" : "FAILED",
+                          r.compile().seconds(), r.compile().cache_hit() ? " (cache hit)" : "");
+    for (const auto& d : r.compile().diagnostics()) {
+      absl::StrAppendFormat(&s, "  %s:%d: %s: %s\n", d.file(), d.line(), d.severity(), d.message());
+    }
+  }
+  for (const auto& t : r.rank_trials()) {
+    if (t.ok()) continue;
+    absl::StrAppendFormat(&s, "rank %d trial %d:%s\n", t.rank(), t.trial(),
+                          t.error().empty() ? "" : " " + t.error());
+    for (const auto& c : t.outputs()) {
+      if (c.ok()) continue;
+      absl::StrAppendFormat(&s,
+          "  output %d '%s': %s%d/%d bad (nan %d, unwritten %d), max abs %.4g, max rel %.4g, "
+          "first bad #%d expected %.6g got %.6g (atol %g rtol %g)\n",
+          c.index(), c.name(), c.problem().empty() ? "" : c.problem() + "; ", c.bad_count(),
+          c.numel(), c.nan_count(), c.unwritten_count(), c.max_abs_error(), c.max_rel_error(),
+          c.first_bad_index(), c.expected_at_first_bad(), c.actual_at_first_bad(), c.atol(), c.rtol());
+    }
+  }
+  auto timing = [&](const char* name, const v1::Timing& t) {
+    if (t.samples() == 0) return;
+    absl::StrAppendFormat(&s,
+        "%-9s median %.2f us (p10 %.2f, p90 %.2f, mean %.2f ± %.2f, min %.2f, max %.2f; %d samples, "
+        "%d input sets, wall %.2f us/iter)\n",
+        name, t.median_us(), t.p10_us(), t.p90_us(), t.mean_us(), t.stddev_us(), t.min_us(),
+        t.max_us(), t.samples(), t.input_sets(), t.wall_per_iter_us());
+  };
+  timing("candidate", r.candidate());
+  timing("baseline", r.baseline());
+  if (r.speedup() > 0) absl::StrAppendFormat(&s, "speedup %.3fx\n", r.speedup());
+  if (r.has_roofline() && r.roofline().floor_us() > 0) {
+    absl::StrAppendFormat(&s, "roofline floor %.2f us (%.1f%% reached)", r.roofline().floor_us(),
+                          r.roofline().percent_of_roofline());
+    if (r.roofline().algbw_gbps() > 0) {
+      absl::StrAppendFormat(&s, ", algbw %.1f GB/s, busbw %.1f GB/s", r.roofline().algbw_gbps(),
+                            r.roofline().busbw_gbps());
+    }
+    s += "\n";
+  }
+  absl::StrAppendFormat(&s, "total %.2f s\n", r.total_seconds());
+  if (!r.failed_rank_log().empty()) {
+    s += "--- log of the failing rank (tail) ---\n" + r.failed_rank_log() + "\n";
+  }
+  return s;
+}
+
+}  // namespace pkb

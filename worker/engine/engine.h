@@ -1,0 +1,64 @@
+// The evaluation engine: one submission, one problem, W rank processes → an EvalResult.
+//
+//   EvalOptions o;  o.problem = 1;  o.world = 4;  o.source = ...;  o.source_name = "k.cu";
+//   EvalResult r = RunEvaluation(o, [](const v1::EvalEvent& e) { ... });
+//
+// Stages: constraint check, COMPILING (cached), VERIFYING (one event per trial), BENCHMARKING,
+// DONE. Never throws; a fault of the service itself comes back as status INTERNAL.
+#ifndef PKB_WORKER_ENGINE_ENGINE_H_
+#define PKB_WORKER_ENGINE_ENGINE_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "pkb/v1/problem.pb.h"
+#include "pkb/v1/result.pb.h"
+
+namespace pkb {
+
+struct EvalOptions {
+  int problem = 1;
+  int world = 1;
+  int64_t m = 1024;
+  int64_t n = 1024;
+  std::string dtype = "bfloat16";
+  std::string source;        // the submission's text
+  std::string source_name = "candidate.cu";
+  int trials = 5;
+  int warmup = 500;
+  int iters = 100;
+  int64_t set_offset = 0;    // secret seed offset for ranked runs (0: PKB's public seeds)
+  bool baseline = true;
+  std::string backend = "auto";  // "cuda", "cpu" (MPI + CPU test candidates), "auto"
+  std::string gencode = "arch=compute_90a,code=sm_90a";
+  std::string gpu_class;     // recorded in the result and the job key
+  std::string cache_dir;     // compile cache; empty: $XDG_CACHE_HOME/pkb or ~/.cache/pkb
+  std::string scratch_root = "/tmp/pkb";
+  absl::Duration run_timeout = absl::Seconds(300);
+  absl::Duration compile_timeout = absl::Seconds(180);
+  bool keep_scratch = false;
+  // Installed layout: where pkb-rank, include/ and the torch headers are.
+  std::string rank_binary;
+  std::string api_include_dir;
+  std::string torch_include_dir;
+  std::vector<std::string> cpu_include_dirs;  // for CPU test candidates (.cc)
+};
+
+using EventSink = std::function<void(const v1::EvalEvent&)>;
+
+v1::EvalResult RunEvaluation(const EvalOptions& options, const EventSink& sink);
+
+// The job key: a hash of everything that determines the result.
+std::string JobKey(const EvalOptions& options, int problem_version);
+
+// Every registered problem's spec, with layouts at W = 1, 2, 4, 8.
+v1::ProblemCatalog BuildCatalog();
+
+// A readable multi-line report of a result.
+std::string FormatReport(const v1::EvalResult& r);
+
+}  // namespace pkb
+
+#endif  // PKB_WORKER_ENGINE_ENGINE_H_

@@ -1,0 +1,121 @@
+// pkb-eval: evaluates one submission locally (the worker daemon runs it as a child process).
+//
+//   pkb-eval --problem 1 --world-size 4 my_kernel.cu          readable report
+//   pkb-eval --problem 1 --world-size 4 my_kernel.cu --json   the EvalResult as JSON
+//   pkb-eval ... --events                                     EvalEvents as JSON lines
+//   pkb-eval --catalog                                        every problem's spec as JSON
+//   pkb-eval --problem 13 --dump-inputs out/ --world-size 2   inputs and reference outputs
+//
+// Exit code: 0 when a verdict was produced (whatever it is; --strict: only for OK),
+// 2 for usage errors, 3 for the engine's own failures.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "common/files.h"
+#include "google/protobuf/util/json_util.h"
+#include "worker/engine/dump.h"
+#include "worker/engine/engine.h"
+
+namespace {
+
+std::string ToJson(const google::protobuf::Message& m, bool pretty) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions o;
+  o.add_whitespace = pretty;
+  o.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  return out;
+}
+
+std::string InstalledDir(const std::string& rel) {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
+  for (auto dir = exe; !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+    if (std::filesystem::exists(dir / rel)) return (dir / rel).string();
+  }
+  return "";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  pkb::EvalOptions o;
+  std::string source_path, dump_dir;
+  bool json = false, events = false, catalog = false, strict = false;
+  CLI::App app{"Evaluate a PKB candidate on this node: compile, verify on every rank, time."};
+  app.add_option("source", source_path, "the submission (.cu; .cc for CPU test candidates)");
+  app.add_option("--problem,-p", o.problem, "problem id");
+  app.add_option("--world-size,-w", o.world, "number of rank processes (GPUs)");
+  app.add_option("--m", o.m, "base rows (PKB --rows)");
+  app.add_option("--n", o.n, "base columns (PKB --cols)");
+  app.add_option("--dtype", o.dtype, "run dtype");
+  app.add_option("--trials", o.trials, "seeded verification trials");
+  app.add_option("--warmup", o.warmup, "warm-up iterations before timing");
+  app.add_option("--iters", o.iters, "timed iterations");
+  app.add_option("--set-offset", o.set_offset, "seed offset (secret seed for ranked runs)");
+  app.add_flag("!--no-baseline", o.baseline, "do not time the reference");
+  app.add_option("--backend", o.backend, "cuda, cpu or auto")->check(CLI::IsMember({"cuda", "cpu", "auto"}));
+  app.add_option("--gencode", o.gencode, "nvcc -gencode value");
+  app.add_option("--gpu-class", o.gpu_class, "GPU class recorded in the job key");
+  app.add_option("--cache-dir", o.cache_dir, "compile cache folder");
+  app.add_option("--scratch", o.scratch_root, "scratch folder for jobs");
+  double timeout_s = 300;
+  app.add_option("--timeout", timeout_s, "wall-clock limit of the run stage, seconds");
+  app.add_option("--include-dir,-I", o.cpu_include_dirs, "extra include folder for CPU test candidates")
+      ->allow_extra_args(false);
+  app.add_flag("--keep-scratch", o.keep_scratch, "keep the job's scratch folder");
+  app.add_flag("--json", json, "print the result as JSON");
+  app.add_flag("--events", events, "print every stage event as a JSON line");
+  app.add_flag("--strict", strict, "exit 1 unless the verdict is OK");
+  app.add_flag("--catalog", catalog, "print every problem's spec as JSON and exit");
+  app.add_option("--dump-inputs", dump_dir, "write per-rank inputs and reference outputs (.pt) here");
+  CLI11_PARSE(app, argc, argv);
+  o.run_timeout = absl::Seconds(timeout_s);
+
+  if (catalog) {
+    std::cout << ToJson(pkb::BuildCatalog(), true) << "\n";
+    return 0;
+  }
+  if (!dump_dir.empty()) {
+    absl::Status s = pkb::DumpProblem(o, dump_dir);
+    if (!s.ok()) {
+      std::fprintf(stderr, "pkb-eval: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+    return 0;
+  }
+  if (source_path.empty()) {
+    std::fprintf(stderr, "pkb-eval: a source file is required (see --help)\n");
+    return 2;
+  }
+  auto source = pkb::ReadFile(source_path);
+  if (!source.ok()) {
+    std::fprintf(stderr, "pkb-eval: %s\n", std::string(source.status().message()).c_str());
+    return 2;
+  }
+  o.source = *source;
+  for (auto& d : o.cpu_include_dirs) d = std::filesystem::absolute(d).string();
+  o.source_name = std::filesystem::path(source_path).filename().string();
+  o.api_include_dir = InstalledDir("include/pkb") .empty() ? "" : std::filesystem::path(InstalledDir("include/pkb")).parent_path().string();
+  o.torch_include_dir = InstalledDir("torch_include");
+
+  auto sink = [&](const pkb::v1::EvalEvent& e) {
+    if (events) {
+      std::cout << ToJson(e, false) << "\n" << std::flush;
+    } else if (!json && e.stage() != pkb::v1::DONE) {
+      std::fprintf(stderr, "[%s] %s\n", pkb::v1::Stage_Name(e.stage()).c_str(), e.message().c_str());
+    }
+  };
+  pkb::v1::EvalResult r = pkb::RunEvaluation(o, sink);
+  if (json) {
+    std::cout << ToJson(r, true) << "\n";
+  } else if (!events) {
+    std::cout << pkb::FormatReport(r);
+  }
+  if (r.status() == pkb::v1::INTERNAL) return 3;
+  if (strict && r.status() != pkb::v1::OK) return 1;
+  return 0;
+}

@@ -1,0 +1,59 @@
+// Starting the W rank processes of one evaluation and bringing them all down together.
+//
+// CUDA backend: W processes of pkb-rank, one per GPU, in one process group. CPU backend: one
+// mpirun that starts W pkb-rank processes. Either way, a wall-clock limit kills the whole group,
+// and when one rank dies the others get a grace period (they are likely blocked in a collective
+// with the dead one) before they are killed too. Each rank's stderr goes to its own log file.
+#ifndef PKB_WORKER_ENGINE_LAUNCHER_H_
+#define PKB_WORKER_ENGINE_LAUNCHER_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace pkb {
+
+struct LaunchSpec {
+  std::string rank_binary;              // pkb-rank
+  std::vector<std::string> args;        // common arguments of every rank
+  int world = 1;
+  std::string backend = "cuda";         // "cuda" or "cpu"
+  std::string mpirun = "mpirun";
+  std::string scratch_dir;              // logs and reports go here
+  absl::Duration timeout = absl::Seconds(300);
+  absl::Duration grace_after_failure = absl::Seconds(5);
+  std::vector<std::string> env;         // KEY=VALUE added for every rank
+  std::function<void(const std::string&)> on_progress;  // rank 0's PKB-PROGRESS payloads
+};
+
+struct RankExit {
+  int rank = 0;
+  int exit_code = -1;
+  int term_signal = 0;
+  std::string log_path;
+};
+
+struct LaunchResult {
+  bool timed_out = false;
+  std::vector<RankExit> ranks;  // CPU backend: one entry, the mpirun
+  absl::Duration elapsed;
+  int first_failed = -1;        // index into ranks of the first to fail, -1 if none
+  std::string Describe(int index) const;
+};
+
+class RankLauncher {
+ public:
+  // Runs the ranks to completion, failure or the limit. An error status means they could not
+  // be started.
+  absl::StatusOr<LaunchResult> Run(const LaunchSpec& spec);
+};
+
+// The last `max_bytes` of a file (rank logs in reports).
+std::string TailOfFile(const std::string& path, size_t max_bytes);
+
+}  // namespace pkb
+
+#endif  // PKB_WORKER_ENGINE_LAUNCHER_H_

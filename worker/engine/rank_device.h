@@ -1,0 +1,69 @@
+// What a rank process needs from its device: a stream, per-iteration timers, the collective
+// backend for references, and symmetric memory for candidates. Two implementations: CUDA + NCCL
+// (rank_device_cuda.cc, GPU nodes) and CPU + MPI (rank_device_cpu.cc, used where there is no GPU:
+// CI runs the whole verify/benchmark path there with CPU test candidates).
+#ifndef PKB_WORKER_ENGINE_RANK_DEVICE_H_
+#define PKB_WORKER_ENGINE_RANK_DEVICE_H_
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pkb/candidate.h"
+#include "problems/harness/comm.h"
+#include "problems/harness/problem.h"
+
+namespace pkb {
+
+struct RankIdentity {
+  int rank = 0;
+  int world = 1;
+  std::string rendezvous_dir;  // job scratch folder shared by the ranks (CUDA: IPC and NCCL ids)
+};
+
+class RankDevice {
+ public:
+  virtual ~RankDevice() = default;
+
+  virtual at::Device device() const = 0;
+  virtual std::string name() const = 0;
+  virtual double l2_bytes() const = 0;
+  virtual void* stream() = 0;          // cudaStream_t, or nullptr on CPU
+  virtual int device_type() const = 0; // pkb_device_type
+  virtual int device_index() const = 0;
+  virtual void* nccl_comm(const std::string& group) = 0;
+
+  // The world communicator and its sub-groups, for references.
+  virtual absl::StatusOr<Comm*> MakeComm(const std::vector<GroupLayout>& groups) = 0;
+
+  // Makes ATen ops of this thread run on stream() until the returned guard is destroyed.
+  virtual std::shared_ptr<void> UseStream() = 0;
+  virtual absl::Status Synchronize() = 0;  // the whole device, reporting any asynchronous fault
+
+  // Iteration timers: Mark(i, 0) before and Mark(i, 1) after iteration i, on the stream, with
+  // no host synchronization; ElapsedUs(i) after Synchronize().
+  virtual void ResetTimers(int iterations) = 0;
+  virtual void Mark(int iteration, int which) = 0;
+  virtual double ElapsedUs(int iteration) = 0;
+
+  // Collective allocation of symmetric memory (candidate API).
+  virtual int SymmAlloc(size_t bytes, pkb_symm* out, std::string* error) = 0;
+};
+
+absl::StatusOr<std::unique_ptr<RankDevice>> MakeCpuRankDevice(const RankIdentity& id);
+// Rank and size given by the CPU backend's launcher (mpirun), and its orderly shutdown.
+int CpuBackendRank();
+int CpuBackendWorld();
+void FinalizeCpuBackend();
+#ifdef PKB_WITH_CUDA
+absl::StatusOr<std::unique_ptr<RankDevice>> MakeCudaRankDevice(const RankIdentity& id);
+// Number of CUDA devices visible, or an error saying why none.
+absl::StatusOr<int> CudaDeviceCount();
+#endif
+
+}  // namespace pkb
+
+#endif  // PKB_WORKER_ENGINE_RANK_DEVICE_H_

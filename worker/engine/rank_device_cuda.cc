@@ -1,0 +1,410 @@
+// CUDA rank device: one GPU per rank process, NCCL communicators (WORLD and the problem's
+// sub-groups, split from WORLD), CUDA events per iteration, and symmetric memory through CUDA
+// IPC. The ranks meet through a c10d::FileStore in the job's scratch folder.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+
+#include <deque>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "worker/engine/rank_device.h"
+
+namespace pkb {
+namespace {
+
+std::string CudaError(cudaError_t e, const char* what) {
+  return absl::StrCat(what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
+}
+
+#define PKB_CUDA_OR_RETURN(expr)                                                          \
+  do {                                                                                    \
+    cudaError_t pkb_e_ = (expr);                                                          \
+    if (pkb_e_ != cudaSuccess) return absl::InternalError(CudaError(pkb_e_, #expr));      \
+  } while (0)
+
+#define PKB_NCCL_OR_RETURN(expr)                                                          \
+  do {                                                                                    \
+    ncclResult_t pkb_r_ = (expr);                                                         \
+    if (pkb_r_ != ncclSuccess) {                                                          \
+      return absl::InternalError(absl::StrCat(#expr, ": ", ncclGetErrorString(pkb_r_)));  \
+    }                                                                                     \
+  } while (0)
+
+absl::StatusOr<ncclDataType_t> NcclType(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16: return ncclBfloat16;
+    case at::kHalf: return ncclFloat16;
+    case at::kFloat: return ncclFloat32;
+    case at::kDouble: return ncclFloat64;
+    case at::kLong: return ncclInt64;
+    case at::kInt: return ncclInt32;
+    case at::kByte: case at::kBool: case at::kFloat8_e4m3fn: case at::kFloat8_e5m2:
+    case at::kChar: return ncclUint8;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("NCCL has no type for ", c10::toString(t)));
+  }
+}
+
+ncclRedOp_t NcclOp(ReduceOp op) {
+  return op == ReduceOp::kSum ? ncclSum : (op == ReduceOp::kMax ? ncclMax : ncclMin);
+}
+
+absl::Status RequireCuda(const at::Tensor& t, const char* op) {
+  if (!t.is_cuda() || !t.is_contiguous()) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": tensors must be contiguous CUDA tensors"));
+  }
+  return absl::OkStatus();
+}
+
+class NcclComm : public Comm {
+ public:
+  NcclComm(ncclComm_t comm, std::vector<int> global_ranks, cudaStream_t stream)
+      : comm_(comm), global_ranks_(std::move(global_ranks)), stream_(stream) {
+    ncclCommUserRank(comm_, &rank_);
+    ncclCommCount(comm_, &size_);
+  }
+  ~NcclComm() override { ncclCommDestroy(comm_); }
+
+  ncclComm_t raw() const { return comm_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::vector<int>& global_ranks() const override { return global_ranks_; }
+
+  absl::Status AllReduce(at::Tensor& t, ReduceOp op) override {
+    PKB_RETURN_IF_ERROR(RequireCuda(t, "all_reduce"));
+    PKB_ASSIGN_OR_RETURN(auto type, NcclType(t.scalar_type()));
+    PKB_NCCL_OR_RETURN(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), type, NcclOp(op), comm_, stream_));
+    return absl::OkStatus();
+  }
+  absl::Status AllGatherInto(at::Tensor& out, const at::Tensor& in) override {
+    PKB_RETURN_IF_ERROR(RequireCuda(out, "all_gather_into_tensor"));
+    PKB_RETURN_IF_ERROR(RequireCuda(in, "all_gather_into_tensor"));
+    PKB_NCCL_OR_RETURN(ncclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), ncclUint8, comm_, stream_));
+    return absl::OkStatus();
+  }
+  absl::Status ReduceScatterInto(at::Tensor& out, const at::Tensor& in, ReduceOp op) override {
+    PKB_RETURN_IF_ERROR(RequireCuda(out, "reduce_scatter_tensor"));
+    PKB_RETURN_IF_ERROR(RequireCuda(in, "reduce_scatter_tensor"));
+    PKB_ASSIGN_OR_RETURN(auto type, NcclType(in.scalar_type()));
+    PKB_NCCL_OR_RETURN(ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), type, NcclOp(op), comm_, stream_));
+    return absl::OkStatus();
+  }
+  absl::Status Broadcast(at::Tensor& t, int root) override {
+    PKB_RETURN_IF_ERROR(RequireCuda(t, "broadcast"));
+    PKB_NCCL_OR_RETURN(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.nbytes(), ncclUint8, root, comm_, stream_));
+    return absl::OkStatus();
+  }
+  absl::Status Reduce(at::Tensor& t, int root, ReduceOp op) override {
+    PKB_RETURN_IF_ERROR(RequireCuda(t, "reduce"));
+    PKB_ASSIGN_OR_RETURN(auto type, NcclType(t.scalar_type()));
+    PKB_NCCL_OR_RETURN(ncclReduce(t.data_ptr(), t.data_ptr(), t.numel(), type, NcclOp(op), root, comm_, stream_));
+    return absl::OkStatus();
+  }
+  absl::Status AllToAllSingle(at::Tensor& out, const at::Tensor& in,
+                              const std::vector<int64_t>& out_splits,
+                              const std::vector<int64_t>& in_splits) override {
+    PKB_RETURN_IF_ERROR(RequireCuda(out, "all_to_all_single"));
+    PKB_RETURN_IF_ERROR(RequireCuda(in, "all_to_all_single"));
+    auto offsets = [&](const at::Tensor& t, const std::vector<int64_t>& splits,
+                       std::vector<size_t>* off, std::vector<size_t>* len) -> absl::Status {
+      int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+      size_t row_bytes = rows == 0 ? 0 : t.nbytes() / rows;
+      off->assign(size_, 0);
+      len->assign(size_, 0);
+      for (int i = 0; i < size_; ++i) {
+        int64_t r = splits.empty() ? rows / size_ : splits[i];
+        (*len)[i] = r * row_bytes;
+        if (i > 0) (*off)[i] = (*off)[i - 1] + (*len)[i - 1];
+      }
+      if (splits.empty() && rows % size_ != 0) {
+        return absl::InvalidArgumentError("all_to_all_single: dim 0 not divisible by world");
+      }
+      if (!splits.empty() && static_cast<int>(splits.size()) != size_) {
+        return absl::InvalidArgumentError("all_to_all_single: splits must have world_size entries");
+      }
+      return absl::OkStatus();
+    };
+    std::vector<size_t> so, sl, ro, rl;
+    PKB_RETURN_IF_ERROR(offsets(in, in_splits, &so, &sl));
+    PKB_RETURN_IF_ERROR(offsets(out, out_splits, &ro, &rl));
+    auto* src = static_cast<char*>(in.data_ptr());
+    auto* dst = static_cast<char*>(out.data_ptr());
+    PKB_NCCL_OR_RETURN(ncclGroupStart());
+    for (int p = 0; p < size_; ++p) {
+      if (sl[p]) PKB_NCCL_OR_RETURN(ncclSend(src + so[p], sl[p], ncclUint8, p, comm_, stream_));
+      if (rl[p]) PKB_NCCL_OR_RETURN(ncclRecv(dst + ro[p], rl[p], ncclUint8, p, comm_, stream_));
+    }
+    PKB_NCCL_OR_RETURN(ncclGroupEnd());
+    return absl::OkStatus();
+  }
+  absl::Status Gather(std::vector<at::Tensor>& outs, const at::Tensor& in, int root) override {
+    PKB_RETURN_IF_ERROR(RequireCuda(in, "gather"));
+    if (rank_ == root) {
+      outs.clear();
+      for (int i = 0; i < size_; ++i) outs.push_back(at::empty_like(in));
+    }
+    PKB_NCCL_OR_RETURN(ncclGroupStart());
+    if (rank_ == root) {
+      for (int p = 0; p < size_; ++p) {
+        if (p == root) {
+          PKB_CUDA_OR_RETURN(cudaMemcpyAsync(outs[p].data_ptr(), in.data_ptr(), in.nbytes(),
+                                             cudaMemcpyDeviceToDevice, stream_));
+        } else {
+          PKB_NCCL_OR_RETURN(ncclRecv(outs[p].data_ptr(), in.nbytes(), ncclUint8, p, comm_, stream_));
+        }
+      }
+    } else {
+      PKB_NCCL_OR_RETURN(ncclSend(in.data_ptr(), in.nbytes(), ncclUint8, root, comm_, stream_));
+    }
+    PKB_NCCL_OR_RETURN(ncclGroupEnd());
+    return absl::OkStatus();
+  }
+  absl::Status Scatter(at::Tensor& out, const std::vector<at::Tensor>& ins, int root) override {
+    PKB_RETURN_IF_ERROR(RequireCuda(out, "scatter"));
+    PKB_NCCL_OR_RETURN(ncclGroupStart());
+    if (rank_ == root) {
+      for (int p = 0; p < size_; ++p) {
+        at::Tensor src = ins[p].contiguous();
+        if (p == root) {
+          PKB_CUDA_OR_RETURN(cudaMemcpyAsync(out.data_ptr(), src.data_ptr(), out.nbytes(),
+                                             cudaMemcpyDeviceToDevice, stream_));
+        } else {
+          PKB_NCCL_OR_RETURN(ncclSend(src.data_ptr(), out.nbytes(), ncclUint8, p, comm_, stream_));
+        }
+      }
+    } else {
+      PKB_NCCL_OR_RETURN(ncclRecv(out.data_ptr(), out.nbytes(), ncclUint8, root, comm_, stream_));
+    }
+    PKB_NCCL_OR_RETURN(ncclGroupEnd());
+    return absl::OkStatus();
+  }
+  absl::Status BatchP2P(const std::vector<P2POp>& ops) override {
+    PKB_NCCL_OR_RETURN(ncclGroupStart());
+    for (const auto& op : ops) {
+      PKB_RETURN_IF_ERROR(RequireCuda(op.tensor, "batch_isend_irecv"));
+      if (op.kind == P2POp::kSend) {
+        PKB_NCCL_OR_RETURN(ncclSend(op.tensor.data_ptr(), op.tensor.nbytes(), ncclUint8, op.peer, comm_, stream_));
+      } else {
+        PKB_NCCL_OR_RETURN(ncclRecv(op.tensor.data_ptr(), op.tensor.nbytes(), ncclUint8, op.peer, comm_, stream_));
+      }
+    }
+    PKB_NCCL_OR_RETURN(ncclGroupEnd());
+    return absl::OkStatus();
+  }
+  absl::Status Barrier() override {
+    at::Tensor one = at::ones({1}, at::TensorOptions().dtype(at::kInt).device(at::kCUDA));
+    PKB_RETURN_IF_ERROR(AllReduce(one, ReduceOp::kSum));
+    PKB_CUDA_OR_RETURN(cudaStreamSynchronize(stream_));
+    return absl::OkStatus();
+  }
+  Comm* Group(const std::string& name) override {
+    auto it = groups_.find(name);
+    return it == groups_.end() ? nullptr : it->second.get();
+  }
+  void AddGroup(const std::string& name, std::unique_ptr<NcclComm> c) { groups_[name] = std::move(c); }
+  NcclComm* GroupImpl(const std::string& name) {
+    auto it = groups_.find(name);
+    return it == groups_.end() ? nullptr : it->second.get();
+  }
+
+ private:
+  ncclComm_t comm_;
+  std::vector<int> global_ranks_;
+  cudaStream_t stream_;
+  int rank_ = 0, size_ = 1;
+  std::map<std::string, std::unique_ptr<NcclComm>> groups_;
+};
+
+class CudaRankDevice : public RankDevice {
+ public:
+  explicit CudaRankDevice(RankIdentity id) : id_(std::move(id)) {}
+
+  absl::Status Init() {
+    int count = 0;
+    PKB_CUDA_OR_RETURN(cudaGetDeviceCount(&count));
+    if (count == 0) return absl::FailedPreconditionError("no CUDA device visible");
+    index_ = id_.rank % count;
+    PKB_CUDA_OR_RETURN(cudaSetDevice(index_));
+    cudaDeviceProp prop;
+    PKB_CUDA_OR_RETURN(cudaGetDeviceProperties(&prop, index_));
+    name_ = prop.name;
+    l2_ = prop.l2CacheSize;
+    PKB_CUDA_OR_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    store_ = c10::make_intrusive<c10d::FileStore>(id_.rendezvous_dir + "/store", id_.world);
+    store_->setTimeout(std::chrono::seconds(120));
+    return absl::OkStatus();
+  }
+
+  at::Device device() const override { return at::Device(at::kCUDA, index_); }
+  std::string name() const override { return name_; }
+  double l2_bytes() const override { return l2_; }
+  void* stream() override { return stream_; }
+  int device_type() const override { return PKB_CUDA; }
+  int device_index() const override { return index_; }
+  void* nccl_comm(const std::string& group) override {
+    if (!world_) return nullptr;
+    if (group == "world") return world_->raw();
+    NcclComm* g = world_->GroupImpl(group);
+    return g ? g->raw() : nullptr;
+  }
+
+  absl::StatusOr<Comm*> MakeComm(const std::vector<GroupLayout>& groups) override {
+    ncclUniqueId uid;
+    if (id_.rank == 0) {
+      PKB_NCCL_OR_RETURN(ncclGetUniqueId(&uid));
+      std::vector<uint8_t> bytes(reinterpret_cast<uint8_t*>(&uid),
+                                 reinterpret_cast<uint8_t*>(&uid) + sizeof uid);
+      store_->set("nccl_uid", bytes);
+    } else {
+      std::vector<uint8_t> bytes = store_->get("nccl_uid");
+      std::memcpy(&uid, bytes.data(), sizeof uid);
+    }
+    ncclComm_t world;
+    PKB_NCCL_OR_RETURN(ncclCommInitRank(&world, id_.world, uid, id_.rank));
+    std::vector<int> all(id_.world);
+    for (int i = 0; i < id_.world; ++i) all[i] = i;
+    world_ = std::make_unique<NcclComm>(world, all, stream_);
+    for (const auto& layout : groups) {
+      int color = NCCL_SPLIT_NOCOLOR, key = 0;
+      std::vector<int> members;
+      for (size_t c = 0; c < layout.partition.size(); ++c) {
+        for (size_t k = 0; k < layout.partition[c].size(); ++k) {
+          if (layout.partition[c][k] == id_.rank) {
+            color = static_cast<int>(c);
+            key = static_cast<int>(k);
+            members = layout.partition[c];
+          }
+        }
+      }
+      ncclComm_t sub;
+      PKB_NCCL_OR_RETURN(ncclCommSplit(world, color, key, &sub, nullptr));
+      if (color != NCCL_SPLIT_NOCOLOR) {
+        world_->AddGroup(layout.name, std::make_unique<NcclComm>(sub, members, stream_));
+      }
+    }
+    return world_.get();
+  }
+
+  std::shared_ptr<void> UseStream() override {
+    auto ext = c10::cuda::getStreamFromExternal(stream_, index_);
+    return std::make_shared<c10::cuda::CUDAStreamGuard>(ext);
+  }
+
+  absl::Status Synchronize() override {
+    PKB_CUDA_OR_RETURN(cudaDeviceSynchronize());
+    PKB_CUDA_OR_RETURN(cudaGetLastError());
+    return absl::OkStatus();
+  }
+
+  void ResetTimers(int iterations) override {
+    while (static_cast<int>(events_.size()) < iterations * 2) {
+      cudaEvent_t e;
+      cudaEventCreate(&e);
+      events_.push_back(e);
+    }
+  }
+  void Mark(int iteration, int which) override {
+    cudaEventRecord(events_[iteration * 2 + which], stream_);
+  }
+  double ElapsedUs(int iteration) override {
+    float ms = 0;
+    cudaEventElapsedTime(&ms, events_[iteration * 2], events_[iteration * 2 + 1]);
+    return ms * 1000.0;
+  }
+
+  int SymmAlloc(size_t bytes, pkb_symm* out, std::string* error) override {
+    absl::Status s = SymmAllocImpl(bytes, out);
+    if (!s.ok()) *error = std::string(s.message());
+    return s.ok() ? 0 : 1;
+  }
+
+ private:
+  struct Allocation {
+    std::vector<void*> peers;
+    std::vector<uint32_t*> signal_peers;
+    void** peers_dev = nullptr;
+    uint32_t** signal_peers_dev = nullptr;
+  };
+
+  absl::Status SymmAllocImpl(size_t bytes, pkb_symm* out) {
+    const size_t pad_bytes = sizeof(uint32_t) * PKB_SIGNAL_CHANNELS * PKB_MAX_RANKS;
+    if (id_.world > PKB_MAX_RANKS) return absl::InvalidArgumentError("world exceeds PKB_MAX_RANKS");
+    size_t data_bytes = (bytes + 255) / 256 * 256;
+    char* base = nullptr;
+    PKB_CUDA_OR_RETURN(cudaMalloc(&base, data_bytes + pad_bytes));
+    PKB_CUDA_OR_RETURN(cudaMemset(base, 0, data_bytes + pad_bytes));
+    PKB_CUDA_OR_RETURN(cudaDeviceSynchronize());
+    int seq = symm_seq_++;
+    auto& a = allocations_.emplace_back();
+    a.peers.assign(id_.world, nullptr);
+    a.signal_peers.assign(id_.world, nullptr);
+    if (id_.world > 1) {
+      cudaIpcMemHandle_t handle;
+      PKB_CUDA_OR_RETURN(cudaIpcGetMemHandle(&handle, base));
+      std::vector<uint8_t> bytes_out(reinterpret_cast<uint8_t*>(&handle),
+                                     reinterpret_cast<uint8_t*>(&handle) + sizeof handle);
+      store_->set(absl::StrCat("symm/", seq, "/", id_.rank), bytes_out);
+      for (int p = 0; p < id_.world; ++p) {
+        if (p == id_.rank) continue;
+        std::vector<uint8_t> in = store_->get(absl::StrCat("symm/", seq, "/", p));
+        cudaIpcMemHandle_t peer;
+        std::memcpy(&peer, in.data(), sizeof peer);
+        void* mapped = nullptr;
+        PKB_CUDA_OR_RETURN(cudaIpcOpenMemHandle(&mapped, peer, cudaIpcMemLazyEnablePeerAccess));
+        a.peers[p] = mapped;
+      }
+    }
+    a.peers[id_.rank] = base;
+    for (int p = 0; p < id_.world; ++p) {
+      a.signal_peers[p] = reinterpret_cast<uint32_t*>(static_cast<char*>(a.peers[p]) + data_bytes);
+    }
+    PKB_CUDA_OR_RETURN(cudaMalloc(&a.peers_dev, sizeof(void*) * id_.world));
+    PKB_CUDA_OR_RETURN(cudaMalloc(&a.signal_peers_dev, sizeof(uint32_t*) * id_.world));
+    PKB_CUDA_OR_RETURN(cudaMemcpy(a.peers_dev, a.peers.data(), sizeof(void*) * id_.world, cudaMemcpyHostToDevice));
+    PKB_CUDA_OR_RETURN(cudaMemcpy(a.signal_peers_dev, a.signal_peers.data(), sizeof(uint32_t*) * id_.world, cudaMemcpyHostToDevice));
+    // Every rank has zeroed its pad before anyone signals into it.
+    store_->set(absl::StrCat("symm/", seq, "/ready/", id_.rank), std::vector<uint8_t>{1});
+    for (int p = 0; p < id_.world; ++p) store_->get(absl::StrCat("symm/", seq, "/ready/", p));
+    out->local = base;
+    out->peers = a.peers.data();
+    out->bytes = bytes;
+    out->signal_local = a.signal_peers[id_.rank];
+    out->signal_peers = a.signal_peers.data();
+    out->peers_dev = a.peers_dev;
+    out->signal_peers_dev = a.signal_peers_dev;
+    return absl::OkStatus();
+  }
+
+  RankIdentity id_;
+  int index_ = 0;
+  std::string name_;
+  double l2_ = 0;
+  cudaStream_t stream_ = nullptr;
+  c10::intrusive_ptr<c10d::FileStore> store_;
+  std::unique_ptr<NcclComm> world_;
+  std::vector<cudaEvent_t> events_;
+  std::deque<Allocation> allocations_;
+  int symm_seq_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<int> CudaDeviceCount() {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) return absl::FailedPreconditionError(CudaError(e, "cudaGetDeviceCount"));
+  return count;
+}
+
+absl::StatusOr<std::unique_ptr<RankDevice>> MakeCudaRankDevice(const RankIdentity& id) {
+  auto d = std::make_unique<CudaRankDevice>(id);
+  PKB_RETURN_IF_ERROR(d->Init());
+  return std::unique_ptr<RankDevice>(std::move(d));
+}
+
+}  // namespace pkb

@@ -1,0 +1,462 @@
+// pkb-rank: one rank process of an evaluation. The engine starts W of them (directly on GPU
+// nodes, under mpirun on CPU machines). Each one draws its inputs, runs the candidate and then
+// the reference (never before: the reference's outputs must not sit in this process's memory
+// while the candidate runs), compares every output, times both, and writes a RankReport.
+//
+// Progress lines for the engine go to stdout from rank 0 only: "PKB-PROGRESS <json>".
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "pkb/v1/result.pb.h"
+#include "problems/harness/check.h"
+#include "problems/harness/inputs.h"
+#include "problems/harness/registry.h"
+#include "worker/engine/candidate_loader.h"
+#include "worker/engine/rank_device.h"
+
+namespace pkb {
+namespace {
+
+struct RankOptions {
+  int problem = 1;
+  int64_t m = 1024, n = 1024;
+  std::string dtype = "bfloat16";
+  int rank = -1, world = -1;
+  std::string backend = "cuda";
+  std::string candidate;  // .so; empty: time the reference only
+  std::string report;     // where to write this rank's RankReport (binary)
+  std::string rendezvous;
+  int trials = 5;
+  int warmup = 500;
+  int iters = 100;
+  int64_t set_offset = 0;        // secret seed offset for ranked runs
+  double l2_multiple = 3.0;      // timed input sets together exceed this many L2s
+  int max_sets = 64;
+  int spot_checks = 3;
+  bool baseline = true;
+};
+
+// The harness state behind pkb_context::harness.
+struct Harness {
+  RankDevice* device = nullptr;
+  Comm* comm = nullptr;
+  std::string error;
+  std::vector<pkb_group> groups;
+  std::vector<std::vector<int32_t>> group_ranks;
+  std::vector<std::string> group_names;
+};
+
+Harness* H(pkb_context* ctx) { return static_cast<Harness*>(ctx->harness); }
+
+int CtxSymmAlloc(pkb_context* ctx, size_t bytes, pkb_symm* out) {
+  return H(ctx)->device->SymmAlloc(bytes, out, &H(ctx)->error);
+}
+int CtxBarrier(pkb_context* ctx) {
+  absl::Status s = H(ctx)->comm->Barrier();
+  if (!s.ok()) H(ctx)->error = std::string(s.message());
+  return s.ok() ? 0 : 1;
+}
+void CtxSetError(pkb_context* ctx, const char* message) {
+  H(ctx)->error = std::string(message ? message : "").substr(0, 4096);
+}
+void CtxLog(pkb_context* ctx, const char* message) {
+  static int lines = 0;
+  if (++lines <= 100) std::fprintf(stderr, "[candidate rank %d] %.1000s\n", ctx->rank, message);
+}
+const pkb_group* CtxGroup(pkb_context* ctx, const char* name) {
+  auto* h = H(ctx);
+  for (size_t i = 0; i < h->groups.size(); ++i) {
+    if (h->group_names[i] == name) return &h->groups[i];
+  }
+  return nullptr;
+}
+
+void Progress(int rank, const std::string& json) {
+  if (rank != 0) return;
+  std::printf("PKB-PROGRESS %s\n", json.c_str());
+  std::fflush(stdout);
+}
+
+struct OutputSet {
+  std::vector<at::Tensor> tensors;
+};
+
+OutputSet AllocateOutputs(const Problem& p, const RunConfig& cfg, int rank) {
+  OutputSet o;
+  for (const auto& d : p.Outputs(cfg, rank)) {
+    o.tensors.push_back(at::empty(d.shape, at::TensorOptions().dtype(d.dtype).device(cfg.device)));
+  }
+  return o;
+}
+
+class RankRunner {
+ public:
+  RankRunner(const RankOptions& o, const Problem& p, RunConfig cfg, RankDevice* dev, Comm* comm,
+             Candidate cand, pkb_context* ctx)
+      : o_(o), p_(p), cfg_(cfg), dev_(dev), comm_(comm), cand_(cand), ctx_(ctx) {}
+
+  // Runs the candidate once; an error names what went wrong.
+  absl::Status CallCandidate(const Inputs& in, OutputSet& out) {
+    std::vector<pkb_tensor> ti, to;
+    for (const auto& t : in.tensors) {
+      PKB_ASSIGN_OR_RETURN(auto x, ToPkbTensor(t));
+      ti.push_back(x);
+    }
+    for (const auto& t : out.tensors) {
+      PKB_ASSIGN_OR_RETURN(auto x, ToPkbTensor(t));
+      to.push_back(x);
+    }
+    auto scalars = ToPkbScalars(in.scalars);
+    H(ctx_)->error.clear();
+    int rc = cand_.run(ctx_, ti.data(), static_cast<int>(ti.size()), scalars.data(),
+                       static_cast<int>(scalars.size()), to.data(), static_cast<int>(to.size()));
+    if (rc != 0) {
+      return absl::AbortedError(absl::StrCat("pkb_run returned ", rc,
+                                             H(ctx_)->error.empty() ? "" : ": ", H(ctx_)->error));
+    }
+    return absl::OkStatus();
+  }
+
+  // Every rank agrees: true only if `ok` holds on all of them.
+  absl::StatusOr<bool> AllOk(bool ok) {
+    at::Tensor t = at::full({1}, ok ? 0 : 1, at::TensorOptions().dtype(at::kInt).device(cfg_.device));
+    PKB_RETURN_IF_ERROR(comm_->AllReduce(t, ReduceOp::kSum));
+    return t.item<int>() == 0;
+  }
+
+  absl::StatusOr<bool> Verify(v1::RankReport* report) {
+    auto t0 = std::chrono::steady_clock::now();
+    bool all_ok = true;
+    for (int trial = 0; trial < o_.trials; ++trial) {
+      int set = static_cast<int>(trial + o_.set_offset);
+      Inputs in = DrawInputs(p_, cfg_, comm_->rank(), set);
+      Inputs pristine;
+      for (size_t i = 0; i < in.tensors.size(); ++i) pristine.Add(in.names[i], in[i].clone());
+      pristine.scalars = in.scalars;
+      OutputSet out = AllocateOutputs(p_, cfg_, comm_->rank());
+      for (auto& t : out.tensors) Poison(t, trial % 2);
+      PKB_RETURN_IF_ERROR(comm_->Barrier());
+      v1::RankTrial* rt = report->add_trials();
+      rt->set_rank(comm_->rank());
+      rt->set_trial(trial);
+      absl::Status run = CallCandidate(in, out);
+      if (run.ok()) run = dev_->Synchronize();
+      if (!run.ok()) {
+        rt->set_error(std::string(run.message()));
+        report->set_status(v1::RUNTIME_ERROR);
+        report->set_message(absl::StrCat("rank ", comm_->rank(), " trial ", trial, ": ", run.message()));
+        return false;  // the process state is suspect: stop here
+      }
+      // Only now does the reference run, on the untouched copy of the inputs.
+      PKB_ASSIGN_OR_RETURN(auto expected, p_.Reference(*comm_, pristine, cfg_));
+      PKB_RETURN_IF_ERROR(dev_->Synchronize());
+      bool ok = true;
+      for (size_t i = 0; i < in.tensors.size(); ++i) {
+        if (!at::equal(in[i], pristine[i])) {
+          ok = false;
+          rt->set_error(absl::StrCat("the candidate modified its input '", in.names[i], "'"));
+        }
+      }
+      auto decls = p_.Outputs(cfg_, comm_->rank());
+      for (size_t i = 0; i < expected.size(); ++i) {
+        v1::OutputCheck c = CompareOutput(out.tensors[i], expected[i],
+                                          p_.GetTolerance(cfg_, static_cast<int>(i)), trial % 2);
+        c.set_index(static_cast<int>(i));
+        c.set_name(i < decls.size() ? decls[i].name : "");
+        ok = ok && c.ok();
+        *rt->add_outputs() = c;
+        Poison(expected[i], 0);  // no answer is left behind in freed memory
+      }
+      rt->set_ok(ok);
+      PKB_ASSIGN_OR_RETURN(bool everyone, AllOk(ok));
+      Progress(comm_->rank(), absl::StrFormat("{\"trial\": %d, \"ok\": %s}", trial,
+                                              everyone ? "true" : "false"));
+      if (!everyone) {
+        all_ok = false;
+        if (!ok) {
+          report->set_status(v1::MISMATCH);
+          report->set_message(absl::StrCat("rank ", comm_->rank(), " trial ", trial, ": ",
+                                           rt->error().empty() ? "output differs from the reference"
+                                                               : rt->error()));
+        }
+        break;
+      }
+    }
+    report->set_stage_verify_seconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return all_ok;
+  }
+
+  // How many distinct input sets the timed iterations rotate through.
+  int TimedSets() {
+    int64_t bytes = 0;
+    Inputs in = DrawInputs(p_, cfg_, comm_->rank(), 0);
+    for (const auto& t : in.tensors) bytes += t.nbytes();
+    for (const auto& d : p_.Outputs(cfg_, comm_->rank())) {
+      int64_t n = 1;
+      for (auto s : d.shape) n *= s;
+      bytes += n * c10::elementSize(d.dtype);
+    }
+    double want = o_.l2_multiple * dev_->l2_bytes();
+    int sets = static_cast<int>(std::ceil(want / std::max<int64_t>(bytes, 1))) + 1;
+    return std::max(2, std::min(sets, o_.max_sets));
+  }
+
+  // Times `fn(set)` over warm-up and timed iterations. Returns per-iteration microseconds and
+  // the host wall clock over the timed window (device synchronized before it closes).
+  template <typename Fn>
+  absl::Status Time(int sets, Fn fn, std::vector<double>* us, double* wall_us) {
+    PKB_RETURN_IF_ERROR(dev_->Synchronize());
+    PKB_RETURN_IF_ERROR(comm_->Barrier());
+    for (int i = 0; i < o_.warmup; ++i) PKB_RETURN_IF_ERROR(fn(i % sets));
+    PKB_RETURN_IF_ERROR(dev_->Synchronize());
+    PKB_RETURN_IF_ERROR(comm_->Barrier());
+    dev_->ResetTimers(o_.iters);
+    auto w0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o_.iters; ++i) {
+      dev_->Mark(i, 0);
+      PKB_RETURN_IF_ERROR(fn(i % sets));
+      dev_->Mark(i, 1);
+    }
+    PKB_RETURN_IF_ERROR(dev_->Synchronize());
+    *wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count();
+    us->clear();
+    for (int i = 0; i < o_.iters; ++i) us->push_back(dev_->ElapsedUs(i));
+    return absl::OkStatus();
+  }
+
+  absl::Status Benchmark(v1::RankReport* report) {
+    auto t0 = std::chrono::steady_clock::now();
+    int sets = TimedSets();
+    report->set_input_sets(sets);
+    std::vector<Inputs> inputs;
+    std::vector<OutputSet> outputs;
+    for (int s = 0; s < sets; ++s) {
+      inputs.push_back(DrawInputs(p_, cfg_, comm_->rank(), static_cast<int>(1000 + s + o_.set_offset)));
+      outputs.push_back(AllocateOutputs(p_, cfg_, comm_->rank()));
+    }
+    std::vector<double> us;
+    double wall = 0;
+    if (cand_.run) {
+      for (auto& o : outputs) {
+        for (auto& t : o.tensors) Poison(t, 1);
+      }
+      PKB_RETURN_IF_ERROR(Time(sets, [&](int s) { return CallCandidate(inputs[s], outputs[s]); },
+                               &us, &wall));
+      for (double x : us) report->add_candidate_us(x);
+      report->set_candidate_wall_us(wall);
+      // Spot checks: the outputs the timed iterations left must be right for their inputs.
+      int checks = std::min(o_.spot_checks, sets);
+      for (int k = 0; k < checks; ++k) {
+        int s = (o_.iters - 1 - k) % sets;
+        PKB_ASSIGN_OR_RETURN(auto expected, p_.Reference(*comm_, inputs[s], cfg_));
+        for (size_t i = 0; i < expected.size(); ++i) {
+          v1::OutputCheck c = CompareOutput(outputs[s].tensors[i], expected[i],
+                                            p_.GetTolerance(cfg_, static_cast<int>(i)), 1);
+          c.set_index(static_cast<int>(i));
+          if (!c.ok()) *report->add_spot_failures() = c;
+        }
+      }
+      report->set_spot_checks(checks);
+    }
+    if (o_.baseline) {
+      PKB_RETURN_IF_ERROR(Time(sets, [&](int s) -> absl::Status {
+        auto r = p_.Reference(*comm_, inputs[s], cfg_);
+        return r.status();
+      }, &us, &wall));
+      for (double x : us) report->add_baseline_us(x);
+      report->set_baseline_wall_us(wall);
+    }
+    report->set_stage_benchmark_seconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return absl::OkStatus();
+  }
+
+ private:
+  const RankOptions& o_;
+  const Problem& p_;
+  RunConfig cfg_;
+  RankDevice* dev_;
+  Comm* comm_;
+  Candidate cand_;
+  pkb_context* ctx_;
+};
+
+absl::Status Run(const RankOptions& o, v1::RankReport* report) {
+  PKB_ASSIGN_OR_RETURN(const Problem* p, FindProblem(o.problem));
+  RunConfig cfg;
+  cfg.m = o.m;
+  cfg.n = o.n;
+  cfg.world = o.world;
+  PKB_ASSIGN_OR_RETURN(cfg.dtype, DtypeFromName(o.dtype));
+  PKB_RETURN_IF_ERROR(CheckRunnable(*p, cfg));
+
+  RankIdentity id{o.rank, o.world, o.rendezvous};
+  std::unique_ptr<RankDevice> dev;
+  if (o.backend == "cpu") {
+    PKB_ASSIGN_OR_RETURN(dev, MakeCpuRankDevice(id));
+  } else {
+#ifdef PKB_WITH_CUDA
+    PKB_ASSIGN_OR_RETURN(dev, MakeCudaRankDevice(id));
+#else
+    return absl::FailedPreconditionError("this build of pkb-rank has no CUDA support");
+#endif
+  }
+  cfg.device = dev->device();
+  report->set_device_name(dev->name());
+  auto stream_guard = dev->UseStream();
+  auto groups = p->Groups(cfg);
+  PKB_ASSIGN_OR_RETURN(Comm * comm, dev->MakeComm(groups));
+
+  Harness h;
+  h.device = dev.get();
+  h.comm = comm;
+  h.group_names.push_back("world");
+  h.group_ranks.push_back(std::vector<int32_t>(comm->global_ranks().begin(), comm->global_ranks().end()));
+  for (const auto& g : groups) {
+    Comm* c = comm->Group(g.name);
+    if (!c) continue;
+    h.group_names.push_back(g.name);
+    h.group_ranks.push_back(std::vector<int32_t>(c->global_ranks().begin(), c->global_ranks().end()));
+  }
+  for (size_t i = 0; i < h.group_names.size(); ++i) {
+    Comm* c = i == 0 ? comm : comm->Group(h.group_names[i]);
+    h.groups.push_back({h.group_names[i].c_str(), c->rank(), c->size(), h.group_ranks[i].data(),
+                        dev->nccl_comm(h.group_names[i])});
+  }
+  pkb_context ctx{};
+  ctx.api_version = PKB_API_VERSION;
+  ctx.rank = o.rank;
+  ctx.world_size = o.world;
+  ctx.device_type = dev->device_type();
+  ctx.device_index = dev->device_index();
+  ctx.stream = dev->stream();
+  ctx.nccl_comm = dev->nccl_comm("world");
+  ctx.num_groups = static_cast<int32_t>(h.groups.size());
+  ctx.groups = h.groups.data();
+  ctx.symm_alloc = &CtxSymmAlloc;
+  ctx.host_barrier = &CtxBarrier;
+  ctx.set_error = &CtxSetError;
+  ctx.log = &CtxLog;
+  ctx.group = &CtxGroup;
+  ctx.harness = &h;
+
+  Candidate cand;
+  if (!o.candidate.empty()) {
+    auto loaded = LoadCandidate(o.candidate);
+    if (!loaded.ok()) {
+      report->set_status(v1::RUNTIME_ERROR);
+      report->set_message(std::string(loaded.status().message()));
+      return absl::OkStatus();
+    }
+    cand = *loaded;
+    if (cand.init) {
+      int rc = cand.init(&ctx);
+      absl::Status synced = dev->Synchronize();
+      if (rc != 0 || !synced.ok()) {
+        report->set_status(v1::RUNTIME_ERROR);
+        report->set_message(absl::StrCat("pkb_init failed on rank ", o.rank, ": ",
+                                         rc != 0 ? h.error : std::string(synced.message())));
+        return absl::OkStatus();
+      }
+    }
+  }
+
+  RankRunner runner(o, *p, cfg, dev.get(), comm, cand, &ctx);
+  report->set_status(v1::OK);
+  if (cand.run) {
+    PKB_ASSIGN_OR_RETURN(bool ok, runner.Verify(report));
+    if (!ok) {
+      if (report->status() == v1::OK) {
+        report->set_status(v1::MISMATCH);
+        report->set_message("another rank's outputs differ from the reference");
+      }
+      return absl::OkStatus();
+    }
+  }
+  Progress(o.rank, "{\"stage\": \"BENCHMARKING\"}");
+  absl::Status bench = runner.Benchmark(report);
+  if (!bench.ok()) {
+    report->set_status(v1::RUNTIME_ERROR);
+    report->set_message(absl::StrCat("rank ", o.rank, " while timing: ", bench.message()));
+    return absl::OkStatus();
+  }
+  if (report->spot_failures_size() > 0) {
+    report->set_status(v1::MISMATCH);
+    report->set_message(absl::StrCat("rank ", o.rank, ": outputs of timed iterations differ from the reference"));
+  }
+  if (cand.fini) cand.fini(&ctx);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace pkb
+
+int main(int argc, char** argv) {
+  pkb::RankOptions o;
+  CLI::App app{"One rank process of a PKB evaluation (started by pkb-eval)."};
+  app.add_option("--problem", o.problem)->required();
+  app.add_option("--m", o.m);
+  app.add_option("--n", o.n);
+  app.add_option("--dtype", o.dtype);
+  app.add_option("--rank", o.rank, "this rank (CUDA backend; MPI gives it otherwise)");
+  app.add_option("--world-size", o.world);
+  app.add_option("--backend", o.backend)->check(CLI::IsMember({"cuda", "cpu"}));
+  app.add_option("--candidate", o.candidate, "compiled candidate (.so); none: baseline only");
+  app.add_option("--report", o.report)->required();
+  app.add_option("--rendezvous", o.rendezvous);
+  app.add_option("--trials", o.trials);
+  app.add_option("--warmup", o.warmup);
+  app.add_option("--iters", o.iters);
+  app.add_option("--set-offset", o.set_offset);
+  app.add_option("--max-sets", o.max_sets);
+  app.add_option("--spot-checks", o.spot_checks);
+  app.add_flag("!--no-baseline", o.baseline);
+  bool probe = false;
+  app.add_flag("--probe", probe, "print the number of usable GPUs and exit");
+  CLI11_PARSE(app, argc, argv);
+  if (probe) {
+#ifdef PKB_WITH_CUDA
+    auto n = pkb::CudaDeviceCount();
+    std::printf("%d\n", n.ok() ? *n : 0);
+#else
+    std::printf("0\n");
+#endif
+    return 0;
+  }
+  at::set_num_threads(1);
+  pkb::v1::RankReport report;
+  absl::Status s;
+  try {
+    if (o.backend == "cpu") {
+      o.rank = pkb::CpuBackendRank();
+      o.world = pkb::CpuBackendWorld();
+    }
+    report.set_rank(o.rank);
+    s = pkb::Run(o, &report);
+  } catch (const std::exception& e) {
+    s = absl::InternalError(absl::StrCat("exception: ", e.what()));
+  }
+  if (!s.ok()) {
+    report.set_status(s.code() == absl::StatusCode::kInvalidArgument ||
+                              s.code() == absl::StatusCode::kNotFound
+                          ? pkb::v1::REJECTED
+                          : pkb::v1::INTERNAL);
+    report.set_message(std::string(s.message()));
+  }
+  std::string out;
+  report.SerializeToString(&out);
+  std::ofstream f(absl::StrCat(o.report, ".", o.rank), std::ios::binary);
+  f << out;
+  f.close();
+  std::fflush(stdout);
+  if (o.backend == "cpu") pkb::FinalizeCpuBackend();
+  // Leave without running the candidate's static destructors, which are not ours to trust.
+  std::_Exit(f ? 0 : 3);
+}
