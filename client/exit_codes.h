@@ -10,9 +10,10 @@ enum ExitCode : int {
   kExitOk = 0,           // the command worked; for a verdict: status OK
   kExitError = 1,        // any other failure of the command
   kExitUsage = 2,        // bad command line
-  kExitUnavailable = 3,  // the coordinator cannot be reached (retry later)
+  kExitUnavailable = 3,  // the coordinator cannot be reached, or rate-limits you: retry later
   kExitNotFound = 4,     // no such job or problem (for a job: submit again)
   kExitInvalid = 5,      // the coordinator rejected the request (world size, problem, size)
+  kExitDenied = 6,       // no token, an unknown token, or its role may not do this
   // Verdicts other than OK: 10 + (pkb.v1.Status - 2).
   kExitCompileError = 10,
   kExitRuntimeError = 11,

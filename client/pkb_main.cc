@@ -26,7 +26,13 @@ struct Globals {
   std::string coordinator = "127.0.0.1:7311";
   bool json = false;
   double connect_timeout_s = 10;
+  std::string token;  // bearer token (env PKB_TOKEN)
 };
+
+// Every call carries the token, when there is one.
+void Authorize(const Globals& g, grpc::ClientContext* ctx) {
+  if (!g.token.empty()) ctx->AddMetadata("authorization", "Bearer " + g.token);
+}
 
 std::string ToJson(const google::protobuf::Message& m) {
   std::string out;
@@ -43,8 +49,12 @@ int ExitForRpc(const grpc::Status& st) {
       return kExitUnavailable;
     case grpc::StatusCode::NOT_FOUND:
       return kExitNotFound;
-    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return kExitDenied;
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return kExitUnavailable;
+    case grpc::StatusCode::INVALID_ARGUMENT:
     case grpc::StatusCode::FAILED_PRECONDITION:
       return kExitInvalid;
     default:
@@ -134,6 +144,7 @@ int Stream(const Globals& g, v1::Evaluation::Stub* stub, const v1::SubmitRequest
   int retries = 0;
   while (true) {
     grpc::ClientContext ctx;
+    Authorize(g, &ctx);
     std::unique_ptr<grpc::ClientReader<v1::EvalEvent>> reader;
     if (submit != nullptr && job_id.empty()) {
       ctx.set_wait_for_ready(true);
@@ -200,15 +211,18 @@ int Main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "eval") return ExecEngine(argc, argv);
   Globals g;
   if (const char* env = std::getenv("PKB_COORDINATOR")) g.coordinator = env;
+  if (const char* env = std::getenv("PKB_TOKEN")) g.token = env;
   CLI::App app{
       "pkb: submit kernels to the ParallelKernelBench service and read verdicts.\n"
       "Exit codes: 0 OK, 10 COMPILE_ERROR, 11 RUNTIME_ERROR, 12 MISMATCH, 13 TIMEOUT, 14 "
       "REJECTED,\n"
       "15 WORKER_LOST, 16 INTERNAL, 17 NO_DEVICE, 18 CANCELLED, 20 not done yet; 2 usage,\n"
-      "3 coordinator unavailable, 4 not found, 5 rejected request, 1 other errors."};
+      "3 coordinator unavailable or rate-limited, 4 not found, 5 rejected request, 6 no or bad "
+      "token,\n1 other errors."};
   app.require_subcommand(1);
   app.add_option("--coordinator", g.coordinator, "host:port (env PKB_COORDINATOR)")
       ->capture_default_str();
+  app.add_option("--token", g.token, "bearer token (env PKB_TOKEN)");
   app.add_flag("--json", g.json, "print JSON lines (proto3 JSON) for programs");
   app.add_option("--connect-timeout", g.connect_timeout_s, "seconds to wait for the coordinator")
       ->capture_default_str();
@@ -317,6 +331,7 @@ int Main(int argc, char** argv) {
   if (watch->parsed()) return Stream(g, stub.get(), nullptr, job_id, false);
   if (get->parsed() || cancel->parsed()) {
     grpc::ClientContext ctx;
+    Authorize(g, &ctx);
     ctx.set_deadline(deadline());
     v1::Job job;
     grpc::Status st;
@@ -343,6 +358,7 @@ int Main(int argc, char** argv) {
   }
   if (plist->parsed() || pshow->parsed()) {
     grpc::ClientContext ctx;
+    Authorize(g, &ctx);
     ctx.set_deadline(deadline());
     if (plist->parsed()) {
       v1::ProblemCatalog catalog;
@@ -387,6 +403,7 @@ int Main(int argc, char** argv) {
   if (lb->parsed()) {
     auto lstub = v1::Leaderboard::NewStub(channel);
     grpc::ClientContext ctx;
+    Authorize(g, &ctx);
     ctx.set_deadline(deadline());
     v1::LeaderboardAnswer a;
     grpc::Status st = lstub->Query(&ctx, lq, &a);

@@ -32,12 +32,20 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   c->catalog_ = std::make_unique<ProblemCatalogIndex>(std::move(*catalog));
   spdlog::info("catalog: {} problems", c->catalog_->catalog().problems_size());
 
+  if (o.tokens_file.empty()) {
+    c->auth_ = std::make_unique<TokenAuth>();
+    spdlog::warn("no --tokens file: every caller is an anonymous admin (use on loopback only)");
+  } else {
+    PKB_ASSIGN_OR_RETURN(c->auth_,
+                         TokenAuth::FromFile(o.tokens_file, o.submit_rate, o.submit_burst));
+  }
   c->scheduler_ =
       std::make_unique<Scheduler>(c->store_.get(), &c->clock_, c->catalog_.get(), o.scheduler);
   PKB_RETURN_IF_ERROR(c->scheduler_->Recover());
-  c->evaluation_ = std::make_unique<EvaluationService>(c->scheduler_.get(), c->catalog_.get());
-  c->worker_ = std::make_unique<WorkerService>(c->scheduler_.get());
-  c->leaderboard_ = std::make_unique<LeaderboardService>(c->store_.get());
+  c->evaluation_ =
+      std::make_unique<EvaluationService>(c->scheduler_.get(), c->catalog_.get(), c->auth_.get());
+  c->worker_ = std::make_unique<WorkerService>(c->scheduler_.get(), c->auth_.get());
+  c->leaderboard_ = std::make_unique<LeaderboardService>(c->store_.get(), c->auth_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

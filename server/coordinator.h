@@ -33,6 +33,9 @@ struct CoordinatorOptions {
   std::string catalog_json;  // a file with a pkb.v1.ProblemCatalog as JSON, or ...
   std::string engine;        // ... the engine binary, run with --catalog
   absl::Duration tick = absl::Milliseconds(200);
+  std::string tokens_file;  // empty: open (loopback, tests); see server/auth.h
+  double submit_rate = 20;  // per token, per second
+  double submit_burst = 100;
   SchedulerOptions scheduler;
 };
 
@@ -53,6 +56,7 @@ class Coordinator {
   std::unique_ptr<SqliteJobStore> store_;
   RealClock clock_;
   std::unique_ptr<ProblemCatalogIndex> catalog_;
+  std::unique_ptr<TokenAuth> auth_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<EvaluationService> evaluation_;
   std::unique_ptr<WorkerService> worker_;

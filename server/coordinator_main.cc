@@ -38,6 +38,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--harness-version", o.scheduler.harness_version, "harness version jobs require")
       ->capture_default_str();
+  app.add_option("--tokens", o.tokens_file,
+                 "file of `token role name` lines; without it, no authentication");
+  app.add_option("--submit-rate", o.submit_rate, "submissions per second per token")
+      ->capture_default_str();
+  app.add_option("--submit-burst", o.submit_burst, "burst of submissions per token")
+      ->capture_default_str();
   app.add_option("--port-file", port_file, "write the bound port here once serving");
   CLI11_PARSE(app, argc, argv);
   o.scheduler.heartbeat_interval = absl::Seconds(heartbeat_s);

@@ -112,7 +112,13 @@ class FailedStream : public grpc::ServerWriteReactor<v1::EvalEvent> {
 
 grpc::ServerWriteReactor<v1::EvalEvent>* EvaluationService::Submit(
     grpc::CallbackServerContext* ctx, const v1::SubmitRequest* request) {
-  absl::StatusOr<SubmitOutcome> out = scheduler_->Submit(*request);
+  absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
+  if (!who.ok()) return new FailedStream(ToGrpcStatus(who.status()));
+  if (absl::Status st = auth_->ChargeSubmit(*who); !st.ok())
+    return new FailedStream(ToGrpcStatus(st));
+  v1::SubmitRequest req = *request;
+  if (auth_->enabled()) req.set_submitter(who->name);  // who submits is the token's, not a claim
+  absl::StatusOr<SubmitOutcome> out = scheduler_->Submit(std::move(req));
   if (!out.ok()) return new FailedStream(ToGrpcStatus(out.status()));
   auto* stream = new EventStream(scheduler_, out->job_id);
   stream->Start(0);
@@ -121,6 +127,10 @@ grpc::ServerWriteReactor<v1::EvalEvent>* EvaluationService::Submit(
 
 grpc::ServerWriteReactor<v1::EvalEvent>* EvaluationService::Watch(grpc::CallbackServerContext* ctx,
                                                                   const v1::WatchRequest* request) {
+  if (absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
+      !who.ok()) {
+    return new FailedStream(ToGrpcStatus(who.status()));
+  }
   if (request->job_id().empty()) {
     return new FailedStream(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id is empty"));
   }
@@ -133,6 +143,11 @@ grpc::ServerUnaryReactor* EvaluationService::Get(grpc::CallbackServerContext* ct
                                                  const v1::GetJobRequest* request,
                                                  v1::Job* response) {
   auto* reactor = ctx->DefaultReactor();
+  if (absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
+      !who.ok()) {
+    reactor->Finish(ToGrpcStatus(who.status()));
+    return reactor;
+  }
   absl::StatusOr<v1::Job> job = scheduler_->Get(request->job_id());
   if (job.ok()) *response = std::move(*job);
   reactor->Finish(ToGrpcStatus(job.status()));
@@ -143,6 +158,11 @@ grpc::ServerUnaryReactor* EvaluationService::Cancel(grpc::CallbackServerContext*
                                                     const v1::CancelRequest* request,
                                                     v1::Job* response) {
   auto* reactor = ctx->DefaultReactor();
+  if (absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
+      !who.ok()) {
+    reactor->Finish(ToGrpcStatus(who.status()));
+    return reactor;
+  }
   absl::StatusOr<v1::Job> job = scheduler_->Cancel(request->job_id(), "by a client request");
   if (job.ok()) *response = std::move(*job);
   reactor->Finish(ToGrpcStatus(job.status()));
@@ -153,6 +173,11 @@ grpc::ServerUnaryReactor* EvaluationService::ListProblems(grpc::CallbackServerCo
                                                           const v1::ListProblemsRequest* request,
                                                           v1::ProblemCatalog* response) {
   auto* reactor = ctx->DefaultReactor();
+  if (absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
+      !who.ok()) {
+    reactor->Finish(ToGrpcStatus(who.status()));
+    return reactor;
+  }
   *response = catalog_->catalog();
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -162,6 +187,11 @@ grpc::ServerUnaryReactor* EvaluationService::GetProblem(grpc::CallbackServerCont
                                                         const v1::GetProblemRequest* request,
                                                         v1::ProblemSpec* response) {
   auto* reactor = ctx->DefaultReactor();
+  if (absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
+      !who.ok()) {
+    reactor->Finish(ToGrpcStatus(who.status()));
+    return reactor;
+  }
   absl::StatusOr<const v1::ProblemSpec*> spec =
       request->slug().empty() ? catalog_->Find(request->id()) : catalog_->FindSlug(request->slug());
   if (spec.ok()) *response = **spec;

@@ -5,6 +5,7 @@
 #define PKB_SERVER_EVALUATION_SERVICE_H_
 
 #include "pkb/v1/evaluation.grpc.pb.h"
+#include "server/auth.h"
 #include "server/problem_catalog.h"
 #include "server/scheduler.h"
 
@@ -12,8 +13,8 @@ namespace pkb {
 
 class EvaluationService final : public v1::Evaluation::CallbackService {
  public:
-  EvaluationService(Scheduler* scheduler, const ProblemCatalogIndex* catalog)
-      : scheduler_(scheduler), catalog_(catalog) {}
+  EvaluationService(Scheduler* scheduler, const ProblemCatalogIndex* catalog, TokenAuth* auth)
+      : scheduler_(scheduler), catalog_(catalog), auth_(auth) {}
 
   grpc::ServerWriteReactor<v1::EvalEvent>* Submit(grpc::CallbackServerContext* ctx,
                                                   const v1::SubmitRequest* request) override;
@@ -33,6 +34,7 @@ class EvaluationService final : public v1::Evaluation::CallbackService {
  private:
   Scheduler* const scheduler_;
   const ProblemCatalogIndex* const catalog_;
+  TokenAuth* const auth_;
 };
 
 }  // namespace pkb

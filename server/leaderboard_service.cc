@@ -60,6 +60,10 @@ grpc::ServerUnaryReactor* LeaderboardService::Query(grpc::CallbackServerContext*
                                                     const v1::LeaderboardQuery* request,
                                                     v1::LeaderboardAnswer* response) {
   auto* reactor = ctx->DefaultReactor();
+  if (auto who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher, Role::kWorker}); !who.ok()) {
+    reactor->Finish(ToGrpcStatus(who.status()));
+    return reactor;
+  }
   auto answer = QueryLeaderboard(store_, *request);
   if (answer.ok()) *response = std::move(*answer);
   reactor->Finish(ToGrpcStatus(answer.status()));

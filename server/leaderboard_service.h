@@ -3,6 +3,7 @@
 #define PKB_SERVER_LEADERBOARD_SERVICE_H_
 
 #include "pkb/v1/leaderboard.grpc.pb.h"
+#include "server/auth.h"
 #include "server/job_store.h"
 
 namespace pkb {
@@ -12,13 +13,14 @@ absl::StatusOr<v1::LeaderboardAnswer> QueryLeaderboard(JobStore* store,
 
 class LeaderboardService final : public v1::Leaderboard::CallbackService {
  public:
-  explicit LeaderboardService(JobStore* store) : store_(store) {}
+  LeaderboardService(JobStore* store, TokenAuth* auth) : store_(store), auth_(auth) {}
   grpc::ServerUnaryReactor* Query(grpc::CallbackServerContext* ctx,
                                   const v1::LeaderboardQuery* request,
                                   v1::LeaderboardAnswer* response) override;
 
  private:
   JobStore* const store_;
+  TokenAuth* const auth_;
 };
 
 }  // namespace pkb

@@ -68,8 +68,8 @@ absl::Status ProblemCatalogIndex::Normalize(v1::SubmitRequest* request) const {
   const v1::ProblemSpec& p = **found;
   if (request->source().empty()) return absl::InvalidArgumentError("the source is empty");
   if (request->source().size() > kMaxSourceBytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("the source is ", request->source().size(),
-                                                     " bytes; the limit is ", kMaxSourceBytes));
+    return absl::InvalidArgumentError(absl::StrCat("the source is ", request->source().size(),
+                                                   " bytes; the limit is ", kMaxSourceBytes));
   }
   const v1::WorldLayout* layout = nullptr;
   std::vector<int> offered;

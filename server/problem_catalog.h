@@ -34,7 +34,7 @@ class ProblemCatalogIndex {
 
   // Checks a submission against its problem and fills in the defaults (dtype, m, n).
   // NOT_FOUND: unknown problem. INVALID_ARGUMENT: world size not offered or not supported (with
-  // the problem's own reason), empty source. RESOURCE_EXHAUSTED: source over 1 MiB.
+  // the problem's own reason), empty source, source over 1 MiB.
   absl::Status Normalize(v1::SubmitRequest* request) const;
 
  private:

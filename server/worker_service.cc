@@ -134,10 +134,19 @@ class WorkerStream : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Coord
   std::optional<grpc::Status> finish_pending_ ABSL_GUARDED_BY(mu_);
 };
 
+class RefusedStream : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerService::Connect(
     grpc::CallbackServerContext* ctx) {
+  if (absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kWorker}); !who.ok()) {
+    return new RefusedStream(ToGrpcStatus(who.status()));
+  }
   return new WorkerStream(scheduler_, next_connection_id_.fetch_add(1));
 }
 

@@ -6,18 +6,20 @@
 #include <atomic>
 
 #include "pkb/v1/worker.grpc.pb.h"
+#include "server/auth.h"
 #include "server/scheduler.h"
 
 namespace pkb {
 
 class WorkerService final : public v1::Worker::CallbackService {
  public:
-  explicit WorkerService(Scheduler* scheduler) : scheduler_(scheduler) {}
+  WorkerService(Scheduler* scheduler, TokenAuth* auth) : scheduler_(scheduler), auth_(auth) {}
   grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* Connect(
       grpc::CallbackServerContext* ctx) override;
 
  private:
   Scheduler* const scheduler_;
+  TokenAuth* const auth_;
   std::atomic<uint64_t> next_connection_id_{1};
 };
 

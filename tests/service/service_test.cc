@@ -79,16 +79,27 @@ struct Cluster {
     if (!::getenv("PKB_KEEP_TEST_DIR")) RemoveTree(dir).IgnoreError();
   }
 
-  void StartCoordinator(const std::string& engine) {
+  void StartCoordinator(const std::string& engine, std::vector<std::string> extra = {}) {
     engine_ = engine;
     std::string listen = port ? absl::StrCat("127.0.0.1:", port) : "127.0.0.1:0";
     unlink((dir + "/port").c_str());
-    coordinator = std::make_unique<Process>(
-        std::vector<std::string>{PKB_COORDINATOR_BIN, "--listen", listen, "--db", dir + "/jobs.db",
-                                 "--engine", engine, "--heartbeat-interval", "0.2",
-                                 "--lease-timeout", "1.5", "--max-attempts", "3", "--port-file",
-                                 dir + "/port"},
-        dir + "/coordinator.log");
+    std::vector<std::string> argv{PKB_COORDINATOR_BIN,
+                                  "--listen",
+                                  listen,
+                                  "--db",
+                                  dir + "/jobs.db",
+                                  "--engine",
+                                  engine,
+                                  "--heartbeat-interval",
+                                  "0.2",
+                                  "--lease-timeout",
+                                  "1.5",
+                                  "--max-attempts",
+                                  "3",
+                                  "--port-file",
+                                  dir + "/port"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    coordinator = std::make_unique<Process>(argv, dir + "/coordinator.log");
     for (int i = 0; i < 300 && Slurp(dir + "/port").empty(); ++i)
       absl::SleepFor(absl::Milliseconds(20));
     port = std::atoi(Slurp(dir + "/port").c_str());
@@ -97,13 +108,22 @@ struct Cluster {
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
     stub = v1::Evaluation::NewStub(channel);
   }
-  Process* StartWorker(const std::string& id, std::map<std::string, std::string> env = {}) {
+  Process* StartWorker(const std::string& id, std::map<std::string, std::string> env = {},
+                       std::vector<std::string> extra = {}) {
     env["FAKE_PKB_EVAL_LOG"] = dir + "/engine_runs.log";
-    workers.push_back(std::make_unique<Process>(
-        std::vector<std::string>{PKB_WORKER_BIN, "--coordinator", absl::StrCat("127.0.0.1:", port),
-                                 "--worker-id", id, "--engine", engine_, "--scratch", dir,
-                                 "--gpu-class", "cpu"},
-        dir + "/worker-" + id + ".log", env));
+    std::vector<std::string> argv{PKB_WORKER_BIN,
+                                  "--coordinator",
+                                  absl::StrCat("127.0.0.1:", port),
+                                  "--worker-id",
+                                  id,
+                                  "--engine",
+                                  engine_,
+                                  "--scratch",
+                                  dir,
+                                  "--gpu-class",
+                                  "cpu"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    workers.push_back(std::make_unique<Process>(argv, dir + "/worker-" + id + ".log", env));
     return workers.back().get();
   }
   std::string WriteSource(const std::string& name, const std::string& text) {
@@ -373,6 +393,45 @@ TEST_CASE("a draining worker finishes its job and leaves", "[service]") {
   auto rest = ReadAll(reader.get(), &st);
   CHECK(rest.back().result().status() == v1::OK);
   CHECK(w->WaitExit(absl::Seconds(10)));
+}
+
+TEST_CASE("tokens: roles decide who may call what; submissions are rate-limited per token",
+          "[service][auth]") {
+  Cluster c;
+  std::string tokens = c.WriteSource(
+      "tokens", "# token role name\nagent-tok agent alice\nworker-tok worker node1\n");
+  std::string worker_token = c.WriteSource("worker.token", "worker-tok\n");
+  c.StartCoordinator(PKB_FAKE_ENGINE,
+                     {"--tokens", tokens, "--submit-rate", "0.001", "--submit-burst", "2"});
+  c.StartWorker("w1", {}, {"--token-file", worker_token});
+  auto submit = [&](const std::string& token, const std::string& source,
+                    std::vector<v1::EvalEvent>* events) {
+    grpc::ClientContext ctx;
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+    auto reader = c.stub->Submit(&ctx, c.Request(source));
+    grpc::Status st;
+    *events = ReadAll(reader.get(), &st);
+    return st.error_code();
+  };
+  std::vector<v1::EvalEvent> events;
+  CHECK(submit("", "a", &events) == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(submit("nope", "a", &events) == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(submit("worker-tok", "a", &events) == grpc::StatusCode::PERMISSION_DENIED);
+  REQUIRE(submit("agent-tok", "a", &events) == grpc::StatusCode::OK);
+  CHECK(events.back().result().status() == v1::NO_DEVICE);  // the worker's token let it in
+  grpc::ClientContext gctx;
+  gctx.AddMetadata("authorization", "Bearer agent-tok");
+  v1::GetJobRequest g;
+  g.set_job_id(events.back().job_id());
+  v1::Job job;
+  REQUIRE(c.stub->Get(&gctx, g, &job).ok());
+  CHECK(job.request().submitter() == "alice");
+  CHECK(submit("agent-tok", "b", &events) == grpc::StatusCode::OK);
+  CHECK(submit("agent-tok", "c", &events) ==
+        grpc::StatusCode::RESOURCE_EXHAUSTED);  // burst of 2 spent
+  SubprocessOptions o;
+  o.argv = {PKB_CLI_BIN, "--coordinator", absl::StrCat("127.0.0.1:", c.port), "get", "x"};
+  CHECK(RunSubprocess(o)->exit_code == 6);
 }
 
 TEST_CASE("grpc.health.v1 answers SERVING", "[service]") {

@@ -73,6 +73,7 @@ void WorkerDaemon::Post(v1::JobEvent event) {
 
 void WorkerDaemon::Session() {
   grpc::ClientContext ctx;
+  if (!options_.token.empty()) ctx.AddMetadata("authorization", "Bearer " + options_.token);
   std::unique_ptr<Stream> stream = stub_->Connect(&ctx);
   v1::WorkerMessage reg_msg;
   v1::Register* reg = reg_msg.mutable_register_();

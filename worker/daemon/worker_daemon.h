@@ -28,6 +28,7 @@ namespace pkb {
 struct WorkerDaemonOptions {
   std::string coordinator = "127.0.0.1:7311";
   std::string worker_id;
+  std::string token;  // bearer token of role worker; empty on an open coordinator
   v1::WorkerCapabilities capabilities;
   bool healthy = true;
   std::string unhealthy_reason;

@@ -8,6 +8,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/files.h"
 #include "common/subprocess.h"
 #include "spdlog/spdlog.h"
 #include "worker/daemon/worker_daemon.h"
@@ -82,7 +84,18 @@ int main(int argc, char** argv) {
   app.add_option("--harness-version", *o.capabilities.mutable_harness_version(),
                  "the engine's harness version")
       ->capture_default_str();
+  std::string token_file;
+  app.add_option("--token-file", token_file,
+                 "file holding this worker's bearer token (role worker)");
   CLI11_PARSE(app, argc, argv);
+  if (!token_file.empty()) {
+    auto token = pkb::ReadFile(token_file);
+    if (!token.ok()) {
+      spdlog::error("{}", token.status().ToString());
+      return 2;
+    }
+    o.token = std::string(absl::StripAsciiWhitespace(*token));
+  }
 
   DetectGpus(&o.capabilities);
   if (!gpu_class.empty()) o.capabilities.set_gpu_class(gpu_class);
