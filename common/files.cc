@@ -30,7 +30,8 @@ absl::Status WriteFileAtomic(const std::string& path, const std::string& content
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(absl::StrCat("rename ", tmp, " -> ", path, ": ", ec.message()));
+  if (ec)
+    return absl::InternalError(absl::StrCat("rename ", tmp, " -> ", path, ": ", ec.message()));
   return absl::OkStatus();
 }
 

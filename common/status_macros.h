@@ -10,10 +10,10 @@
 #define PKB_STATUS_CONCAT_(a, b) PKB_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define PKB_RETURN_IF_ERROR(expr)                   \
-  do {                                              \
-    ::absl::Status pkb_status_ = (expr);            \
-    if (!pkb_status_.ok()) return pkb_status_;      \
+#define PKB_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::absl::Status pkb_status_ = (expr);       \
+    if (!pkb_status_.ok()) return pkb_status_; \
   } while (0)
 
 // `PKB_ASSIGN_OR_RETURN(auto x, MakeX());` unwraps an absl::StatusOr or returns its error.

@@ -17,8 +17,10 @@ extern char** environ;
 namespace pkb {
 
 std::string SubprocessResult::Describe() const {
-  if (timed_out) return absl::StrCat("killed after its time limit (", absl::FormatDuration(elapsed), ")");
-  if (signaled) return absl::StrCat("killed by signal ", term_signal, " (", strsignal(term_signal), ")");
+  if (timed_out)
+    return absl::StrCat("killed after its time limit (", absl::FormatDuration(elapsed), ")");
+  if (signaled)
+    return absl::StrCat("killed by signal ", term_signal, " (", strsignal(term_signal), ")");
   return absl::StrCat("exit code ", exit_code);
 }
 

@@ -28,17 +28,17 @@ struct SubprocessOptions {
   bool clear_env = false;                  // start from an empty environment instead
   std::string cwd;
   absl::Duration timeout = absl::InfiniteDuration();
-  size_t max_output_bytes = 1 << 20;       // stdout and stderr are each truncated to this
-  bool merge_stderr = false;               // stderr into the stdout capture
+  size_t max_output_bytes = 1 << 20;  // stdout and stderr are each truncated to this
+  bool merge_stderr = false;          // stderr into the stdout capture
   // Called with each complete line of stdout as it arrives (besides capturing it).
   std::function<void(const std::string&)> on_stdout_line;
 };
 
 struct SubprocessResult {
-  int exit_code = -1;     // valid when !signaled
+  int exit_code = -1;  // valid when !signaled
   bool signaled = false;
   int term_signal = 0;
-  bool timed_out = false; // killed by the wall-clock limit
+  bool timed_out = false;  // killed by the wall-clock limit
   std::string out;
   std::string err;
   absl::Duration elapsed;

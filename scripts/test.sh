@@ -3,6 +3,7 @@
 # GPU tests are skipped, with the reason printed, on machines without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
 BUILD=${PKB_BUILD_DIR:-build}
 JOBS=${PKB_JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}

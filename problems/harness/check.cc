@@ -12,14 +12,22 @@ namespace {
 uint64_t PoisonBits(at::ScalarType t, int variant) {
   bool v = variant & 1;
   switch (t) {
-    case at::kBFloat16: return v ? 0x7FB2 : 0x7FA1;   // NaN payloads
-    case at::kHalf: return v ? 0x7EB2 : 0x7EA1;
-    case at::kFloat: return v ? 0x7FB2B2B2 : 0x7FA1A1A1;
-    case at::kDouble: return v ? 0x7FF4B2B2B2B2B2B2ull : 0x7FF4A1A1A1A1A1A1ull;
-    case at::kFloat8_e4m3fn: return 0x7F;              // the only NaN encodings
-    case at::kFloat8_e5m2: return v ? 0x7E : 0x7F;
-    case at::kBool: return v ? 0xB2 : 0xA1;             // neither is a valid bool
-    case at::kComplexFloat: return v ? 0x7FB2B2B27FB2B2B2ull : 0x7FA1A1A17FA1A1A1ull;
+    case at::kBFloat16:
+      return v ? 0x7FB2 : 0x7FA1;  // NaN payloads
+    case at::kHalf:
+      return v ? 0x7EB2 : 0x7EA1;
+    case at::kFloat:
+      return v ? 0x7FB2B2B2 : 0x7FA1A1A1;
+    case at::kDouble:
+      return v ? 0x7FF4B2B2B2B2B2B2ull : 0x7FF4A1A1A1A1A1A1ull;
+    case at::kFloat8_e4m3fn:
+      return 0x7F;  // the only NaN encodings
+    case at::kFloat8_e5m2:
+      return v ? 0x7E : 0x7F;
+    case at::kBool:
+      return v ? 0xB2 : 0xA1;  // neither is a valid bool
+    case at::kComplexFloat:
+      return v ? 0x7FB2B2B27FB2B2B2ull : 0x7FA1A1A17FA1A1A1ull;
     default: {
       uint64_t byte = v ? 0xB2 : 0xA1;
       uint64_t bits = 0;
@@ -31,10 +39,14 @@ uint64_t PoisonBits(at::ScalarType t, int variant) {
 
 at::ScalarType BitsType(size_t element_size) {
   switch (element_size) {
-    case 1: return at::kByte;
-    case 2: return at::kShort;
-    case 4: return at::kInt;
-    default: return at::kLong;
+    case 1:
+      return at::kByte;
+    case 2:
+      return at::kShort;
+    case 4:
+      return at::kInt;
+    default:
+      return at::kLong;
   }
 }
 
@@ -110,8 +122,7 @@ v1::OutputCheck CompareOutput(const at::Tensor& actual, const at::Tensor& expect
   }
   at::Tensor nan = a.isfinite().logical_not().logical_and(e.isfinite());
   at::Tensor finite_diff = at::where(diff.isfinite(), diff, at::zeros_like(diff));
-  r.set_max_abs_error(diff.isfinite().all().item<bool>() ? diff.max().item<double>()
-                                                          : INFINITY);
+  r.set_max_abs_error(diff.isfinite().all().item<bool>() ? diff.max().item<double>() : INFINITY);
   at::Tensor rel = finite_diff / e.abs().clamp_min(1e-30);
   rel = at::where(e.abs().gt(0), rel, at::zeros_like(rel));
   r.set_max_rel_error(rel.max().item<double>());
@@ -132,19 +143,32 @@ v1::OutputCheck CompareOutput(const at::Tensor& actual, const at::Tensor& expect
 
 std::string DtypeName(at::ScalarType t) {
   switch (t) {
-    case at::kBFloat16: return "bfloat16";
-    case at::kHalf: return "float16";
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    case at::kByte: return "uint8";
-    case at::kChar: return "int8";
-    case at::kBool: return "bool";
-    case at::kFloat8_e4m3fn: return "float8_e4m3fn";
-    case at::kFloat8_e5m2: return "float8_e5m2";
-    case at::kComplexFloat: return "complex64";
-    default: return c10::toString(t);
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kHalf:
+      return "float16";
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kLong:
+      return "int64";
+    case at::kInt:
+      return "int32";
+    case at::kByte:
+      return "uint8";
+    case at::kChar:
+      return "int8";
+    case at::kBool:
+      return "bool";
+    case at::kFloat8_e4m3fn:
+      return "float8_e4m3fn";
+    case at::kFloat8_e5m2:
+      return "float8_e5m2";
+    case at::kComplexFloat:
+      return "complex64";
+    default:
+      return c10::toString(t);
   }
 }
 

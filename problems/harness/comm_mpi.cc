@@ -68,12 +68,26 @@ absl::Status Check(int rc, const char* op) {
 absl::Status TypeAndOp(const at::Tensor& t, ReduceOp op, MPI_Datatype* type, MPI_Op* mop) {
   int k = static_cast<int>(op);
   switch (t.scalar_type()) {
-    case at::kBFloat16: *type = MPI_UINT16_T; *mop = Ops().bf16[k]; return absl::OkStatus();
-    case at::kHalf: *type = MPI_UINT16_T; *mop = Ops().f16[k]; return absl::OkStatus();
-    case at::kFloat: *type = MPI_FLOAT; break;
-    case at::kDouble: *type = MPI_DOUBLE; break;
-    case at::kLong: *type = MPI_INT64_T; break;
-    case at::kInt: *type = MPI_INT32_T; break;
+    case at::kBFloat16:
+      *type = MPI_UINT16_T;
+      *mop = Ops().bf16[k];
+      return absl::OkStatus();
+    case at::kHalf:
+      *type = MPI_UINT16_T;
+      *mop = Ops().f16[k];
+      return absl::OkStatus();
+    case at::kFloat:
+      *type = MPI_FLOAT;
+      break;
+    case at::kDouble:
+      *type = MPI_DOUBLE;
+      break;
+    case at::kLong:
+      *type = MPI_INT64_T;
+      break;
+    case at::kInt:
+      *type = MPI_INT32_T;
+      break;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("MPI reduction of ", c10::toString(t.scalar_type()), " is not supported"));
@@ -82,10 +96,10 @@ absl::Status TypeAndOp(const at::Tensor& t, ReduceOp op, MPI_Datatype* type, MPI
   return absl::OkStatus();
 }
 
-#define PKB_MPI_REQUIRE(t, op)                        \
-  do {                                                \
-    auto pkb_s_ = RequireCpuContiguous((t), (op));    \
-    if (!pkb_s_.ok()) return pkb_s_;                  \
+#define PKB_MPI_REQUIRE(t, op)                     \
+  do {                                             \
+    auto pkb_s_ = RequireCpuContiguous((t), (op)); \
+    if (!pkb_s_.ok()) return pkb_s_;               \
   } while (0)
 
 absl::Status RequireCpuContiguous(const at::Tensor& t, const char* op) {
@@ -113,9 +127,9 @@ class MpiComm : public Comm {
     MPI_Op mop;
     auto s = TypeAndOp(t, op, &type, &mop);
     if (!s.ok()) return s;
-    return Check(MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), static_cast<int>(t.numel()), type, mop,
-                               comm_),
-                 "all_reduce");
+    return Check(
+        MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), static_cast<int>(t.numel()), type, mop, comm_),
+        "all_reduce");
   }
 
   absl::Status AllGatherInto(at::Tensor& out, const at::Tensor& in) override {
@@ -168,8 +182,8 @@ class MpiComm : public Comm {
                               const std::vector<int64_t>& in_splits) override {
     PKB_MPI_REQUIRE(out, "all_to_all_single");
     PKB_MPI_REQUIRE(in, "all_to_all_single");
-    auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& splits,
-                      std::vector<int>* c, std::vector<int>* d) -> absl::Status {
+    auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& splits, std::vector<int>* c,
+                      std::vector<int>* d) -> absl::Status {
       int64_t rows = t.dim() == 0 ? 1 : t.size(0);
       int64_t row_bytes = rows == 0 ? 0 : static_cast<int64_t>(t.nbytes()) / rows;
       c->assign(size_, 0);
@@ -181,14 +195,16 @@ class MpiComm : public Comm {
         for (int i = 0; i < size_; ++i) (*c)[i] = static_cast<int>(rows / size_ * row_bytes);
       } else {
         if (static_cast<int>(splits.size()) != size_) {
-          return absl::InvalidArgumentError("all_to_all_single: splits must have world_size entries");
+          return absl::InvalidArgumentError(
+              "all_to_all_single: splits must have world_size entries");
         }
         int64_t total = 0;
         for (int i = 0; i < size_; ++i) {
           (*c)[i] = static_cast<int>(splits[i] * row_bytes);
           total += splits[i];
         }
-        if (total != rows) return absl::InvalidArgumentError("all_to_all_single: splits do not sum to dim 0");
+        if (total != rows)
+          return absl::InvalidArgumentError("all_to_all_single: splits do not sum to dim 0");
       }
       for (int i = 1; i < size_; ++i) (*d)[i] = (*d)[i - 1] + (*c)[i - 1];
       return absl::OkStatus();

@@ -13,15 +13,16 @@ namespace pkb {
 // Requires `divisor` to divide `value`; the message names the problem's rule.
 inline absl::Status RequireDivides(int64_t divisor, int64_t value, const char* what) {
   if (divisor <= 0 || value % divisor != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", divisor, " does not divide ", value));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", divisor, " does not divide ", value));
   }
   return absl::OkStatus();
 }
 
 inline absl::Status RequirePositiveShape(const RunConfig& cfg) {
   if (cfg.m <= 0 || cfg.n <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("M and N must be positive (got M=", cfg.m,
-                                                   ", N=", cfg.n, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("M and N must be positive (got M=", cfg.m, ", N=", cfg.n, ")"));
   }
   if (cfg.world < 1) return absl::InvalidArgumentError("world size must be at least 1");
   return absl::OkStatus();

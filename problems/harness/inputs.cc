@@ -23,9 +23,9 @@ absl::Status CheckRunnable(const Problem& p, const RunConfig& cfg) {
   }
   absl::Status s = p.CanImplement(cfg);
   if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("problem ", p.info().slug, " cannot run at W=",
-                                               cfg.world, ", M=", cfg.m, ", N=", cfg.n, ": ",
-                                               s.message()));
+    return absl::Status(s.code(),
+                        absl::StrCat("problem ", p.info().slug, " cannot run at W=", cfg.world,
+                                     ", M=", cfg.m, ", N=", cfg.n, ": ", s.message()));
   }
   return absl::OkStatus();
 }

@@ -42,7 +42,9 @@ struct ScalarArg {
   bool is_int = true;
   int64_t i = 0;
   double f = 0;
-  static ScalarArg Int(std::string name, int64_t v) { return {std::move(name), true, v, double(v)}; }
+  static ScalarArg Int(std::string name, int64_t v) {
+    return {std::move(name), true, v, double(v)};
+  }
   static ScalarArg Float(std::string name, double v) { return {std::move(name), false, 0, v}; }
 };
 
@@ -93,11 +95,11 @@ struct Roofline {
 
 struct ProblemInfo {
   int id = 0;
-  std::string slug;      // "1_allreduce"
-  int version = 1;       // bump when inputs, reference or tolerance change
-  std::string origin;    // where the code comes from
-  std::string category;  // "collective", "tensor parallel", ...
-  std::string statement; // markdown for agents: computation, inputs, outputs, hazards
+  std::string slug;       // "1_allreduce"
+  int version = 1;        // bump when inputs, reference or tolerance change
+  std::string origin;     // where the code comes from
+  std::string category;   // "collective", "tensor parallel", ...
+  std::string statement;  // markdown for agents: computation, inputs, outputs, hazards
 };
 
 class Problem {

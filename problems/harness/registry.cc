@@ -38,8 +38,8 @@ absl::StatusOr<const Problem*> FindProblem(int id) {
   if (it != Registry().end()) return it->second.get();
   std::vector<int> ids;
   for (const auto& [i, p] : Registry()) ids.push_back(i);
-  return absl::NotFoundError(
-      absl::StrCat("unknown problem ", id, "; this harness has problems ", absl::StrJoin(ids, ", ")));
+  return absl::NotFoundError(absl::StrCat("unknown problem ", id, "; this harness has problems ",
+                                          absl::StrJoin(ids, ", ")));
 }
 
 }  // namespace pkb

@@ -19,8 +19,8 @@ absl::StatusOr<const Problem*> FindProblem(int id);
 // Registers `p`; used by PKB_REGISTER_PROBLEM. Duplicate ids abort at start-up.
 bool RegisterProblem(std::unique_ptr<Problem> p);
 
-#define PKB_REGISTER_PROBLEM(Class)                                                       \
-  static const bool pkb_registered_##Class [[maybe_unused]] =                             \
+#define PKB_REGISTER_PROBLEM(Class)                           \
+  static const bool pkb_registered_##Class [[maybe_unused]] = \
       ::pkb::RegisterProblem(std::make_unique<Class>())
 
 }  // namespace pkb

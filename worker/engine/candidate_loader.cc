@@ -9,11 +9,13 @@ namespace pkb {
 absl::StatusOr<Candidate> LoadCandidate(const std::string& path) {
   Candidate c;
   c.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!c.handle) return absl::FailedPreconditionError(absl::StrCat("cannot load candidate: ", dlerror()));
+  if (!c.handle)
+    return absl::FailedPreconditionError(absl::StrCat("cannot load candidate: ", dlerror()));
   auto* version = static_cast<const uint32_t*>(dlsym(c.handle, "pkb_candidate_api_version"));
   if (!version) {
     return absl::InvalidArgumentError(
-        "the candidate does not declare its API version: add `PKB_CANDIDATE_API_V1;` at file scope");
+        "the candidate does not declare its API version: add `PKB_CANDIDATE_API_V1;` at file "
+        "scope");
   }
   if (*version != PKB_API_VERSION) {
     return absl::InvalidArgumentError(absl::StrCat("the candidate was written for API version ",
@@ -39,20 +41,45 @@ absl::StatusOr<pkb_tensor> ToPkbTensor(const at::Tensor& t) {
     p.strides[i] = t.stride(i);
   }
   switch (t.scalar_type()) {
-    case at::kBFloat16: p.dtype = PKB_BFLOAT16; break;
-    case at::kHalf: p.dtype = PKB_FLOAT16; break;
-    case at::kFloat: p.dtype = PKB_FLOAT32; break;
-    case at::kDouble: p.dtype = PKB_FLOAT64; break;
-    case at::kLong: p.dtype = PKB_INT64; break;
-    case at::kInt: p.dtype = PKB_INT32; break;
-    case at::kByte: p.dtype = PKB_UINT8; break;
-    case at::kChar: p.dtype = PKB_INT8; break;
-    case at::kBool: p.dtype = PKB_BOOL; break;
-    case at::kFloat8_e4m3fn: p.dtype = PKB_FLOAT8_E4M3; break;
-    case at::kFloat8_e5m2: p.dtype = PKB_FLOAT8_E5M2; break;
-    case at::kComplexFloat: p.dtype = PKB_COMPLEX64; break;
+    case at::kBFloat16:
+      p.dtype = PKB_BFLOAT16;
+      break;
+    case at::kHalf:
+      p.dtype = PKB_FLOAT16;
+      break;
+    case at::kFloat:
+      p.dtype = PKB_FLOAT32;
+      break;
+    case at::kDouble:
+      p.dtype = PKB_FLOAT64;
+      break;
+    case at::kLong:
+      p.dtype = PKB_INT64;
+      break;
+    case at::kInt:
+      p.dtype = PKB_INT32;
+      break;
+    case at::kByte:
+      p.dtype = PKB_UINT8;
+      break;
+    case at::kChar:
+      p.dtype = PKB_INT8;
+      break;
+    case at::kBool:
+      p.dtype = PKB_BOOL;
+      break;
+    case at::kFloat8_e4m3fn:
+      p.dtype = PKB_FLOAT8_E4M3;
+      break;
+    case at::kFloat8_e5m2:
+      p.dtype = PKB_FLOAT8_E5M2;
+      break;
+    case at::kComplexFloat:
+      p.dtype = PKB_COMPLEX64;
+      break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat("no candidate dtype for ", c10::toString(t.scalar_type())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("no candidate dtype for ", c10::toString(t.scalar_type())));
   }
   p.device_type = t.is_cuda() ? PKB_CUDA : PKB_CPU;
   p.device_index = t.is_cuda() ? t.get_device() : 0;

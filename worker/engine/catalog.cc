@@ -65,10 +65,11 @@ v1::ProblemCatalog BuildCatalog() {
         } catch (const std::exception&) {
           // Problems that cannot draw on the meta device still list their outputs.
         }
-        for (const auto& o : p->Outputs(cfg, rank)) *sig.add_outputs() = Decl(o.name, o.shape, o.dtype);
-        bool same_as_rank0 = rank > 0 && layout->ranks_size() > 0 &&
-                             sig.SerializeAsString().substr(2) ==
-                                 layout->ranks(0).SerializeAsString().substr(2);
+        for (const auto& o : p->Outputs(cfg, rank))
+          *sig.add_outputs() = Decl(o.name, o.shape, o.dtype);
+        bool same_as_rank0 =
+            rank > 0 && layout->ranks_size() > 0 &&
+            sig.SerializeAsString().substr(2) == layout->ranks(0).SerializeAsString().substr(2);
         if (rank == 0 || !same_as_rank0) *layout->add_ranks() = sig;
       }
       for (const auto& g : p->Groups(cfg)) {

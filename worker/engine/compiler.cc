@@ -31,15 +31,16 @@ absl::StatusOr<std::string> CandidateCompiler::ToolchainId(const std::string& to
   o.timeout = absl::Seconds(30);
   auto r = RunSubprocess(o);
   if (!r.ok() || r->exit_code != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("compiler '", tool, "' is not usable on this node"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("compiler '", tool, "' is not usable on this node"));
   }
   cache[tool] = r->out;
   return r->out;
 }
 
 std::vector<v1::Diagnostic> CandidateCompiler::ParseDiagnostics(const std::string& log,
-                                                                 const std::string& scratch_path,
-                                                                 const std::string& name) {
+                                                                const std::string& scratch_path,
+                                                                const std::string& name) {
   static const std::regex nvcc_re(R"(^(.*)\((\d+)\): (error|warning|remark)[^:]*: (.*)$)");
   static const std::regex gcc_re(R"(^(.*?):(\d+):(\d+): (fatal error|error|warning|note): (.*)$)");
   std::vector<v1::Diagnostic> out;
@@ -81,8 +82,9 @@ absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& sour
     for (const auto& d : options_.cpu_include_dirs) flags.push_back("-I" + d);
   } else {
     tool = options_.nvcc;
-    flags = {"-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC",
-             "-cudart", "shared", "-lineinfo", absl::StrCat("-gencode=", options_.gencode)};
+    flags = {"-O3",        "-std=c++17", "-shared",
+             "-Xcompiler", "-fPIC",      "-cudart",
+             "shared",     "-lineinfo",  absl::StrCat("-gencode=", options_.gencode)};
   }
   flags.push_back("-I" + options_.api_include_dir);
   if (uses_torch && !options_.torch_include_dir.empty()) {
@@ -93,7 +95,8 @@ absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& sour
   for (const auto& f : options_.extra_flags) flags.push_back(f);
 
   PKB_ASSIGN_OR_RETURN(std::string toolchain, ToolchainId(tool));
-  PKB_ASSIGN_OR_RETURN(std::string api_header, ReadFile(options_.api_include_dir + "/pkb/candidate.h"));
+  PKB_ASSIGN_OR_RETURN(std::string api_header,
+                       ReadFile(options_.api_include_dir + "/pkb/candidate.h"));
   std::string device_header;
   auto dh = ReadFile(options_.api_include_dir + "/pkb/device.cuh");
   if (dh.ok()) device_header = *dh;
@@ -101,7 +104,8 @@ absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& sour
                                            "\n--toolchain--\n", toolchain, "\n--api--\n",
                                            api_header, device_header, "\n--name--\n", cpu));
   CompileOutput out;
-  out.report.set_command(absl::StrCat(tool, " ", absl::StrJoin(flags, " "), " -o candidate.so ", name));
+  out.report.set_command(
+      absl::StrCat(tool, " ", absl::StrJoin(flags, " "), " -o candidate.so ", name));
   std::string cached_so, cached_log;
   if (!options_.cache_dir.empty()) {
     cached_so = absl::StrCat(options_.cache_dir, "/", key, ".so");
@@ -148,7 +152,8 @@ absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& sour
       std::filesystem::create_directories(options_.cache_dir, ec);
       PKB_RETURN_IF_ERROR(WriteFileAtomic(cached_log, log));
       std::string tmp = absl::StrCat(cached_so, ".tmp.", getpid());
-      std::filesystem::copy_file(so_path, tmp, std::filesystem::copy_options::overwrite_existing, ec);
+      std::filesystem::copy_file(so_path, tmp, std::filesystem::copy_options::overwrite_existing,
+                                 ec);
       if (!ec) std::filesystem::rename(tmp, cached_so, ec);
       out.library_path = ec ? so_path : cached_so;
     } else {

@@ -19,12 +19,12 @@ namespace pkb {
 
 struct CompilerOptions {
   std::string nvcc = "nvcc";
-  std::string cxx = "g++";                 // for CPU test candidates (.cc)
+  std::string cxx = "g++";  // for CPU test candidates (.cc)
   std::string gencode = "arch=compute_90a,code=sm_90a";
-  std::string api_include_dir;             // folder holding pkb/candidate.h
-  std::string torch_include_dir;           // added when the source includes ATen or torch
-  std::string cache_dir;                   // empty: no cache
-  std::string scratch_dir;                 // where sources are written and compiled
+  std::string api_include_dir;    // folder holding pkb/candidate.h
+  std::string torch_include_dir;  // added when the source includes ATen or torch
+  std::string cache_dir;          // empty: no cache
+  std::string scratch_dir;        // where sources are written and compiled
   absl::Duration timeout = absl::Seconds(180);
   std::vector<std::string> extra_flags;
   std::vector<std::string> cpu_include_dirs;  // CPU test candidates: MPI's headers, fixtures

@@ -47,10 +47,12 @@ absl::Status DumpProblem(const EvalOptions& o, const std::string& dir) {
   PKB_ASSIGN_OR_RETURN(auto expected, p->Oracle(all, cfg));
   for (int r = 0; r < cfg.world; ++r) {
     for (size_t i = 0; i < all[r].tensors.size(); ++i) {
-      PKB_RETURN_IF_ERROR(Save(all[r][i], absl::StrCat(dir, "/rank", r, ".input.", all[r].names[i], ".pt")));
+      PKB_RETURN_IF_ERROR(
+          Save(all[r][i], absl::StrCat(dir, "/rank", r, ".input.", all[r].names[i], ".pt")));
     }
     for (size_t i = 0; i < expected[r].size(); ++i) {
-      PKB_RETURN_IF_ERROR(Save(expected[r][i], absl::StrCat(dir, "/rank", r, ".expected.", i, ".pt")));
+      PKB_RETURN_IF_ERROR(
+          Save(expected[r][i], absl::StrCat(dir, "/rank", r, ".expected.", i, ".pt")));
     }
   }
   std::printf("wrote inputs and expected outputs of %s (W=%d, set %d, device %s) to %s\n",

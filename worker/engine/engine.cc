@@ -165,7 +165,8 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   absl::Status runnable = CheckRunnable(p, cfg);
   if (!runnable.ok()) return finish(v1::REJECTED, std::string(runnable.message()));
   if (o.trials < 1 || o.iters < 1 || o.warmup < 0) {
-    return finish(v1::REJECTED, "trials and timed iterations must be at least 1, warm-up at least 0");
+    return finish(v1::REJECTED,
+                  "trials and timed iterations must be at least 1, warm-up at least 0");
   }
 
   auto scratch = MakeTempDir(o.scratch_root, "job-");
@@ -178,39 +179,46 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
     }
   } cleanup{*scratch, o.keep_scratch};
 
-  // Compile.
-  events.Emit(v1::COMPILING, "compiling " + o.source_name);
-  CompilerOptions co;
-  co.gencode = o.gencode;
-  co.api_include_dir = o.api_include_dir;
-  co.torch_include_dir = o.torch_include_dir;
-  co.cpu_include_dirs = o.cpu_include_dirs;
+  std::string library_path;
+  bool cpu_candidate =
+      absl::EndsWith(o.source_name, ".cc") || absl::EndsWith(o.source_name, ".cpp");
+  if (!o.baseline_only) {
+    // Compile.
+    events.Emit(v1::COMPILING, "compiling " + o.source_name);
+    CompilerOptions co;
+    co.gencode = o.gencode;
+    co.api_include_dir = o.api_include_dir;
+    co.torch_include_dir = o.torch_include_dir;
+    co.cpu_include_dirs = o.cpu_include_dirs;
 #ifdef PKB_MPI_INCLUDE_DIRS
-  for (absl::string_view d : absl::StrSplit(PKB_MPI_INCLUDE_DIRS, ':')) {
-    co.cpu_include_dirs.emplace_back(d);
-  }
+    for (absl::string_view d : absl::StrSplit(PKB_MPI_INCLUDE_DIRS, ':')) {
+      co.cpu_include_dirs.emplace_back(d);
+    }
 #endif
-  co.cache_dir = o.cache_dir;
-  co.scratch_dir = *scratch;
-  co.timeout = o.compile_timeout;
-  CandidateCompiler compiler(co);
-  auto compiled = compiler.Compile(o.source, o.source_name);
-  if (!compiled.ok()) return finish(v1::INTERNAL, std::string(compiled.status().message()));
-  *r.mutable_compile() = compiled->report;
-  (*r.mutable_stage_seconds())["compile"] = compiled->report.seconds();
-  if (!compiled->report.ok()) {
-    int errors = 0;
-    for (const auto& d : compiled->report.diagnostics()) errors += d.severity() == "error";
-    return finish(v1::COMPILE_ERROR, absl::StrCat("compilation failed with ", errors, " error(s)",
-                                                  errors ? ": " : "",
-                                                  errors ? compiled->report.diagnostics(0).message() : ""));
-  }
+    co.cache_dir = o.cache_dir;
+    co.scratch_dir = *scratch;
+    co.timeout = o.compile_timeout;
+    CandidateCompiler compiler(co);
+    auto compiled = compiler.Compile(o.source, o.source_name);
+    if (!compiled.ok()) return finish(v1::INTERNAL, std::string(compiled.status().message()));
+    *r.mutable_compile() = compiled->report;
+    (*r.mutable_stage_seconds())["compile"] = compiled->report.seconds();
+    if (!compiled->report.ok()) {
+      int errors = 0;
+      for (const auto& d : compiled->report.diagnostics()) errors += d.severity() == "error";
+      return finish(
+          v1::COMPILE_ERROR,
+          absl::StrCat("compilation failed with ", errors, " error(s)", errors ? ": " : "",
+                       errors ? compiled->report.diagnostics(0).message() : ""));
+    }
 
-  bool cpu_candidate = absl::EndsWith(o.source_name, ".cc") || absl::EndsWith(o.source_name, ".cpp");
+    library_path = compiled->library_path;
+  }
   std::string backend = o.backend;
   if (backend == "auto") backend = cpu_candidate ? "cpu" : "cuda";
   if (backend == "cuda" && cpu_candidate) {
-    return finish(v1::REJECTED, "a .cc candidate is a CPU test candidate; GPU runs need a .cu source");
+    return finish(v1::REJECTED,
+                  "a .cc candidate is a CPU test candidate; GPU runs need a .cu source");
   }
   if (backend == "cuda" && !GpuAvailable(o.rank_binary)) {
     r.set_gpu("none");
@@ -227,12 +235,17 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   spec.backend = backend;
   spec.scratch_dir = *scratch;
   spec.timeout = o.run_timeout;
-  spec.args = {absl::StrCat("--problem=", o.problem), absl::StrCat("--m=", o.m),
-               absl::StrCat("--n=", o.n), "--dtype=" + o.dtype,
-               "--candidate=" + compiled->library_path, "--report=" + report_base,
-               "--rendezvous=" + *scratch, absl::StrCat("--trials=", o.trials),
-               absl::StrCat("--warmup=", o.warmup), absl::StrCat("--iters=", o.iters),
+  spec.args = {absl::StrCat("--problem=", o.problem),
+               absl::StrCat("--m=", o.m),
+               absl::StrCat("--n=", o.n),
+               "--dtype=" + o.dtype,
+               "--report=" + report_base,
+               "--rendezvous=" + *scratch,
+               absl::StrCat("--trials=", o.trials),
+               absl::StrCat("--warmup=", o.warmup),
+               absl::StrCat("--iters=", o.iters),
                absl::StrCat("--set-offset=", o.set_offset)};
+  if (!library_path.empty()) spec.args.push_back("--candidate=" + library_path);
   if (!o.baseline) spec.args.push_back("--no-baseline");
   spec.env = {"NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1"};
   bool verifying_announced = false;
@@ -243,13 +256,17 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
       if (!verifying_announced) verifying_announced = true;
       int t = j["trial"].get<int>();
       bool ok = j.value("ok", false);
-      events.Emit(v1::VERIFYING, absl::StrCat("trial ", t + 1, "/", o.trials, ok ? " correct on every rank" : " failed"), t, ok);
+      events.Emit(
+          v1::VERIFYING,
+          absl::StrCat("trial ", t + 1, "/", o.trials, ok ? " correct on every rank" : " failed"),
+          t, ok);
     } else if (j.value("stage", "") == "BENCHMARKING") {
       events.Emit(v1::BENCHMARKING, absl::StrCat("timing candidate and baseline: ", o.warmup,
                                                  " warm-up + ", o.iters, " timed iterations"));
     }
   };
-  events.Emit(v1::VERIFYING, absl::StrCat("starting ", o.world, " rank process(es), ", o.trials, " trials"));
+  events.Emit(v1::VERIFYING,
+              absl::StrCat("starting ", o.world, " rank process(es), ", o.trials, " trials"));
   RankLauncher launcher;
   auto launched = launcher.Run(spec);
   if (!launched.ok()) return finish(v1::INTERNAL, std::string(launched.status().message()));
@@ -267,9 +284,9 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   };
   if (launched->timed_out) {
     r.set_failed_rank_log(first_log_tail());
-    return finish(v1::TIMEOUT, absl::StrCat("the ranks did not finish within ",
-                                            absl::FormatDuration(o.run_timeout),
-                                            " and were killed"));
+    return finish(v1::TIMEOUT,
+                  absl::StrCat("the ranks did not finish within ",
+                               absl::FormatDuration(o.run_timeout), " and were killed"));
   }
   for (const auto& rep : reports) {
     for (const auto& t : rep.trials()) {
@@ -290,7 +307,9 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
     for (const auto& rep : reports) {
       if (rep.status() == s) {
         r.set_gpu(rep.device_name());
-        if (s != v1::MISMATCH) r.set_failed_rank_log(TailOfFile(launched->ranks[backend == "cpu" ? 0 : rep.rank()].log_path, 8192));
+        if (s != v1::MISMATCH)
+          r.set_failed_rank_log(
+              TailOfFile(launched->ranks[backend == "cpu" ? 0 : rep.rank()].log_path, 8192));
         return finish(s, rep.message());
       }
     }
@@ -312,8 +331,13 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
     cand_wall.push_back(rep.candidate_wall_us());
     base_wall.push_back(rep.baseline_wall_us());
   }
-  *r.mutable_candidate() = Summarize(cand, cand_wall, reports[0].input_sets(), reports[0].spot_checks());
+  *r.mutable_candidate() =
+      Summarize(cand, cand_wall, reports[0].input_sets(), reports[0].spot_checks());
   if (o.baseline) *r.mutable_baseline() = Summarize(base, base_wall, reports[0].input_sets(), 0);
+  if (o.baseline_only) {
+    return finish(v1::OK, absl::StrFormat("reference alone: median %.2f us per call on %d rank(s)",
+                                          r.baseline().median_us(), o.world));
+  }
   if (r.candidate().median_us() > 0 && r.baseline().median_us() > 0) {
     r.set_speedup(r.baseline().median_us() / r.candidate().median_us());
   }
@@ -336,15 +360,20 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   // Work hidden on other streams or threads shows up in the wall clock but not in the events.
   const v1::Timing& c = r.candidate();
   if (backend == "cuda" && c.wall_per_iter_us() > 1.5 * c.mean_us() + 20.0) {
-    return finish(v1::REJECTED, absl::StrFormat(
-        "timing escape: the wall clock over the timed window (%.1f us per iteration) far exceeds "
-        "the events on the harness stream (%.1f us mean); enqueue all work on ctx->stream",
-        c.wall_per_iter_us(), c.mean_us()));
+    return finish(
+        v1::REJECTED,
+        absl::StrFormat(
+            "timing escape: the wall clock over the timed window (%.1f us per iteration) far "
+            "exceeds "
+            "the events on the harness stream (%.1f us mean); enqueue all work on ctx->stream",
+            c.wall_per_iter_us(), c.mean_us()));
   }
   if (backend == "cuda" && floor_s > 0 && med_s > 0 && med_s < 0.8 * floor_s) {
-    return finish(v1::REJECTED, absl::StrFormat(
-        "the measured time (%.2f us) is below the physical floor (%.2f us) of this problem",
-        med_s * 1e6, floor_s * 1e6));
+    return finish(
+        v1::REJECTED,
+        absl::StrFormat(
+            "the measured time (%.2f us) is below the physical floor (%.2f us) of this problem",
+            med_s * 1e6, floor_s * 1e6));
   }
   return finish(v1::OK, absl::StrFormat("correct on %d rank(s) in %d trial(s); speedup %.3fx",
                                         o.world, o.trials, r.speedup()));
@@ -368,21 +397,25 @@ std::string FormatReport(const v1::EvalResult& r) {
                           t.error().empty() ? "" : " " + t.error());
     for (const auto& c : t.outputs()) {
       if (c.ok()) continue;
-      absl::StrAppendFormat(&s,
+      absl::StrAppendFormat(
+          &s,
           "  output %d '%s': %s%d/%d bad (nan %d, unwritten %d), max abs %.4g, max rel %.4g, "
           "first bad #%d expected %.6g got %.6g (atol %g rtol %g)\n",
           c.index(), c.name(), c.problem().empty() ? "" : c.problem() + "; ", c.bad_count(),
           c.numel(), c.nan_count(), c.unwritten_count(), c.max_abs_error(), c.max_rel_error(),
-          c.first_bad_index(), c.expected_at_first_bad(), c.actual_at_first_bad(), c.atol(), c.rtol());
+          c.first_bad_index(), c.expected_at_first_bad(), c.actual_at_first_bad(), c.atol(),
+          c.rtol());
     }
   }
   auto timing = [&](const char* name, const v1::Timing& t) {
     if (t.samples() == 0) return;
     absl::StrAppendFormat(&s,
-        "%-9s median %.2f us (p10 %.2f, p90 %.2f, mean %.2f ± %.2f, min %.2f, max %.2f; %d samples, "
-        "%d input sets, wall %.2f us/iter)\n",
-        name, t.median_us(), t.p10_us(), t.p90_us(), t.mean_us(), t.stddev_us(), t.min_us(),
-        t.max_us(), t.samples(), t.input_sets(), t.wall_per_iter_us());
+                          "%-9s median %.2f us (p10 %.2f, p90 %.2f, mean %.2f ± %.2f, min %.2f, "
+                          "max %.2f; %d samples, "
+                          "%d input sets, wall %.2f us/iter)\n",
+                          name, t.median_us(), t.p10_us(), t.p90_us(), t.mean_us(), t.stddev_us(),
+                          t.min_us(), t.max_us(), t.samples(), t.input_sets(),
+                          t.wall_per_iter_us());
   };
   timing("candidate", r.candidate());
   timing("baseline", r.baseline());

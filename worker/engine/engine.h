@@ -24,17 +24,18 @@ struct EvalOptions {
   int64_t m = 1024;
   int64_t n = 1024;
   std::string dtype = "bfloat16";
-  std::string source;        // the submission's text
+  std::string source;  // the submission's text
   std::string source_name = "candidate.cu";
   int trials = 5;
   int warmup = 500;
   int iters = 100;
-  int64_t set_offset = 0;    // secret seed offset for ranked runs (0: PKB's public seeds)
+  int64_t set_offset = 0;  // secret seed offset for ranked runs (0: PKB's public seeds)
   bool baseline = true;
+  bool baseline_only = false;    // no submission: time the reference alone
   std::string backend = "auto";  // "cuda", "cpu" (MPI + CPU test candidates), "auto"
   std::string gencode = "arch=compute_90a,code=sm_90a";
-  std::string gpu_class;     // recorded in the result and the job key
-  std::string cache_dir;     // compile cache; empty: $XDG_CACHE_HOME/pkb or ~/.cache/pkb
+  std::string gpu_class;  // recorded in the result and the job key
+  std::string cache_dir;  // compile cache; empty: $XDG_CACHE_HOME/pkb or ~/.cache/pkb
   std::string scratch_root = "/tmp/pkb";
   absl::Duration run_timeout = absl::Seconds(300);
   absl::Duration compile_timeout = absl::Seconds(180);

@@ -9,6 +9,7 @@
 // Exit code: 0 when a verdict was produced (whatever it is; --strict: only for OK),
 // 2 for usage errors, 3 for the engine's own failures.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -57,21 +58,25 @@ int main(int argc, char** argv) {
   app.add_option("--iters", o.iters, "timed iterations");
   app.add_option("--set-offset", o.set_offset, "seed offset (secret seed for ranked runs)");
   app.add_flag("!--no-baseline", o.baseline, "do not time the reference");
-  app.add_option("--backend", o.backend, "cuda, cpu or auto")->check(CLI::IsMember({"cuda", "cpu", "auto"}));
+  app.add_option("--backend", o.backend, "cuda, cpu or auto")
+      ->check(CLI::IsMember({"cuda", "cpu", "auto"}));
   app.add_option("--gencode", o.gencode, "nvcc -gencode value");
   app.add_option("--gpu-class", o.gpu_class, "GPU class recorded in the job key");
   app.add_option("--cache-dir", o.cache_dir, "compile cache folder");
   app.add_option("--scratch", o.scratch_root, "scratch folder for jobs");
   double timeout_s = 300;
   app.add_option("--timeout", timeout_s, "wall-clock limit of the run stage, seconds");
-  app.add_option("--include-dir,-I", o.cpu_include_dirs, "extra include folder for CPU test candidates")
+  app.add_option("--include-dir,-I", o.cpu_include_dirs,
+                 "extra include folder for CPU test candidates")
       ->allow_extra_args(false);
   app.add_flag("--keep-scratch", o.keep_scratch, "keep the job's scratch folder");
   app.add_flag("--json", json, "print the result as JSON");
+  app.add_flag("--baseline-only", o.baseline_only, "no submission: time the reference alone");
   app.add_flag("--events", events, "print every stage event as a JSON line");
   app.add_flag("--strict", strict, "exit 1 unless the verdict is OK");
   app.add_flag("--catalog", catalog, "print every problem's spec as JSON and exit");
-  app.add_option("--dump-inputs", dump_dir, "write per-rank inputs and reference outputs (.pt) here");
+  app.add_option("--dump-inputs", dump_dir,
+                 "write per-rank inputs and reference outputs (.pt) here");
   CLI11_PARSE(app, argc, argv);
   o.run_timeout = absl::Seconds(timeout_s);
 
@@ -87,26 +92,33 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  if (source_path.empty()) {
+  if (source_path.empty() && !o.baseline_only) {
     std::fprintf(stderr, "pkb-eval: a source file is required (see --help)\n");
     return 2;
   }
-  auto source = pkb::ReadFile(source_path);
-  if (!source.ok()) {
-    std::fprintf(stderr, "pkb-eval: %s\n", std::string(source.status().message()).c_str());
-    return 2;
+  if (!o.baseline_only) {
+    auto source = pkb::ReadFile(source_path);
+    if (!source.ok()) {
+      std::fprintf(stderr, "pkb-eval: %s\n", std::string(source.status().message()).c_str());
+      return 2;
+    }
+    o.source = *source;
+    o.source_name = std::filesystem::path(source_path).filename().string();
   }
-  o.source = *source;
   for (auto& d : o.cpu_include_dirs) d = std::filesystem::absolute(d).string();
-  o.source_name = std::filesystem::path(source_path).filename().string();
-  o.api_include_dir = InstalledDir("include/pkb") .empty() ? "" : std::filesystem::path(InstalledDir("include/pkb")).parent_path().string();
+  o.api_include_dir =
+      InstalledDir("include/pkb").empty()
+          ? ""
+          : std::filesystem::path(InstalledDir("include/pkb")).parent_path().string();
   o.torch_include_dir = InstalledDir("torch_include");
+  if (const char* t = std::getenv("PKB_TORCH_INCLUDE")) o.torch_include_dir = t;
 
   auto sink = [&](const pkb::v1::EvalEvent& e) {
     if (events) {
       std::cout << ToJson(e, false) << "\n" << std::flush;
     } else if (!json && e.stage() != pkb::v1::DONE) {
-      std::fprintf(stderr, "[%s] %s\n", pkb::v1::Stage_Name(e.stage()).c_str(), e.message().c_str());
+      std::fprintf(stderr, "[%s] %s\n", pkb::v1::Stage_Name(e.stage()).c_str(),
+                   e.message().c_str());
     }
   };
   pkb::v1::EvalResult r = pkb::RunEvaluation(o, sink);

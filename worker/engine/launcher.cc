@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
-#include <sstream>
 #include <fstream>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -25,7 +25,8 @@ namespace pkb {
 
 std::string LaunchResult::Describe(int index) const {
   const RankExit& r = ranks[index];
-  if (r.term_signal) return absl::StrCat("killed by signal ", r.term_signal, " (", strsignal(r.term_signal), ")");
+  if (r.term_signal)
+    return absl::StrCat("killed by signal ", r.term_signal, " (", strsignal(r.term_signal), ")");
   return absl::StrCat("exit code ", r.exit_code);
 }
 
@@ -102,8 +103,17 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
   for (int i = 0; i < processes; ++i) {
     std::vector<std::string> argv;
     if (spec.backend == "cpu") {
-      argv = {spec.mpirun, "--oversubscribe", "--allow-run-as-root", "--bind-to", "none",
-              "--mca", "btl", "self,vader", "-np", std::to_string(spec.world), spec.rank_binary};
+      argv = {spec.mpirun,
+              "--oversubscribe",
+              "--allow-run-as-root",
+              "--bind-to",
+              "none",
+              "--mca",
+              "btl",
+              "self,vader",
+              "-np",
+              std::to_string(spec.world),
+              spec.rank_binary};
       for (const auto& a : spec.args) argv.push_back(a);
       argv.push_back("--backend=cpu");
     } else {

@@ -17,15 +17,15 @@
 namespace pkb {
 
 struct LaunchSpec {
-  std::string rank_binary;              // pkb-rank
-  std::vector<std::string> args;        // common arguments of every rank
+  std::string rank_binary;        // pkb-rank
+  std::vector<std::string> args;  // common arguments of every rank
   int world = 1;
-  std::string backend = "cuda";         // "cuda" or "cpu"
+  std::string backend = "cuda";  // "cuda" or "cpu"
   std::string mpirun = "mpirun";
-  std::string scratch_dir;              // logs and reports go here
+  std::string scratch_dir;  // logs and reports go here
   absl::Duration timeout = absl::Seconds(300);
   absl::Duration grace_after_failure = absl::Seconds(5);
-  std::vector<std::string> env;         // KEY=VALUE added for every rank
+  std::vector<std::string> env;                         // KEY=VALUE added for every rank
   std::function<void(const std::string&)> on_progress;  // rank 0's PKB-PROGRESS payloads
 };
 
@@ -40,7 +40,7 @@ struct LaunchResult {
   bool timed_out = false;
   std::vector<RankExit> ranks;  // CPU backend: one entry, the mpirun
   absl::Duration elapsed;
-  int first_failed = -1;        // index into ranks of the first to fail, -1 if none
+  int first_failed = -1;  // index into ranks of the first to fail, -1 if none
   std::string Describe(int index) const;
 };
 

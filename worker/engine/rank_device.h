@@ -31,8 +31,8 @@ class RankDevice {
   virtual at::Device device() const = 0;
   virtual std::string name() const = 0;
   virtual double l2_bytes() const = 0;
-  virtual void* stream() = 0;          // cudaStream_t, or nullptr on CPU
-  virtual int device_type() const = 0; // pkb_device_type
+  virtual void* stream() = 0;           // cudaStream_t, or nullptr on CPU
+  virtual int device_type() const = 0;  // pkb_device_type
   virtual int device_index() const = 0;
   virtual void* nccl_comm(const std::string& group) = 0;
 

@@ -1,15 +1,14 @@
 // CUDA rank device: one GPU per rank process, NCCL communicators (WORLD and the problem's
 // sub-groups, split from WORLD), CUDA events per iteration, and symmetric memory through CUDA
 // IPC. The ranks meet through a c10d::FileStore in the job's scratch folder.
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/csrc/distributed/c10d/FileStore.hpp>
-
 #include <deque>
 #include <map>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "worker/engine/rank_device.h"
@@ -21,30 +20,40 @@ std::string CudaError(cudaError_t e, const char* what) {
   return absl::StrCat(what, ": ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
 }
 
-#define PKB_CUDA_OR_RETURN(expr)                                                          \
-  do {                                                                                    \
-    cudaError_t pkb_e_ = (expr);                                                          \
-    if (pkb_e_ != cudaSuccess) return absl::InternalError(CudaError(pkb_e_, #expr));      \
+#define PKB_CUDA_OR_RETURN(expr)                                                     \
+  do {                                                                               \
+    cudaError_t pkb_e_ = (expr);                                                     \
+    if (pkb_e_ != cudaSuccess) return absl::InternalError(CudaError(pkb_e_, #expr)); \
   } while (0)
 
-#define PKB_NCCL_OR_RETURN(expr)                                                          \
-  do {                                                                                    \
-    ncclResult_t pkb_r_ = (expr);                                                         \
-    if (pkb_r_ != ncclSuccess) {                                                          \
-      return absl::InternalError(absl::StrCat(#expr, ": ", ncclGetErrorString(pkb_r_)));  \
-    }                                                                                     \
+#define PKB_NCCL_OR_RETURN(expr)                                                         \
+  do {                                                                                   \
+    ncclResult_t pkb_r_ = (expr);                                                        \
+    if (pkb_r_ != ncclSuccess) {                                                         \
+      return absl::InternalError(absl::StrCat(#expr, ": ", ncclGetErrorString(pkb_r_))); \
+    }                                                                                    \
   } while (0)
 
 absl::StatusOr<ncclDataType_t> NcclType(at::ScalarType t) {
   switch (t) {
-    case at::kBFloat16: return ncclBfloat16;
-    case at::kHalf: return ncclFloat16;
-    case at::kFloat: return ncclFloat32;
-    case at::kDouble: return ncclFloat64;
-    case at::kLong: return ncclInt64;
-    case at::kInt: return ncclInt32;
-    case at::kByte: case at::kBool: case at::kFloat8_e4m3fn: case at::kFloat8_e5m2:
-    case at::kChar: return ncclUint8;
+    case at::kBFloat16:
+      return ncclBfloat16;
+    case at::kHalf:
+      return ncclFloat16;
+    case at::kFloat:
+      return ncclFloat32;
+    case at::kDouble:
+      return ncclFloat64;
+    case at::kLong:
+      return ncclInt64;
+    case at::kInt:
+      return ncclInt32;
+    case at::kByte:
+    case at::kBool:
+    case at::kFloat8_e4m3fn:
+    case at::kFloat8_e5m2:
+    case at::kChar:
+      return ncclUint8;
     default:
       return absl::InvalidArgumentError(absl::StrCat("NCCL has no type for ", c10::toString(t)));
   }
@@ -56,7 +65,8 @@ ncclRedOp_t NcclOp(ReduceOp op) {
 
 absl::Status RequireCuda(const at::Tensor& t, const char* op) {
   if (!t.is_cuda() || !t.is_contiguous()) {
-    return absl::InvalidArgumentError(absl::StrCat(op, ": tensors must be contiguous CUDA tensors"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": tensors must be contiguous CUDA tensors"));
   }
   return absl::OkStatus();
 }
@@ -78,31 +88,36 @@ class NcclComm : public Comm {
   absl::Status AllReduce(at::Tensor& t, ReduceOp op) override {
     PKB_RETURN_IF_ERROR(RequireCuda(t, "all_reduce"));
     PKB_ASSIGN_OR_RETURN(auto type, NcclType(t.scalar_type()));
-    PKB_NCCL_OR_RETURN(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), type, NcclOp(op), comm_, stream_));
+    PKB_NCCL_OR_RETURN(
+        ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), type, NcclOp(op), comm_, stream_));
     return absl::OkStatus();
   }
   absl::Status AllGatherInto(at::Tensor& out, const at::Tensor& in) override {
     PKB_RETURN_IF_ERROR(RequireCuda(out, "all_gather_into_tensor"));
     PKB_RETURN_IF_ERROR(RequireCuda(in, "all_gather_into_tensor"));
-    PKB_NCCL_OR_RETURN(ncclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), ncclUint8, comm_, stream_));
+    PKB_NCCL_OR_RETURN(
+        ncclAllGather(in.data_ptr(), out.data_ptr(), in.nbytes(), ncclUint8, comm_, stream_));
     return absl::OkStatus();
   }
   absl::Status ReduceScatterInto(at::Tensor& out, const at::Tensor& in, ReduceOp op) override {
     PKB_RETURN_IF_ERROR(RequireCuda(out, "reduce_scatter_tensor"));
     PKB_RETURN_IF_ERROR(RequireCuda(in, "reduce_scatter_tensor"));
     PKB_ASSIGN_OR_RETURN(auto type, NcclType(in.scalar_type()));
-    PKB_NCCL_OR_RETURN(ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), type, NcclOp(op), comm_, stream_));
+    PKB_NCCL_OR_RETURN(ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), type,
+                                         NcclOp(op), comm_, stream_));
     return absl::OkStatus();
   }
   absl::Status Broadcast(at::Tensor& t, int root) override {
     PKB_RETURN_IF_ERROR(RequireCuda(t, "broadcast"));
-    PKB_NCCL_OR_RETURN(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.nbytes(), ncclUint8, root, comm_, stream_));
+    PKB_NCCL_OR_RETURN(
+        ncclBroadcast(t.data_ptr(), t.data_ptr(), t.nbytes(), ncclUint8, root, comm_, stream_));
     return absl::OkStatus();
   }
   absl::Status Reduce(at::Tensor& t, int root, ReduceOp op) override {
     PKB_RETURN_IF_ERROR(RequireCuda(t, "reduce"));
     PKB_ASSIGN_OR_RETURN(auto type, NcclType(t.scalar_type()));
-    PKB_NCCL_OR_RETURN(ncclReduce(t.data_ptr(), t.data_ptr(), t.numel(), type, NcclOp(op), root, comm_, stream_));
+    PKB_NCCL_OR_RETURN(
+        ncclReduce(t.data_ptr(), t.data_ptr(), t.numel(), type, NcclOp(op), root, comm_, stream_));
     return absl::OkStatus();
   }
   absl::Status AllToAllSingle(at::Tensor& out, const at::Tensor& in,
@@ -155,7 +170,8 @@ class NcclComm : public Comm {
           PKB_CUDA_OR_RETURN(cudaMemcpyAsync(outs[p].data_ptr(), in.data_ptr(), in.nbytes(),
                                              cudaMemcpyDeviceToDevice, stream_));
         } else {
-          PKB_NCCL_OR_RETURN(ncclRecv(outs[p].data_ptr(), in.nbytes(), ncclUint8, p, comm_, stream_));
+          PKB_NCCL_OR_RETURN(
+              ncclRecv(outs[p].data_ptr(), in.nbytes(), ncclUint8, p, comm_, stream_));
         }
       }
     } else {
@@ -188,9 +204,11 @@ class NcclComm : public Comm {
     for (const auto& op : ops) {
       PKB_RETURN_IF_ERROR(RequireCuda(op.tensor, "batch_isend_irecv"));
       if (op.kind == P2POp::kSend) {
-        PKB_NCCL_OR_RETURN(ncclSend(op.tensor.data_ptr(), op.tensor.nbytes(), ncclUint8, op.peer, comm_, stream_));
+        PKB_NCCL_OR_RETURN(
+            ncclSend(op.tensor.data_ptr(), op.tensor.nbytes(), ncclUint8, op.peer, comm_, stream_));
       } else {
-        PKB_NCCL_OR_RETURN(ncclRecv(op.tensor.data_ptr(), op.tensor.nbytes(), ncclUint8, op.peer, comm_, stream_));
+        PKB_NCCL_OR_RETURN(
+            ncclRecv(op.tensor.data_ptr(), op.tensor.nbytes(), ncclUint8, op.peer, comm_, stream_));
       }
     }
     PKB_NCCL_OR_RETURN(ncclGroupEnd());
@@ -206,7 +224,9 @@ class NcclComm : public Comm {
     auto it = groups_.find(name);
     return it == groups_.end() ? nullptr : it->second.get();
   }
-  void AddGroup(const std::string& name, std::unique_ptr<NcclComm> c) { groups_[name] = std::move(c); }
+  void AddGroup(const std::string& name, std::unique_ptr<NcclComm> c) {
+    groups_[name] = std::move(c);
+  }
   NcclComm* GroupImpl(const std::string& name) {
     auto it = groups_.find(name);
     return it == groups_.end() ? nullptr : it->second.get();
@@ -365,8 +385,10 @@ class CudaRankDevice : public RankDevice {
     }
     PKB_CUDA_OR_RETURN(cudaMalloc(&a.peers_dev, sizeof(void*) * id_.world));
     PKB_CUDA_OR_RETURN(cudaMalloc(&a.signal_peers_dev, sizeof(uint32_t*) * id_.world));
-    PKB_CUDA_OR_RETURN(cudaMemcpy(a.peers_dev, a.peers.data(), sizeof(void*) * id_.world, cudaMemcpyHostToDevice));
-    PKB_CUDA_OR_RETURN(cudaMemcpy(a.signal_peers_dev, a.signal_peers.data(), sizeof(uint32_t*) * id_.world, cudaMemcpyHostToDevice));
+    PKB_CUDA_OR_RETURN(
+        cudaMemcpy(a.peers_dev, a.peers.data(), sizeof(void*) * id_.world, cudaMemcpyHostToDevice));
+    PKB_CUDA_OR_RETURN(cudaMemcpy(a.signal_peers_dev, a.signal_peers.data(),
+                                  sizeof(uint32_t*) * id_.world, cudaMemcpyHostToDevice));
     // Every rank has zeroed its pad before anyone signals into it.
     store_->set(absl::StrCat("symm/", seq, "/ready/", id_.rank), std::vector<uint8_t>{1});
     for (int p = 0; p < id_.world; ++p) store_->get(absl::StrCat("symm/", seq, "/ready/", p));

@@ -35,8 +35,8 @@ struct RankOptions {
   int trials = 5;
   int warmup = 500;
   int iters = 100;
-  int64_t set_offset = 0;        // secret seed offset for ranked runs
-  double l2_multiple = 3.0;      // timed input sets together exceed this many L2s
+  int64_t set_offset = 0;    // secret seed offset for ranked runs
+  double l2_multiple = 3.0;  // timed input sets together exceed this many L2s
   int max_sets = 64;
   int spot_checks = 3;
   bool baseline = true;
@@ -125,7 +125,8 @@ class RankRunner {
 
   // Every rank agrees: true only if `ok` holds on all of them.
   absl::StatusOr<bool> AllOk(bool ok) {
-    at::Tensor t = at::full({1}, ok ? 0 : 1, at::TensorOptions().dtype(at::kInt).device(cfg_.device));
+    at::Tensor t =
+        at::full({1}, ok ? 0 : 1, at::TensorOptions().dtype(at::kInt).device(cfg_.device));
     PKB_RETURN_IF_ERROR(comm_->AllReduce(t, ReduceOp::kSum));
     return t.item<int>() == 0;
   }
@@ -150,7 +151,8 @@ class RankRunner {
       if (!run.ok()) {
         rt->set_error(std::string(run.message()));
         report->set_status(v1::RUNTIME_ERROR);
-        report->set_message(absl::StrCat("rank ", comm_->rank(), " trial ", trial, ": ", run.message()));
+        report->set_message(
+            absl::StrCat("rank ", comm_->rank(), " trial ", trial, ": ", run.message()));
         return false;  // the process state is suspect: stop here
       }
       // Only now does the reference run, on the untouched copy of the inputs.
@@ -175,15 +177,15 @@ class RankRunner {
       }
       rt->set_ok(ok);
       PKB_ASSIGN_OR_RETURN(bool everyone, AllOk(ok));
-      Progress(comm_->rank(), absl::StrFormat("{\"trial\": %d, \"ok\": %s}", trial,
-                                              everyone ? "true" : "false"));
+      Progress(comm_->rank(),
+               absl::StrFormat("{\"trial\": %d, \"ok\": %s}", trial, everyone ? "true" : "false"));
       if (!everyone) {
         all_ok = false;
         if (!ok) {
           report->set_status(v1::MISMATCH);
-          report->set_message(absl::StrCat("rank ", comm_->rank(), " trial ", trial, ": ",
-                                           rt->error().empty() ? "output differs from the reference"
-                                                               : rt->error()));
+          report->set_message(absl::StrCat(
+              "rank ", comm_->rank(), " trial ", trial, ": ",
+              rt->error().empty() ? "output differs from the reference" : rt->error()));
         }
         break;
       }
@@ -225,7 +227,8 @@ class RankRunner {
       dev_->Mark(i, 1);
     }
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
-    *wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count();
+    *wall_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count();
     us->clear();
     for (int i = 0; i < o_.iters; ++i) us->push_back(dev_->ElapsedUs(i));
     return absl::OkStatus();
@@ -238,7 +241,8 @@ class RankRunner {
     std::vector<Inputs> inputs;
     std::vector<OutputSet> outputs;
     for (int s = 0; s < sets; ++s) {
-      inputs.push_back(DrawInputs(p_, cfg_, comm_->rank(), static_cast<int>(1000 + s + o_.set_offset)));
+      inputs.push_back(
+          DrawInputs(p_, cfg_, comm_->rank(), static_cast<int>(1000 + s + o_.set_offset)));
       outputs.push_back(AllocateOutputs(p_, cfg_, comm_->rank()));
     }
     std::vector<double> us;
@@ -247,8 +251,8 @@ class RankRunner {
       for (auto& o : outputs) {
         for (auto& t : o.tensors) Poison(t, 1);
       }
-      PKB_RETURN_IF_ERROR(Time(sets, [&](int s) { return CallCandidate(inputs[s], outputs[s]); },
-                               &us, &wall));
+      PKB_RETURN_IF_ERROR(Time(
+          sets, [&](int s) { return CallCandidate(inputs[s], outputs[s]); }, &us, &wall));
       for (double x : us) report->add_candidate_us(x);
       report->set_candidate_wall_us(wall);
       // Spot checks: the outputs the timed iterations left must be right for their inputs.
@@ -266,10 +270,13 @@ class RankRunner {
       report->set_spot_checks(checks);
     }
     if (o_.baseline) {
-      PKB_RETURN_IF_ERROR(Time(sets, [&](int s) -> absl::Status {
-        auto r = p_.Reference(*comm_, inputs[s], cfg_);
-        return r.status();
-      }, &us, &wall));
+      PKB_RETURN_IF_ERROR(Time(
+          sets,
+          [&](int s) -> absl::Status {
+            auto r = p_.Reference(*comm_, inputs[s], cfg_);
+            return r.status();
+          },
+          &us, &wall));
       for (double x : us) report->add_baseline_us(x);
       report->set_baseline_wall_us(wall);
     }
@@ -318,12 +325,14 @@ absl::Status Run(const RankOptions& o, v1::RankReport* report) {
   h.device = dev.get();
   h.comm = comm;
   h.group_names.push_back("world");
-  h.group_ranks.push_back(std::vector<int32_t>(comm->global_ranks().begin(), comm->global_ranks().end()));
+  h.group_ranks.push_back(
+      std::vector<int32_t>(comm->global_ranks().begin(), comm->global_ranks().end()));
   for (const auto& g : groups) {
     Comm* c = comm->Group(g.name);
     if (!c) continue;
     h.group_names.push_back(g.name);
-    h.group_ranks.push_back(std::vector<int32_t>(c->global_ranks().begin(), c->global_ranks().end()));
+    h.group_ranks.push_back(
+        std::vector<int32_t>(c->global_ranks().begin(), c->global_ranks().end()));
   }
   for (size_t i = 0; i < h.group_names.size(); ++i) {
     Comm* c = i == 0 ? comm : comm->Group(h.group_names[i]);
@@ -389,7 +398,8 @@ absl::Status Run(const RankOptions& o, v1::RankReport* report) {
   }
   if (report->spot_failures_size() > 0) {
     report->set_status(v1::MISMATCH);
-    report->set_message(absl::StrCat("rank ", o.rank, ": outputs of timed iterations differ from the reference"));
+    report->set_message(
+        absl::StrCat("rank ", o.rank, ": outputs of timed iterations differ from the reference"));
   }
   if (cand.fini) cand.fini(&ctx);
   return absl::OkStatus();

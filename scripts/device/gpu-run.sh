@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Everything that needs a GPU, in one call of the device tool (device time is short):
+#   the worked examples' verdicts, the problem-1 evaluation benchmark (cold and warm compile
+#   cache), every reference's baseline time at W=1, RNG parity of inputs with Python torch,
+#   and the service end to end. Logs go to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/pkb-out}
+mkdir -p "$OUT"
+TORCH_DIR=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')
+export LD_LIBRARY_PATH="$PWD/.carry/lib:$TORCH_DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export PKB_TORCH_INCLUDE="$TORCH_DIR/include"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PATH="/usr/local/cuda/bin:$PATH"
+BIN=$PWD/.carry/bin
+{
+  date -u; git log -1 --format='commit %H' 2>/dev/null || true
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  nvcc --version | tail -1
+  echo "gpus seen by pkb-rank: $($BIN/pkb-rank --probe --problem=1 --report=/dev/null)"
+} 2>&1 | tee "$OUT/env.txt"
+
+for step in ${PKB_DEVICE_STEPS:-examples bench baselines parity service}; do
+  echo "=== $step" | tee -a "$OUT/summary.txt"
+  bash scripts/device/step-$step.sh "$BIN" "$OUT" 2>&1 | tee "$OUT/$step.log" | tail -40 | tee -a "$OUT/summary.txt"
+done

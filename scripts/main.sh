@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The main job (README.md): on a fresh machine, install what is needed, build, then start a
+# coordinator on SQLite and a local worker, submit an example candidate and print the streamed
+# verdict. Arguments go to scripts/run-local.sh (a candidate file, --problem, --world-size).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+BUILD=${PKB_BUILD_DIR:-build}
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD" -j "$(nproc)" --target pkb-coordinator pkb-worker pkb pkb-eval pkb-rank
+exec bash scripts/run-local.sh --build "$BUILD" "$@"

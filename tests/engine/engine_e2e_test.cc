@@ -1,0 +1,118 @@
+// End-to-end tests of pkb-eval on this machine: real compiles (nvcc for the .cu examples, g++
+// for CPU test candidates), real rank processes under mpirun, real verdicts. Without a GPU the
+// .cu examples must stop at NO_DEVICE (or COMPILE_ERROR), never pretend to a verdict.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "common/subprocess.h"
+#include "nlohmann/json.hpp"
+
+namespace pkb {
+namespace {
+
+const std::string kSrc = PKB_SOURCE_DIR;
+
+nlohmann::json Eval(std::vector<std::string> args) {
+  SubprocessOptions o;
+  o.argv = {PKB_EVAL,     "--json",    "--m=64", "--n=64",
+            "--warmup=3", "--iters=8", "-I",     kSrc + "/tests/engine/cpu_candidates"};
+  for (auto& a : args) o.argv.push_back(a);
+  o.timeout = absl::Seconds(240);
+  auto r = RunSubprocess(o);
+  REQUIRE(r.ok());
+  INFO(r->err);
+  REQUIRE(r->exit_code == 0);
+  return nlohmann::json::parse(r->out);
+}
+
+std::string Cpu(const std::string& name) { return kSrc + "/tests/engine/cpu_candidates/" + name; }
+
+TEST_CASE("CPU candidates get their verdicts at W = 1, 2, 4", "[engine][e2e]") {
+  struct Case {
+    const char* file;
+    const char* status;
+  } cases[] = {
+      {"p001_correct.cc", "OK"},
+      {"p001_wrong.cc", "MISMATCH"},
+      {"p001_constant.cc", "MISMATCH"},
+      {"p001_unwritten.cc", "MISMATCH"},
+      {"p001_mutates_input.cc", "MISMATCH"},
+      {"p001_crash.cc", "RUNTIME_ERROR"},
+      {"p001_error.cc", "RUNTIME_ERROR"},
+      {"p001_no_version.cc", "RUNTIME_ERROR"},
+  };
+  for (int w : {1, 2, 4}) {
+    for (const auto& c : cases) {
+      // A constant answer W(W+1)/2 is right at W = 1 only where PKB's inputs are all ones:
+      // trial 1's random inputs catch it anyway.
+      auto j = Eval({"-p", "1", "-w", std::to_string(w), Cpu(c.file)});
+      INFO(c.file << " at W=" << w << ": " << j.dump(1));
+      CHECK(j["status"] == c.status);
+    }
+  }
+}
+
+TEST_CASE("an OK CPU result carries timings of both sides and every trial", "[engine][e2e]") {
+  auto j = Eval({"-p", "1", "-w", "2", Cpu("p001_correct.cc")});
+  REQUIRE(j["status"] == "OK");
+  CHECK(j["candidate"]["samples"] == 8);
+  CHECK(j["baseline"]["samples"] == 8);
+  CHECK(j["candidate"]["per_rank_median_us"].size() == 2);
+  CHECK(j["candidate"]["input_sets"].get<int>() >= 2);
+  CHECK(j["speedup"].get<double>() > 0);
+  CHECK(j["rank_trials"].size() == 10);  // 5 trials x 2 ranks, every output compared
+  CHECK(j["job_key"].get<std::string>().size() == 64);
+}
+
+TEST_CASE("diagnostics of a failure name the rank, trial and element", "[engine][e2e]") {
+  auto j = Eval({"-p", "1", "-w", "2", Cpu("p001_unwritten.cc")});
+  REQUIRE(j["status"] == "MISMATCH");
+  auto out = j["rank_trials"][0]["outputs"][0];
+  CHECK(out["unwritten_count"] == "1");
+  CHECK(out["first_bad_index"] == std::to_string(64 * 64 - 1));
+}
+
+TEST_CASE("a hanging rank is killed at the limit: TIMEOUT", "[engine][e2e]") {
+  auto j = Eval({"-p", "1", "-w", "2", "--timeout=4", Cpu("p001_hang.cc")});
+  CHECK(j["status"] == "TIMEOUT");
+}
+
+TEST_CASE("constraints are checked before anything runs", "[engine][e2e]") {
+  auto j = Eval({"-p", "49", "-w", "1", Cpu("p001_correct.cc")});
+  CHECK(j["status"] == "REJECTED");
+  CHECK(j["message"].get<std::string>().find("W >= 2") != std::string::npos);
+  auto k = Eval({"-p", "999", "-w", "1", Cpu("p001_correct.cc")});
+  CHECK(k["status"] == "REJECTED");
+  CHECK(k["message"].get<std::string>().find("unknown problem 999") != std::string::npos);
+}
+
+TEST_CASE("the .cu examples compile with nvcc; without a GPU nothing pretends", "[engine][nvcc]") {
+  for (const char* ex : {"p001_allreduce", "p002_allgather"}) {
+    std::string base = kSrc + "/problems/examples/" + ex;
+    int id = std::string(ex) == "p001_allreduce" ? 1 : 2;
+    auto good = Eval({"-p", std::to_string(id), "-w", "1", base + "_symm.cu", "--backend=cuda"});
+    INFO(good.dump(1));
+    CHECK((good["status"] == "NO_DEVICE" || good["status"] == "OK"));
+    CHECK(good["compile"]["ok"] == true);
+    auto broken = Eval({"-p", std::to_string(id), "-w", "1", base + "_broken.cu"});
+    CHECK(broken["status"] == "COMPILE_ERROR");
+    CHECK(broken["compile"]["diagnostics"][0]["file"] == std::string(ex) + "_broken.cu");
+  }
+}
+
+TEST_CASE("the catalog lists every problem with layouts and tolerances", "[engine]") {
+  SubprocessOptions o;
+  o.argv = {PKB_EVAL, "--catalog"};
+  auto r = RunSubprocess(o);
+  REQUIRE(r.ok());
+  auto j = nlohmann::json::parse(r->out);
+  REQUIRE(j["problems"].size() >= 11);
+  for (const auto& p : j["problems"]) {
+    CHECK(p["statement"].get<std::string>().size() > 50);
+    CHECK(p["layouts"].size() == 4);
+    CHECK(p["tolerances"].size() >= 1);
+  }
+}
+
+}  // namespace
+}  // namespace pkb
