@@ -26,7 +26,8 @@ struct Globals {
   std::string coordinator = "127.0.0.1:7311";
   bool json = false;
   double connect_timeout_s = 10;
-  std::string token;  // bearer token (env PKB_TOKEN)
+  std::string token;   // bearer token (env PKB_TOKEN)
+  std::string tls_ca;  // PEM roots: TLS to the coordinator (env PKB_TLS_CA)
 };
 
 // Every call carries the token, when there is one.
@@ -76,6 +77,11 @@ int Fail(const grpc::Status& st, const Globals& g) {
 std::shared_ptr<grpc::Channel> Dial(const Globals& g) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
+  if (!g.tls_ca.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ReadFile(g.tls_ca).value_or("");
+    return grpc::CreateCustomChannel(g.coordinator, grpc::SslCredentials(ssl), args);
+  }
   return grpc::CreateCustomChannel(g.coordinator, grpc::InsecureChannelCredentials(), args);
 }
 
@@ -212,6 +218,7 @@ int Main(int argc, char** argv) {
   Globals g;
   if (const char* env = std::getenv("PKB_COORDINATOR")) g.coordinator = env;
   if (const char* env = std::getenv("PKB_TOKEN")) g.token = env;
+  if (const char* env = std::getenv("PKB_TLS_CA")) g.tls_ca = env;
   CLI::App app{
       "pkb: submit kernels to the ParallelKernelBench service and read verdicts.\n"
       "Exit codes: 0 OK, 10 COMPILE_ERROR, 11 RUNTIME_ERROR, 12 MISMATCH, 13 TIMEOUT, 14 "
@@ -223,6 +230,7 @@ int Main(int argc, char** argv) {
   app.add_option("--coordinator", g.coordinator, "host:port (env PKB_COORDINATOR)")
       ->capture_default_str();
   app.add_option("--token", g.token, "bearer token (env PKB_TOKEN)");
+  app.add_option("--tls-ca", g.tls_ca, "PEM root certificates: connect with TLS (env PKB_TLS_CA)");
   app.add_flag("--json", g.json, "print JSON lines (proto3 JSON) for programs");
   app.add_option("--connect-timeout", g.connect_timeout_s, "seconds to wait for the coordinator")
       ->capture_default_str();

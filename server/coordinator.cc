@@ -2,6 +2,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
@@ -50,8 +51,16 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  // TODO(security): TLS and tokens (design.md, Security); loopback or a private network until then.
-  builder.AddListeningPort(o.listen, grpc::InsecureServerCredentials(), &c->port_);
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (!o.tls_cert.empty() || !o.tls_key.empty()) {
+    grpc::SslServerCredentialsOptions ssl;
+    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+    PKB_ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(o.tls_cert));
+    PKB_ASSIGN_OR_RETURN(pair.private_key, ReadFile(o.tls_key));
+    ssl.pem_key_cert_pairs.push_back(std::move(pair));
+    creds = grpc::SslServerCredentials(ssl);
+  }
+  builder.AddListeningPort(o.listen, creds, &c->port_);
   builder.RegisterService(c->evaluation_.get());
   builder.RegisterService(c->worker_.get());
   builder.RegisterService(c->leaderboard_.get());

@@ -33,6 +33,8 @@ struct CoordinatorOptions {
   std::string catalog_json;  // a file with a pkb.v1.ProblemCatalog as JSON, or ...
   std::string engine;        // ... the engine binary, run with --catalog
   absl::Duration tick = absl::Milliseconds(200);
+  std::string tls_cert;  // PEM files; both set: serve TLS only
+  std::string tls_key;
   std::string tokens_file;  // empty: open (loopback, tests); see server/auth.h
   double submit_rate = 20;  // per token, per second
   double submit_burst = 100;

@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--harness-version", o.scheduler.harness_version, "harness version jobs require")
       ->capture_default_str();
+  app.add_option("--tls-cert", o.tls_cert, "PEM certificate chain: serve TLS only");
+  app.add_option("--tls-key", o.tls_key, "PEM private key of --tls-cert");
   app.add_option("--tokens", o.tokens_file,
                  "file of `token role name` lines; without it, no authentication");
   app.add_option("--submit-rate", o.submit_rate, "submissions per second per token")

@@ -434,6 +434,40 @@ TEST_CASE("tokens: roles decide who may call what; submissions are rate-limited 
   CHECK(RunSubprocess(o)->exit_code == 6);
 }
 
+TEST_CASE("TLS: worker and CLI reach a TLS coordinator; plaintext does not", "[service][tls]") {
+  Cluster c;
+  SubprocessOptions gen;
+  gen.argv = {"openssl",  "req",
+              "-x509",    "-newkey",
+              "rsa:2048", "-nodes",
+              "-days",    "1",
+              "-subj",    "/CN=localhost",
+              "-addext",  "subjectAltName=IP:127.0.0.1,DNS:localhost",
+              "-keyout",  c.dir + "/key.pem",
+              "-out",     c.dir + "/cert.pem"};
+  gen.merge_stderr = true;
+  auto made = RunSubprocess(gen);
+  REQUIRE(made.ok());
+  INFO(made->out);
+  REQUIRE(made->exit_code == 0);
+  c.StartCoordinator(PKB_FAKE_ENGINE,
+                     {"--tls-cert", c.dir + "/cert.pem", "--tls-key", c.dir + "/key.pem"});
+  c.StartWorker("w1", {}, {"--tls-ca", c.dir + "/cert.pem"});
+  auto run = [&](std::vector<std::string> args) {
+    SubprocessOptions o;
+    o.argv = {PKB_CLI_BIN, "--coordinator", absl::StrCat("127.0.0.1:", c.port), "--connect-timeout",
+              "3"};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.timeout = absl::Seconds(60);
+    return RunSubprocess(o).value();
+  };
+  std::string src = c.WriteSource("tls.cu", "plain");
+  auto ok = run({"--tls-ca", c.dir + "/cert.pem", "submit", src, "-p", "1", "-w", "2"});
+  INFO(ok.out + ok.err);
+  CHECK(ok.exit_code == 17);  // NO_DEVICE: it went all the way through the worker
+  CHECK(run({"problems", "list"}).exit_code == 3);
+}
+
 TEST_CASE("grpc.health.v1 answers SERVING", "[service]") {
   Cluster c;
   c.StartCoordinator(PKB_FAKE_ENGINE);

@@ -14,8 +14,13 @@ WorkerDaemon::WorkerDaemon(WorkerDaemonOptions options, Executor* executor)
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  channel_ =
-      grpc::CreateCustomChannel(options_.coordinator, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!options_.tls_ca.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options_.tls_ca;
+    creds = grpc::SslCredentials(ssl);
+  }
+  channel_ = grpc::CreateCustomChannel(options_.coordinator, creds, args);
   stub_ = v1::Worker::NewStub(channel_);
 }
 

@@ -28,7 +28,8 @@ namespace pkb {
 struct WorkerDaemonOptions {
   std::string coordinator = "127.0.0.1:7311";
   std::string worker_id;
-  std::string token;  // bearer token of role worker; empty on an open coordinator
+  std::string token;   // bearer token of role worker; empty on an open coordinator
+  std::string tls_ca;  // PEM root certificates: TLS to the coordinator; empty: plaintext
   v1::WorkerCapabilities capabilities;
   bool healthy = true;
   std::string unhealthy_reason;

@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
   app.add_option("--harness-version", *o.capabilities.mutable_harness_version(),
                  "the engine's harness version")
       ->capture_default_str();
-  std::string token_file;
+  std::string token_file, tls_ca;
+  app.add_option("--tls-ca", tls_ca, "PEM root certificates: connect with TLS");
   app.add_option("--token-file", token_file,
                  "file holding this worker's bearer token (role worker)");
   CLI11_PARSE(app, argc, argv);
@@ -95,6 +96,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     o.token = std::string(absl::StripAsciiWhitespace(*token));
+  }
+  if (!tls_ca.empty()) {
+    auto pem = pkb::ReadFile(tls_ca);
+    if (!pem.ok()) {
+      spdlog::error("{}", pem.status().ToString());
+      return 2;
+    }
+    o.tls_ca = *pem;
   }
 
   DetectGpus(&o.capabilities);
