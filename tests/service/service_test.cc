@@ -468,6 +468,35 @@ TEST_CASE("TLS: worker and CLI reach a TLS coordinator; plaintext does not", "[s
   CHECK(run({"problems", "list"}).exit_code == 3);
 }
 
+TEST_CASE("a worker whose health check fails after a job takes no more jobs", "[service]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  c.StartWorker("sick", {}, {"--health-check", "echo GPU fell off the bus; exit 1"});
+  auto submit = [&](const std::string& source, size_t max_events) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    auto reader = c.stub->Submit(&ctx, c.Request(source));
+    grpc::Status st;
+    auto events = ReadAll(reader.get(), &st, max_events);
+    ctx.TryCancel();
+    return events;
+  };
+  auto first = submit("first", 1000);
+  REQUIRE(!first.empty());
+  CHECK(first.back().result().status() == v1::NO_DEVICE);  // the job itself is fine
+  auto second = submit("second", 1);
+  REQUIRE(second.size() == 1);
+  absl::SleepFor(absl::Seconds(1));
+  grpc::ClientContext gctx;
+  v1::GetJobRequest g;
+  g.set_job_id(second[0].job_id());
+  v1::Job job;
+  REQUIRE(c.stub->Get(&gctx, g, &job).ok());
+  CHECK(job.stage() == v1::QUEUED);
+  CHECK(job.attempts() == 0);
+  CHECK(Slurp(c.dir + "/worker-sick.log").find("GPU fell off the bus") != std::string::npos);
+}
+
 TEST_CASE("grpc.health.v1 answers SERVING", "[service]") {
   Cluster c;
   c.StartCoordinator(PKB_FAKE_ENGINE);

@@ -9,6 +9,8 @@ namespace pkb {
 
 WorkerDaemon::WorkerDaemon(WorkerDaemonOptions options, Executor* executor)
     : options_(std::move(options)), executor_(executor) {
+  healthy_ = options_.healthy;
+  unhealthy_reason_ = options_.unhealthy_reason;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(4 << 20);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
@@ -84,10 +86,10 @@ void WorkerDaemon::Session() {
   v1::Register* reg = reg_msg.mutable_register_();
   reg->set_worker_id(options_.worker_id);
   *reg->mutable_capabilities() = options_.capabilities;
-  reg->set_healthy(options_.healthy);
-  reg->set_unhealthy_reason(options_.unhealthy_reason);
   {
     absl::MutexLock lock(&mu_);
+    reg->set_healthy(healthy_);
+    reg->set_unhealthy_reason(unhealthy_reason_);
     if (!job_id_.empty()) reg->add_running_job_ids(job_id_);
   }
   if (!stream->Write(reg_msg)) {
@@ -172,8 +174,8 @@ void WorkerDaemon::HeartbeatLoop(absl::Duration interval, std::atomic<bool>* sto
     if (absl::Now() < next) continue;
     next = absl::Now() + interval;
     v1::WorkerMessage m;
-    m.mutable_heartbeat()->set_healthy(options_.healthy);
-    m.mutable_heartbeat()->set_unhealthy_reason(options_.unhealthy_reason);
+    m.mutable_heartbeat()->set_healthy(healthy_);
+    m.mutable_heartbeat()->set_unhealthy_reason(unhealthy_reason_);
     if (!job_id_.empty()) m.mutable_heartbeat()->add_running_job_ids(job_id_);
     if (!stream_->Write(m)) return;
   }
@@ -209,6 +211,23 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
     done.set_stage(v1::DONE);
     done.set_message(result.message());
     *done.mutable_result() = std::move(result);
+    if (options_.health_check && options_.healthy) {
+      absl::Status health = options_.health_check();
+      if (!health.ok())
+        spdlog::error("health check failed: {}; taking no more jobs",
+                      std::string(health.message()));
+      absl::MutexLock lock(&mu_);
+      healthy_ = health.ok();
+      unhealthy_reason_ = std::string(health.message());
+      if (stream_ != nullptr && !health.ok()) {
+        // Tell the coordinator before the DONE frees the slot, so no job lands on a sick node.
+        v1::WorkerMessage m;
+        m.mutable_heartbeat()->set_healthy(false);
+        m.mutable_heartbeat()->set_unhealthy_reason(unhealthy_reason_);
+        m.mutable_heartbeat()->add_running_job_ids(job_id_);
+        stream_->Write(m);
+      }
+    }
     {
       absl::MutexLock lock(&mu_);
       job_running_ = false;

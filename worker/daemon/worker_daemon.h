@@ -14,10 +14,12 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pkb/v1/worker.grpc.pb.h"
@@ -33,6 +35,9 @@ struct WorkerDaemonOptions {
   v1::WorkerCapabilities capabilities;
   bool healthy = true;
   std::string unhealthy_reason;
+  // Run after every job, before its DONE is sent (which frees the slot): an error marks the node
+  // unhealthy: it stays connected but takes no more leases (restart it once fixed). Empty: none.
+  std::function<absl::Status()> health_check;
   absl::Duration min_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
 };
@@ -73,6 +78,8 @@ class WorkerDaemon {
   std::string job_id_ ABSL_GUARDED_BY(mu_);  // running, or its DONE not yet delivered
   std::shared_ptr<CancelToken> cancel_ ABSL_GUARDED_BY(mu_);
   bool drain_sent_ ABSL_GUARDED_BY(mu_) = false;
+  bool healthy_ ABSL_GUARDED_BY(mu_);
+  std::string unhealthy_reason_ ABSL_GUARDED_BY(mu_);
   std::thread job_thread_;
 };
 

@@ -84,7 +84,10 @@ int main(int argc, char** argv) {
   app.add_option("--harness-version", *o.capabilities.mutable_harness_version(),
                  "the engine's harness version")
       ->capture_default_str();
-  std::string token_file, tls_ca;
+  std::string token_file, tls_ca, health_command;
+  app.add_option("--health-check", health_command,
+                 "shell command run after every job; failing marks the node unhealthy "
+                 "(default on a GPU node: nvidia-smi must still list every GPU)");
   app.add_option("--tls-ca", tls_ca, "PEM root certificates: connect with TLS");
   app.add_option("--token-file", token_file,
                  "file holding this worker's bearer token (role worker)");
@@ -124,6 +127,24 @@ int main(int argc, char** argv) {
                o.capabilities.gpu_class(), o.capabilities.gpu_count(), o.capabilities.gpu_model(),
                o.capabilities.max_world_size(), e.engine);
 
+  if (health_command.empty() && o.capabilities.gpu_count() > 0) {
+    health_command =
+        absl::StrCat("test \"$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -c .)\" = ",
+                     o.capabilities.gpu_count());
+  }
+  if (!health_command.empty()) {
+    o.health_check = [health_command]() -> absl::Status {
+      pkb::SubprocessOptions h;
+      h.argv = {"/bin/sh", "-c", health_command};
+      h.timeout = absl::Seconds(60);
+      h.merge_stderr = true;
+      auto r = pkb::RunSubprocess(h);
+      if (!r.ok()) return r.status();
+      if (r->exit_code == 0 && !r->signaled && !r->timed_out) return absl::OkStatus();
+      return absl::UnavailableError(absl::StrCat("health check `", health_command, "` failed (",
+                                                 r->Describe(), "): ", r->out.substr(0, 500)));
+    };
+  }
   pkb::EngineExecutor executor(e);
   pkb::WorkerDaemon daemon(o, &executor);
   g_daemon = &daemon;
