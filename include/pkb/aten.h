@@ -20,19 +20,32 @@ namespace pkb {
 
 inline at::ScalarType to_scalar_type(int32_t dtype) {
   switch (dtype) {
-    case PKB_BFLOAT16: return at::kBFloat16;
-    case PKB_FLOAT16: return at::kHalf;
-    case PKB_FLOAT32: return at::kFloat;
-    case PKB_FLOAT64: return at::kDouble;
-    case PKB_INT64: return at::kLong;
-    case PKB_INT32: return at::kInt;
-    case PKB_UINT8: return at::kByte;
-    case PKB_INT8: return at::kChar;
-    case PKB_BOOL: return at::kBool;
-    case PKB_FLOAT8_E4M3: return at::kFloat8_e4m3fn;
-    case PKB_FLOAT8_E5M2: return at::kFloat8_e5m2;
-    case PKB_COMPLEX64: return at::kComplexFloat;
-    default: return at::kByte;
+    case PKB_BFLOAT16:
+      return at::kBFloat16;
+    case PKB_FLOAT16:
+      return at::kHalf;
+    case PKB_FLOAT32:
+      return at::kFloat;
+    case PKB_FLOAT64:
+      return at::kDouble;
+    case PKB_INT64:
+      return at::kLong;
+    case PKB_INT32:
+      return at::kInt;
+    case PKB_UINT8:
+      return at::kByte;
+    case PKB_INT8:
+      return at::kChar;
+    case PKB_BOOL:
+      return at::kBool;
+    case PKB_FLOAT8_E4M3:
+      return at::kFloat8_e4m3fn;
+    case PKB_FLOAT8_E5M2:
+      return at::kFloat8_e5m2;
+    case PKB_COMPLEX64:
+      return at::kComplexFloat;
+    default:
+      return at::kByte;
   }
 }
 
@@ -40,7 +53,8 @@ inline at::ScalarType to_scalar_type(int32_t dtype) {
 inline at::Tensor as_tensor(const pkb_tensor& t) {
   at::TensorOptions o = at::TensorOptions().dtype(to_scalar_type(t.dtype));
   o = t.device_type == PKB_CUDA ? o.device(at::kCUDA, t.device_index) : o.device(at::kCPU);
-  return at::from_blob(t.data, at::IntArrayRef(t.shape, t.ndim), at::IntArrayRef(t.strides, t.ndim), o);
+  return at::from_blob(t.data, at::IntArrayRef(t.shape, t.ndim), at::IntArrayRef(t.strides, t.ndim),
+                       o);
 }
 
 // Makes ATen ops of this thread run on ctx->stream while the returned guard lives.

@@ -17,7 +17,7 @@ for b in .carry/bin/*; do
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libstdc++.so*|libgcc_s.so*|ld-linux*) ;;
-    libtorch*|libc10*|libcuda*|libcudart*|libnccl*|libcupti*|libgomp*) ;;
+    libtorch*|libc10*|libcu*|libnvJitLink*|libnccl*|libgomp*|libcrypto*|libssl*|libz.so*|libutil.so*) ;;
     *) cp -L "$lib" .carry/lib/ ;;
   esac
 done

@@ -307,7 +307,11 @@ absl::Status Run(const RankOptions& o, v1::RankReport* report) {
   RankIdentity id{o.rank, o.world, o.rendezvous};
   std::unique_ptr<RankDevice> dev;
   if (o.backend == "cpu") {
+#ifdef PKB_WITH_MPI
     PKB_ASSIGN_OR_RETURN(dev, MakeCpuRankDevice(id));
+#else
+    return absl::FailedPreconditionError("this build of pkb-rank has no CPU (MPI) backend");
+#endif
   } else {
 #ifdef PKB_WITH_CUDA
     PKB_ASSIGN_OR_RETURN(dev, MakeCudaRankDevice(id));
@@ -444,10 +448,12 @@ int main(int argc, char** argv) {
   pkb::v1::RankReport report;
   absl::Status s;
   try {
+#ifdef PKB_WITH_MPI
     if (o.backend == "cpu") {
       o.rank = pkb::CpuBackendRank();
       o.world = pkb::CpuBackendWorld();
     }
+#endif
     report.set_rank(o.rank);
     s = pkb::Run(o, &report);
   } catch (const std::exception& e) {
@@ -466,7 +472,9 @@ int main(int argc, char** argv) {
   f << out;
   f.close();
   std::fflush(stdout);
+#ifdef PKB_WITH_MPI
   if (o.backend == "cpu") pkb::FinalizeCpuBackend();
+#endif
   // Leave without running the candidate's static destructors, which are not ours to trust.
   std::_Exit(f ? 0 : 3);
 }
