@@ -20,7 +20,7 @@ BIN=$PWD/.carry/bin
   echo "gpus seen by pkb-rank: $($BIN/pkb-rank --probe --problem=1 --report=/dev/null)"
 } 2>&1 | tee "$OUT/env.txt"
 
-for step in ${PKB_DEVICE_STEPS:-examples bench baselines parity service}; do
+for step in ${PKB_DEVICE_STEPS:-bench examples parity baselines service}; do
   echo "=== $step" | tee -a "$OUT/summary.txt"
   bash scripts/device/step-$step.sh "$BIN" "$OUT" 2>&1 | tee "$OUT/$step.log" | tail -40 | tee -a "$OUT/summary.txt"
 done
