@@ -129,8 +129,8 @@ void PrintResult(const v1::EvalResult& r) {
 void PrintEvent(const v1::EvalEvent& e, absl::Time start) {
   double t = absl::ToDoubleSeconds(absl::Now() - start);
   std::string extra;
-  if (e.stage() == v1::VERIFYING)
-    extra = absl::StrCat(" trial ", e.trial(), e.trial_ok() ? " ok" : " FAILED");
+  // Trial events carry their own words ("trial 2/5 correct on every rank"); mark failures.
+  if (e.stage() == v1::VERIFYING && e.trial() >= 0 && !e.trial_ok()) extra = " FAILED";
   if (e.stage() != v1::DONE) {
     std::printf("[%6.1fs] %-12s%s %s\n", t, v1::Stage_Name(e.stage()).c_str(), extra.c_str(),
                 e.message().c_str());

@@ -91,7 +91,7 @@ typedef struct pkb_group {
 
 /* Slots of each rank's signal pad, per channel. See pkb/device.cuh. */
 #define PKB_MAX_RANKS 64
-#define PKB_SIGNAL_CHANNELS 32
+#define PKB_SIGNAL_CHANNELS 256
 
 /*
  * Symmetric memory: a collective allocation of the same size on every rank. `peers[i]` is rank

@@ -11,7 +11,6 @@ PKB_CANDIDATE_API_V1;
 
 namespace {
 
-constexpr int kBlocks = 32;
 constexpr int kThreads = 512;
 pkb_symm g_symm;
 size_t g_symm_bytes = 0;
@@ -43,7 +42,9 @@ extern "C" int pkb_run(pkb_context* ctx, const pkb_tensor* in, int n_in, const p
     if (ctx->symm_alloc(ctx, bytes, &g_symm) != 0) return 2;
     g_symm_bytes = bytes;
   }
-  allgather<<<kBlocks, kThreads, 0, static_cast<cudaStream_t>(ctx->stream)>>>(
+  int64_t want = int64_t(bytes / 16 + kThreads - 1) / kThreads;
+  int blocks = int(want < 1 ? 1 : (want > PKB_SIGNAL_CHANNELS ? PKB_SIGNAL_CHANNELS : want));
+  allgather<<<blocks, kThreads, 0, static_cast<cudaStream_t>(ctx->stream)>>>(
       static_cast<const uint4*>(in[0].data), static_cast<uint4*>(out[0].data), g_symm, ctx->rank,
       ctx->world_size, int64_t(bytes / 16));
   return cudaGetLastError() == cudaSuccess ? 0 : 3;

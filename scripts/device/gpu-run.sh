@@ -24,3 +24,5 @@ for step in ${PKB_DEVICE_STEPS:-bench examples parity baselines service}; do
   echo "=== $step" | tee -a "$OUT/summary.txt"
   bash scripts/device/step-$step.sh "$BIN" "$OUT" 2>&1 | tee "$OUT/$step.log" | tail -40 | tee -a "$OUT/summary.txt"
 done
+# Only a few files come back from the device tool: pack the logs into one.
+(cd "$OUT" && tar czf logs.tar.gz --exclude logs.tar.gz . && find . -type f ! -name logs.tar.gz ! -name summary.txt -delete)

@@ -39,10 +39,8 @@ class EventEmitter {
     e.set_sequence(++seq_);
     e.set_stage(stage);
     e.set_message(message);
-    if (trial >= 0) {
-      e.set_trial(trial);
-      e.set_trial_ok(trial_ok);
-    }
+    e.set_trial(trial);  // -1: not about one trial
+    e.set_trial_ok(trial >= 0 && trial_ok);
     e.set_unix_micros(absl::ToUnixMicros(absl::Now()));
     if (sink_) sink_(e);
   }
