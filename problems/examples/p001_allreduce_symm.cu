@@ -3,6 +3,8 @@
 // and every rank sums all peers' buffers straight over NVLink (fp32 accumulation, one rounding),
 // then meets the others again so no buffer is overwritten while a peer still reads it.
 // 16-byte loads and stores (8 bf16 per thread and step); one signal channel per block.
+// With one rank the sum is the input itself: a single vectorized copy, no symmetric buffer and
+// no barrier (a quarter of the traffic of the general path).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -57,6 +59,13 @@ __global__ void allreduce_one_shot(const __nv_bfloat16* in, __nv_bfloat16* out, 
   pkb::barrier_block(s.signal_peers_dev, rank, world, blockIdx.x);
 }
 
+__global__ void copy16(const uint4* in, uint4* out, int64_t vecs) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < vecs; i += stride) {
+    out[i] = in[i];
+  }
+}
+
 }  // namespace
 
 extern "C" int pkb_run(pkb_context* ctx, const pkb_tensor* in, int n_in, const pkb_scalar*, int,
@@ -67,13 +76,19 @@ extern "C" int pkb_run(pkb_context* ctx, const pkb_tensor* in, int n_in, const p
   }
   const int64_t n = pkb_numel(&in[0]);
   const size_t bytes = size_t(n) * sizeof(__nv_bfloat16);
+  cudaStream_t stream = static_cast<cudaStream_t>(ctx->stream);
+  if (ctx->world_size == 1 && bytes % 16 == 0) {
+    copy16<<<264, kThreads, 0, stream>>>(static_cast<const uint4*>(in[0].data),
+                                         static_cast<uint4*>(out[0].data), int64_t(bytes / 16));
+    return cudaGetLastError() == cudaSuccess ? 0 : 3;
+  }
   if (bytes > g_symm_bytes) {  // every rank sees the same shapes, so this stays collective
     if (ctx->symm_alloc(ctx, bytes, &g_symm) != 0) return 2;
     g_symm_bytes = bytes;
   }
   int64_t want = (n / 8 + kThreads - 1) / kThreads;
   int blocks = int(want < 1 ? 1 : (want > PKB_SIGNAL_CHANNELS ? PKB_SIGNAL_CHANNELS : want));
-  allreduce_one_shot<<<blocks, kThreads, 0, static_cast<cudaStream_t>(ctx->stream)>>>(
+  allreduce_one_shot<<<blocks, kThreads, 0, stream>>>(
       static_cast<const __nv_bfloat16*>(in[0].data), static_cast<__nv_bfloat16*>(out[0].data),
       g_symm, ctx->rank, ctx->world_size, n);
   return cudaGetLastError() == cudaSuccess ? 0 : 3;

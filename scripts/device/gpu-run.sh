@@ -25,4 +25,4 @@ for step in ${PKB_DEVICE_STEPS:-bench examples parity baselines service}; do
   bash scripts/device/step-$step.sh "$BIN" "$OUT" 2>&1 | tee "$OUT/$step.log" | tail -40 | tee -a "$OUT/summary.txt"
 done
 # Only a few files come back from the device tool: pack the logs into one.
-(cd "$OUT" && tar czf logs.tar.gz --exclude logs.tar.gz . && find . -type f ! -name logs.tar.gz ! -name summary.txt -delete)
+tar czf /tmp/pkb-logs.tar.gz -C "$OUT" . && find "$OUT" -type f ! -name summary.txt -delete && mv /tmp/pkb-logs.tar.gz "$OUT/logs.tar.gz"
