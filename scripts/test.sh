@@ -7,7 +7,8 @@ bash scripts/install-deps.sh
 BUILD=${PKB_BUILD_DIR:-build}
 JOBS=${PKB_JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPKB_WITH_SERVICE=ON \
+  -DPKB_WITH_MPI=ON -DPKB_WITH_CUDA=OFF -DPKB_BUILD_TESTS=ON
 cmake --build "$BUILD" -j "$JOBS"
 cd "$BUILD"
 ctest --output-on-failure -j "$JOBS" --timeout 600 "$@"

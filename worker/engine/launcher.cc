@@ -161,6 +161,7 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
 
   LaunchResult result;
   std::string buffer;
+  std::ofstream rank0_log(children[0].exit.log_path, std::ios::app);
   absl::Time deadline = start + spec.timeout;
   absl::Time kill_at = absl::InfiniteFuture();
   int alive = processes;
@@ -185,8 +186,11 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
           while ((pos = buffer.find('\n')) != std::string::npos) {
             std::string line = buffer.substr(0, pos);
             buffer.erase(0, pos + 1);
-            if (absl::StartsWith(line, "PKB-PROGRESS ") && spec.on_progress) {
-              spec.on_progress(line.substr(13));
+            if (absl::StartsWith(line, "PKB-PROGRESS ")) {
+              if (spec.on_progress) spec.on_progress(line.substr(13));
+            } else if (rank0_log) {
+              // Everything else rank 0 prints (device printf of a trapping kernel, say) is kept.
+              rank0_log << line << "\n" << std::flush;
             }
           }
         }

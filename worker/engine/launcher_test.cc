@@ -34,6 +34,7 @@ TEST_CASE("all ranks succeed and rank 0's progress lines arrive", "[launcher]") 
   CHECK(r->first_failed == -1);
   REQUIRE(r->ranks.size() == 3);
   CHECK(progress == std::vector<std::string>{"{\"trial\": 0}"});  // rank 0 only
+  CHECK(TailOfFile(r->ranks[0].log_path, 100).find("other") != std::string::npos);
   (void)RemoveTree(*dir);
 }
 
