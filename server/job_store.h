@@ -1,12 +1,17 @@
 // Where the coordinator keeps jobs and their events, so a restart loses nothing.
 //
 // The store is the source of truth: the scheduler writes every change of a job (and the event
-// that announces it) in one UpdateJob call before anyone is told, and rebuilds its queue and
-// leases from ListUnfinishedJobs() at startup. Implementations must be thread-safe.
+// that announces it) in one Write before anyone is told, and rebuilds its queue and leases from
+// ListUnfinishedJobs() at startup. Implementations must be thread-safe.
+//
+// Writes are group-committed: Write() queues and returns at once; many queued writes share one
+// transaction, and each write's callback runs once its transaction is durable (or failed), in the
+// order the writes were queued. Readers see only committed writes.
 #ifndef PKB_SERVER_JOB_STORE_H_
 #define PKB_SERVER_JOB_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,15 +23,28 @@
 
 namespace pkb {
 
+// One atomic change: the job record (inserted when `create`, else replaced) and perhaps one event.
+struct JobWrite {
+  v1::Job job;  // request.source is stored (apart) only when `create`
+  bool create = false;
+  std::optional<v1::EvalEvent> event;
+};
+
 class JobStore {
  public:
+  using Committed = std::function<void(const absl::Status&)>;
   virtual ~JobStore() = default;
 
-  // Inserts a new job (job.request.source is stored apart and left out of the job record) and,
-  // if given, its first event, in one transaction. ALREADY_EXISTS if the id is taken.
-  virtual absl::Status CreateJob(const v1::Job& job, const v1::EvalEvent* first_event) = 0;
-  // Replaces the job record and, if given, appends one event, in one transaction.
-  virtual absl::Status UpdateJob(const v1::Job& job, const v1::EvalEvent* event) = 0;
+  // Queues `write`; `committed` runs on the store's writer thread once the write is durable (OK),
+  // or failed (then nothing of it was stored), in queue order. `committed` must not wait for
+  // another write. ALREADY_EXISTS for a create whose id is taken; NOT_FOUND for an unknown update.
+  virtual void Write(JobWrite write, Committed committed) = 0;
+
+  // Write() and wait for it: inserts a new job (job.request.source is stored apart and left out
+  // of the job record) and, if given, its first event. ALREADY_EXISTS if the id is taken.
+  absl::Status CreateJob(const v1::Job& job, const v1::EvalEvent* first_event);
+  // Write() and wait for it: replaces the job record and, if given, appends one event.
+  absl::Status UpdateJob(const v1::Job& job, const v1::EvalEvent* event);
   // The job without its source. NOT_FOUND if unknown.
   virtual absl::StatusOr<v1::Job> GetJob(const std::string& job_id) = 0;
   virtual absl::StatusOr<std::string> GetSource(const std::string& job_id) = 0;

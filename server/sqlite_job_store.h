@@ -4,13 +4,23 @@
 //   SqliteJobStore::Open("/var/pkb/jobs.db");
 //
 // WAL with synchronous=NORMAL survives a crash (kill -9) of the coordinator without losing a
-// committed write. Thread-safe: one connection, serialised by a mutex.
+// committed write (a power loss may lose the last commits; synchronous=FULL would not).
+//
+// Group commit: one writer thread owns the write connection and commits everything queued since
+// its last commit in one transaction (each write in its own savepoint, so one failing write does
+// not undo the others), then runs the writes' callbacks in order. Reads go through a second
+// connection, so they do not wait behind a commit (WAL readers see the last committed state).
+// A ":memory:" store has one connection, shared by reads and the writer.
+//
+// Thread-safe.
 #ifndef PKB_SERVER_SQLITE_JOB_STORE_H_
 #define PKB_SERVER_SQLITE_JOB_STORE_H_
 
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "server/job_store.h"
@@ -25,8 +35,7 @@ class SqliteJobStore : public JobStore {
   static absl::StatusOr<std::unique_ptr<SqliteJobStore>> Open(const std::string& path);
   ~SqliteJobStore() override;
 
-  absl::Status CreateJob(const v1::Job& job, const v1::EvalEvent* first_event) override;
-  absl::Status UpdateJob(const v1::Job& job, const v1::EvalEvent* event) override;
+  void Write(JobWrite write, Committed committed) override;
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id) override;
   absl::StatusOr<std::string> GetSource(const std::string& job_id) override;
   absl::StatusOr<std::vector<v1::EvalEvent>> ListEvents(const std::string& job_id,
@@ -36,18 +45,33 @@ class SqliteJobStore : public JobStore {
   absl::StatusOr<std::vector<v1::Job>> ListOkJobs(int32_t problem_id) override;
 
  private:
-  explicit SqliteJobStore(sqlite3* db) : db_(db) {}
-  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs one statement through the statement cache.
-  absl::Status Step(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status WriteJob(const v1::Job& job, bool insert) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status WriteEvent(const v1::EvalEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::vector<v1::Job>> QueryJobs(const std::string& sql, const std::string& arg)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  using StmtCache = std::map<std::string, sqlite3_stmt*>;  // prepared once, reused
+  struct Pending {
+    JobWrite write;
+    Committed committed;
+  };
+  SqliteJobStore(sqlite3* write_db, sqlite3* read_db);
+  void WriterLoop();
+  // Commits `batch` in one transaction; the status of each write, in order.
+  std::vector<absl::Status> CommitBatch(const std::vector<Pending>& batch);
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+    return !queue_.empty() || stopping_;
+  }
 
-  absl::Mutex mu_;
-  sqlite3* db_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, sqlite3_stmt*> stmts_ ABSL_GUARDED_BY(mu_);  // prepared once, reused
+  absl::Mutex queue_mu_;
+  std::vector<Pending> queue_ ABSL_GUARDED_BY(queue_mu_);
+  bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
+
+  absl::Mutex write_mu_;  // held by the writer for a commit
+  sqlite3* const write_db_;
+  StmtCache write_stmts_ ABSL_GUARDED_BY(write_mu_);
+
+  // read_db_ == write_db_ for ":memory:"; then the writer holds read_mu_ too.
+  absl::Mutex read_mu_;
+  sqlite3* const read_db_;
+  StmtCache read_stmts_ ABSL_GUARDED_BY(read_mu_);
+
+  std::thread writer_;
 };
 
 }  // namespace pkb
