@@ -1,11 +1,23 @@
 #include "common/subprocess.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <string>
 
 namespace pkb {
 namespace {
+
+// Alive and not a zombie (a killed orphan can linger as a zombie until init reaps it).
+bool Running(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
+}
 
 TEST_CASE("RunSubprocess captures output and exit code", "[subprocess]") {
   SubprocessOptions o;
@@ -28,7 +40,8 @@ TEST_CASE("RunSubprocess kills the whole process group at the limit", "[subproce
   CHECK(r->timed_out);
   CHECK(r->elapsed < absl::Seconds(5));
   int grandchild = std::stoi(r->out);
-  CHECK(::kill(grandchild, 0) != 0);  // gone
+  for (int i = 0; i < 100 && Running(grandchild); ++i) usleep(10000);
+  CHECK_FALSE(Running(grandchild));  // killed with its group
 }
 
 TEST_CASE("RunSubprocess reports a signal", "[subprocess]") {

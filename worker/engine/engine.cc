@@ -121,6 +121,7 @@ std::string JobKey(const EvalOptions& o, int problem_version) {
   return Sha256Hex(absl::StrCat(o.source, "\n--job--\n", o.problem, "/", problem_version, "/W",
                                 o.world, "/", o.dtype, "/", o.m, "x", o.n, "/", o.gpu_class, "/",
                                 o.trials, "/", o.warmup, "/", o.iters, "/", o.set_offset, "/",
+                                o.max_sets, "/", o.l2_multiple, "/", o.spot_checks, "/",
                                 PKB_HARNESS_VERSION));
 }
 
@@ -242,7 +243,10 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
                absl::StrCat("--trials=", o.trials),
                absl::StrCat("--warmup=", o.warmup),
                absl::StrCat("--iters=", o.iters),
-               absl::StrCat("--set-offset=", o.set_offset)};
+               absl::StrCat("--set-offset=", o.set_offset),
+               absl::StrCat("--max-sets=", o.max_sets),
+               absl::StrCat("--l2-multiple=", o.l2_multiple),
+               absl::StrCat("--spot-checks=", o.spot_checks)};
   if (!library_path.empty()) spec.args.push_back("--candidate=" + library_path);
   if (!o.baseline) spec.args.push_back("--no-baseline");
   spec.env = {"NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1"};

@@ -29,7 +29,10 @@ struct EvalOptions {
   int trials = 5;
   int warmup = 500;
   int iters = 100;
-  int64_t set_offset = 0;  // secret seed offset for ranked runs (0: PKB's public seeds)
+  int max_sets = 64;         // cap on the timed input sets
+  double l2_multiple = 3.0;  // timed input sets together exceed this many L2 caches
+  int spot_checks = 3;       // timed outputs re-checked after the window
+  int64_t set_offset = 0;    // secret seed offset for ranked runs (0: PKB's public seeds)
   bool baseline = true;
   bool baseline_only = false;    // no submission: time the reference alone
   std::string backend = "auto";  // "cuda", "cpu" (MPI + CPU test candidates), "auto"

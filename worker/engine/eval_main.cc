@@ -57,6 +57,9 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", o.warmup, "warm-up iterations before timing");
   app.add_option("--iters", o.iters, "timed iterations");
   app.add_option("--set-offset", o.set_offset, "seed offset (secret seed for ranked runs)");
+  app.add_option("--max-sets", o.max_sets, "cap on the timed input sets");
+  app.add_option("--l2-multiple", o.l2_multiple, "timed input sets exceed this many L2 caches");
+  app.add_option("--spot-checks", o.spot_checks, "timed outputs re-checked after the window");
   app.add_flag("!--no-baseline", o.baseline, "do not time the reference");
   app.add_option("--backend", o.backend, "cuda, cpu or auto")
       ->check(CLI::IsMember({"cuda", "cpu", "auto"}));

@@ -430,6 +430,7 @@ int main(int argc, char** argv) {
   app.add_option("--iters", o.iters);
   app.add_option("--set-offset", o.set_offset);
   app.add_option("--max-sets", o.max_sets);
+  app.add_option("--l2-multiple", o.l2_multiple);
   app.add_option("--spot-checks", o.spot_checks);
   app.add_flag("!--no-baseline", o.baseline);
   bool probe = false;
