@@ -7,6 +7,8 @@ bash scripts/install-deps.sh
 BUILD=${PKB_BUILD_DIR:-build}
 JOBS=${PKB_JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+# Paths relative to the checkout in ccache's keys, so another clone reuses the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPKB_WITH_SERVICE=ON \
   -DPKB_WITH_MPI=ON -DPKB_WITH_CUDA=OFF -DPKB_BUILD_TESTS=ON
 cmake --build "$BUILD" -j "$JOBS"

@@ -18,6 +18,87 @@ Scheduler::Scheduler(JobStore* store, Clock* clock, const ProblemCatalogIndex* c
   id_salt_ = (id_salt_ << 32) ^ std::random_device{}();
 }
 
+Scheduler::~Scheduler() {
+  int64_t ticket;
+  {
+    absl::MutexLock lock(&mu_);
+    ticket = writes_queued_;
+  }
+  WaitForWrites(ticket);  // no store callback may outlive us
+}
+
+void Scheduler::Persist(const v1::Job& job, bool create, const v1::EvalEvent* event,
+                        absl::Status* status) {
+  JobWrite w;
+  w.job = job;
+  if (!create) w.job.mutable_request()->clear_source();  // stored once, at create
+  w.create = create;
+  if (event) w.event = *event;
+  int64_t ticket = ++writes_queued_;
+  std::shared_ptr<const v1::EvalEvent> delivered;
+  if (event) delivered = std::make_shared<const v1::EvalEvent>(*event);
+  store_->Write(std::move(w), [this, ticket, status, delivered](const absl::Status& st) {
+    if (status) *status = st;
+    Stored(ticket, st, delivered.get());
+  });
+}
+
+void Scheduler::Stored(int64_t ticket, const absl::Status& status, const v1::EvalEvent* event) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!status.ok()) {
+      spdlog::error("job {}: cannot persist event {}: {}", event ? event->job_id() : "?",
+                    event ? event->sequence() : 0, status.ToString());
+    }
+    if (event) Deliver(*event);
+  }
+  absl::MutexLock lock(&stored_mu_);
+  writes_stored_ = ticket;
+}
+
+void Scheduler::Deliver(const v1::EvalEvent& event) {
+  auto it = jobs_.find(event.job_id());
+  if (it == jobs_.end()) return;  // no one can watch it yet (a cached answer)
+  JobState& js = it->second;
+  for (Watcher& w : js.sinks) {
+    if (event.sequence() <= w.last_sent) continue;  // Watch replayed it from the store
+    w.sink->OnEvent(event);
+    w.last_sent = event.sequence();
+  }
+  if (event.stage() != v1::DONE) return;
+  auto k = inflight_by_key_.find(js.job.job_key());
+  if (k != inflight_by_key_.end() && k->second == event.job_id()) inflight_by_key_.erase(k);
+  jobs_.erase(it);
+}
+
+// Holds mu_ for one call; on the way out, releases it and waits until the store writes the call
+// queued are durable and delivered, so a caller (and a test) sees the call's effects.
+class ABSL_SCOPED_LOCKABLE Scheduler::WritingLock {
+ public:
+  explicit WritingLock(Scheduler* s) ABSL_EXCLUSIVE_LOCK_FUNCTION(s->mu_) : s_(s) {
+    s_->mu_.Lock();
+    start_ = s_->writes_queued_;
+  }
+  ~WritingLock() ABSL_UNLOCK_FUNCTION() {
+    int64_t end = s_->writes_queued_;
+    s_->mu_.Unlock();
+    if (end > start_) s_->WaitForWrites(end);
+  }
+
+ private:
+  Scheduler* const s_;
+  int64_t start_;
+};
+
+void Scheduler::WaitForWrites(int64_t ticket) {
+  struct Arg {
+    const int64_t* stored;
+    int64_t ticket;
+  } arg{&writes_stored_, ticket};
+  absl::MutexLock lock(&stored_mu_,
+                       absl::Condition(+[](Arg* a) { return *a->stored >= a->ticket; }, &arg));
+}
+
 std::string Scheduler::NewJobId() {
   // Time first so ids sort by submission; the salt keeps two coordinators apart.
   return absl::StrFormat("j%x-%06x-%04x", NowMicros(), ++id_counter_ & 0xffffff, id_salt_ & 0xffff);
@@ -53,15 +134,31 @@ absl::StatusOr<SubmitOutcome> Scheduler::Submit(v1::SubmitRequest request) {
   if (request.gpu_class().empty()) request.set_gpu_class(options_.default_gpu_class);
   const std::string key = JobKey(request, problem->version(), options_.harness_version);
 
-  absl::MutexLock lock(&mu_);
   SubmitOutcome out;
+  absl::Status created, updated;
+  int64_t ticket;
+  {
+    absl::MutexLock lock(&mu_);
+    PKB_RETURN_IF_ERROR(SubmitLocked(std::move(request), key, problem, &out, &created, &updated));
+    ticket = writes_queued_;
+  }
+  WaitForWrites(ticket);  // the job is stored before Submit answers
+  PKB_RETURN_IF_ERROR(created);
+  PKB_RETURN_IF_ERROR(updated);
+  return out;
+}
+
+absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::string& key,
+                                     const v1::ProblemSpec* problem, SubmitOutcome* out_ptr,
+                                     absl::Status* created, absl::Status* updated) {
+  SubmitOutcome& out = *out_ptr;
   std::optional<v1::Job> cached;
   if (!request.no_cache()) {
     auto it = inflight_by_key_.find(key);
     if (it != inflight_by_key_.end()) {
       out.job_id = it->second;
       out.joined = true;
-      return out;
+      return absl::OkStatus();
     }
     PKB_ASSIGN_OR_RETURN(cached, store_->FindCachedJob(key));
   }
@@ -100,7 +197,7 @@ absl::StatusOr<SubmitOutcome> Scheduler::Submit(v1::SubmitRequest request) {
 
   if (cached) {
     // A finished identical job: a new job record that carries its result, marked cached.
-    PKB_RETURN_IF_ERROR(store_->CreateJob(job, &queued));
+    Persist(job, /*create=*/true, &queued, created);
     job.mutable_request()->clear_source();
     job.set_stage(v1::DONE);
     job.set_cached_from_job_id(cached->job_id());
@@ -115,12 +212,12 @@ absl::StatusOr<SubmitOutcome> Scheduler::Submit(v1::SubmitRequest request) {
     done.set_message(
         absl::StrCat("cached result of job ", cached->job_id(), ": ", cached->result().message()));
     *done.mutable_result() = job.result();
-    PKB_RETURN_IF_ERROR(store_->UpdateJob(job, &done));
+    Persist(job, /*create=*/false, &done, updated);
     out.cached = true;
-    return out;
+    return absl::OkStatus();
   }
 
-  PKB_RETURN_IF_ERROR(store_->CreateJob(job, &queued));
+  Persist(job, /*create=*/true, &queued, created);
   JobState js;
   js.next_sequence = 2;
   if (!job.request().no_cache()) inflight_by_key_[key] = job.job_id();
@@ -128,7 +225,7 @@ absl::StatusOr<SubmitOutcome> Scheduler::Submit(v1::SubmitRequest request) {
   js.job = std::move(job);
   jobs_.emplace(out.job_id, std::move(js));
   Dispatch();
-  return out;
+  return absl::OkStatus();
 }
 
 absl::Status Scheduler::Watch(const std::string& job_id, int64_t after_sequence,
@@ -139,12 +236,14 @@ absl::Status Scheduler::Watch(const std::string& job_id, int64_t after_sequence,
     // Finished (or unknown): the store has the whole history, DONE last.
     PKB_RETURN_IF_ERROR(store_->GetJob(job_id).status());
   }
-  // Every event is in the store before watchers hear of it, and we hold the lock: no gap, no
-  // duplicate between the replay and the live events.
+  // Watchers hear of an event only in Deliver (under this lock) once it is durable, so an event
+  // is either in this replay or still to be delivered; last_sent drops the ones that are both
+  // (committed, not yet delivered): no gap, no duplicate.
   PKB_ASSIGN_OR_RETURN(std::vector<v1::EvalEvent> history,
                        store_->ListEvents(job_id, after_sequence));
   for (const auto& e : history) sink->OnEvent(e);
-  if (it != jobs_.end()) it->second.sinks.push_back(std::move(sink));
+  int64_t last_sent = history.empty() ? after_sequence : history.back().sequence();
+  if (it != jobs_.end()) it->second.sinks.push_back(Watcher{std::move(sink), last_sent});
   return absl::OkStatus();
 }
 
@@ -154,7 +253,8 @@ void Scheduler::Unwatch(const std::string& job_id, const EventSink* sink) {
   if (it == jobs_.end()) return;
   auto& sinks = it->second.sinks;
   sinks.erase(
-      std::remove_if(sinks.begin(), sinks.end(), [&](const auto& s) { return s.get() == sink; }),
+      std::remove_if(sinks.begin(), sinks.end(),
+                     [&](const Watcher& w) { return w.sink.get() == sink; }),
       sinks.end());
 }
 
@@ -168,10 +268,24 @@ absl::StatusOr<v1::Job> Scheduler::Get(const std::string& job_id) {
 }
 
 absl::StatusOr<v1::Job> Scheduler::Cancel(const std::string& job_id, const std::string& reason) {
-  absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return store_->GetJob(job_id);  // finished: nothing to do
-  const v1::Job& job = it->second.job;
+  v1::Job answer;
+  int64_t ticket;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(job_id);
+    if (it == jobs_.end()) return store_->GetJob(job_id);  // finished: nothing to do
+    if (!it->second.finished) CancelLocked(it->second, reason);
+    answer = it->second.job;
+    answer.mutable_request()->clear_source();
+    ticket = writes_queued_;
+  }
+  WaitForWrites(ticket);  // the cancellation is stored before the answer
+  return answer;
+}
+
+void Scheduler::CancelLocked(JobState& js, const std::string& reason) {
+  const std::string job_id = js.job.job_id();
+  const v1::Job& job = js.job;
   if (!job.worker_id().empty()) {
     auto c = connection_of_worker_.find(job.worker_id());
     if (c != connection_of_worker_.end()) {
@@ -187,7 +301,6 @@ absl::StatusOr<v1::Job> Scheduler::Cancel(const std::string& job_id, const std::
   result.set_message(absl::StrCat("cancelled: ", reason));
   Finish(job_id, result, result.message());
   Dispatch();
-  return store_->GetJob(job_id);
 }
 
 void Scheduler::Emit(JobState& js, v1::Stage stage, const std::string& message,
@@ -199,18 +312,16 @@ void Scheduler::Emit(JobState& js, v1::Stage stage, const std::string& message,
   event.set_attempt(js.job.attempts());
   event.set_unix_micros(NowMicros());
   js.job.set_updated_unix_micros(event.unix_micros());
-  absl::Status st = store_->UpdateJob(js.job, &event);
-  if (!st.ok())
-    spdlog::error("job {}: cannot persist event {}: {}", js.job.job_id(), event.sequence(),
-                  st.ToString());
-  for (const auto& sink : js.sinks) sink->OnEvent(event);
+  Persist(js.job, /*create=*/false, &event);
 }
 
 void Scheduler::Finish(const std::string& job_id, v1::EvalResult result,
                        const std::string& message) {
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return;
+  if (it == jobs_.end() || it->second.finished) return;
   JobState& js = it->second;
+  js.finished = true;
+  js.orphan_deadline = absl::InfiniteFuture();
   result.set_job_key(js.job.job_key());
   result.set_cached(false);
   if (result.problem_id() == 0) result.set_problem_id(js.job.request().problem_id());
@@ -222,15 +333,14 @@ void Scheduler::Finish(const std::string& job_id, v1::EvalResult result,
   v1::EvalEvent event;
   *event.mutable_result() = result;
   Emit(js, v1::DONE, message, std::move(event));
-  auto k = inflight_by_key_.find(js.job.job_key());
-  if (k != inflight_by_key_.end() && k->second == job_id) inflight_by_key_.erase(k);
+  // Deliver drops it from jobs_ and the dedup map once DONE is durable; until then an identical
+  // submission joins it and hears its DONE.
   queue_.erase(std::remove(queue_.begin(), queue_.end(), job_id), queue_.end());
-  jobs_.erase(it);
 }
 
 void Scheduler::LoseLease(const std::string& job_id, const std::string& reason) {
   auto it = jobs_.find(job_id);
-  if (it == jobs_.end()) return;
+  if (it == jobs_.end() || it->second.finished) return;
   JobState& js = it->second;
   js.job.set_worker_id("");
   js.job.set_last_loss_reason(reason);
@@ -319,7 +429,7 @@ void Scheduler::Dispatch() {
 absl::Status Scheduler::Connect(uint64_t connection_id, const v1::Register& reg,
                                 std::shared_ptr<WorkerConnection> connection) {
   if (reg.worker_id().empty()) return absl::InvalidArgumentError("Register.worker_id is empty");
-  absl::MutexLock lock(&mu_);
+  WritingLock lock(this);
   absl::Time now = clock_->Now();
   auto old = connection_of_worker_.find(reg.worker_id());
   if (old != connection_of_worker_.end() && old->second != connection_id) {
@@ -375,7 +485,7 @@ absl::Status Scheduler::Connect(uint64_t connection_id, const v1::Register& reg,
 }
 
 absl::Status Scheduler::OnHeartbeat(uint64_t connection_id, const v1::Heartbeat& heartbeat) {
-  absl::MutexLock lock(&mu_);
+  WritingLock lock(this);
   auto it = workers_.find(connection_id);
   if (it == workers_.end())
     return absl::FailedPreconditionError("not registered (or expired): reconnect");
@@ -392,7 +502,7 @@ absl::Status Scheduler::OnHeartbeat(uint64_t connection_id, const v1::Heartbeat&
 }
 
 absl::Status Scheduler::OnJobEvent(uint64_t connection_id, const v1::JobEvent& je) {
-  absl::MutexLock lock(&mu_);
+  WritingLock lock(this);
   auto wit = workers_.find(connection_id);
   if (wit == workers_.end())
     return absl::FailedPreconditionError("not registered (or expired): reconnect");
@@ -467,7 +577,7 @@ void Scheduler::Disconnect(uint64_t connection_id, const std::string& reason) {
 }
 
 void Scheduler::Tick() {
-  absl::MutexLock lock(&mu_);
+  WritingLock lock(this);
   absl::Time now = clock_->Now();
   std::vector<uint64_t> silent;
   for (const auto& [conn, w] : workers_) {
@@ -499,7 +609,7 @@ SchedulerStats Scheduler::Stats() {
   absl::MutexLock lock(&mu_);
   SchedulerStats s;
   s.queued = queue_.size();
-  s.leased = jobs_.size() - queue_.size();
+  for (const auto& [id, js] : jobs_) s.leased += !js.finished && !js.job.worker_id().empty();
   s.workers = workers_.size();
   for (const auto& [c, w] : workers_)
     s.idle_workers += w.job_id.empty() && w.healthy && !w.draining;

@@ -10,11 +10,15 @@
 // runs the job resumes it). A lost lease puts the job back in the queue, or ends it WORKER_LOST
 // once max_attempts leases were lost.
 //
-// Every change is written to the JobStore (job record and event in one transaction) before any
-// watcher or worker hears of it; Recover() rebuilds the queue and leases after a restart.
+// Every change is queued to the JobStore (job record and event in one write) under the mutex, so
+// the store sees the writes in the order they were decided; the store group-commits them without
+// that mutex. An event reaches watchers only from the store's commit callback, once durable; a
+// method that wrote something returns only after its writes are durable and delivered (Submit
+// answers with a stored job). Recover() rebuilds the queue and leases after a restart.
 //
 // Thread-safety: every method is thread-safe (one mutex). Sinks and connections are called with
-// that mutex held: they must not block and must not call back into the Scheduler.
+// that mutex held (sinks on the store's writer thread): they must not block and must not call
+// back into the Scheduler.
 #ifndef PKB_SERVER_SCHEDULER_H_
 #define PKB_SERVER_SCHEDULER_H_
 
@@ -81,6 +85,7 @@ class Scheduler {
   // `store`, `clock` and `catalog` must outlive the scheduler.
   Scheduler(JobStore* store, Clock* clock, const ProblemCatalogIndex* catalog,
             SchedulerOptions options);
+  ~Scheduler();
 
   // Loads unfinished jobs from the store: queued ones back in the queue, leased ones waiting one
   // lease timeout for their worker to reconnect. Call once, before serving.
@@ -112,10 +117,16 @@ class Scheduler {
   const SchedulerOptions& options() const { return options_; }
 
  private:
+  struct Watcher {
+    std::shared_ptr<EventSink> sink;
+    int64_t last_sent;  // the sequence of the last event it got (replayed or live)
+  };
   struct JobState {
     v1::Job job;  // request.source included
     int64_t next_sequence = 1;
-    std::vector<std::shared_ptr<EventSink>> sinks;
+    std::vector<Watcher> sinks;
+    // DONE is queued but not yet durable: the job stays here (for Watch and dedup) until it is.
+    bool finished = false;
     // Set while the lease holder is disconnected: the lease is lost at this time.
     absl::Time orphan_deadline = absl::InfiniteFuture();
   };
@@ -130,9 +141,25 @@ class Scheduler {
     int32_t attempt = 0;
   };
 
-  // Writes the job (and an event made of `stage`, `message`) to the store, then tells watchers.
+  // Queues the job (and an event made of `stage`, `message`) to the store; watchers hear of the
+  // event once it is durable (Delivered).
   void Emit(JobState& js, v1::Stage stage, const std::string& message, v1::EvalEvent event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues one store write; `status` (if given) gets its outcome before WaitForWrites returns.
+  void Persist(const v1::Job& job, bool create, const v1::EvalEvent* event,
+               absl::Status* status = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The store's callback: the write numbered `ticket` is durable (or failed); fans out its event.
+  void Stored(int64_t ticket, const absl::Status& status, const v1::EvalEvent* event)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void Deliver(const v1::EvalEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  class WritingLock;
+  absl::Status SubmitLocked(v1::SubmitRequest request, const std::string& key,
+                            const v1::ProblemSpec* problem, SubmitOutcome* out,
+                            absl::Status* created, absl::Status* updated)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CancelLocked(JobState& js, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until every write up to `ticket` is durable and delivered. Call without mu_.
+  void WaitForWrites(int64_t ticket) ABSL_LOCKS_EXCLUDED(mu_, stored_mu_);
   // Ends a job: DONE with `result`, out of the queue, the dedup map and memory.
   void Finish(const std::string& job_id, v1::EvalResult result, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -158,6 +185,10 @@ class Scheduler {
   std::map<uint64_t, WorkerState> workers_ ABSL_GUARDED_BY(mu_);  // by connection id
   std::map<std::string, uint64_t> connection_of_worker_ ABSL_GUARDED_BY(mu_);
   uint64_t id_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t writes_queued_ ABSL_GUARDED_BY(mu_) = 0;  // tickets of store writes, in queue order
+
+  absl::Mutex stored_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  int64_t writes_stored_ ABSL_GUARDED_BY(stored_mu_) = 0;  // every write up to this one is done
   uint64_t id_salt_;
 };
 
