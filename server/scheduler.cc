@@ -95,8 +95,8 @@ void Scheduler::WaitForWrites(int64_t ticket) {
     const int64_t* stored;
     int64_t ticket;
   } arg{&writes_stored_, ticket};
-  absl::MutexLock lock(&stored_mu_,
-                       absl::Condition(+[](Arg* a) { return *a->stored >= a->ticket; }, &arg));
+  absl::MutexLock lock(&stored_mu_, absl::Condition(
+                                        +[](Arg* a) { return *a->stored >= a->ticket; }, &arg));
 }
 
 std::string Scheduler::NewJobId() {
@@ -252,10 +252,9 @@ void Scheduler::Unwatch(const std::string& job_id, const EventSink* sink) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
   auto& sinks = it->second.sinks;
-  sinks.erase(
-      std::remove_if(sinks.begin(), sinks.end(),
-                     [&](const Watcher& w) { return w.sink.get() == sink; }),
-      sinks.end());
+  sinks.erase(std::remove_if(sinks.begin(), sinks.end(),
+                             [&](const Watcher& w) { return w.sink.get() == sink; }),
+              sinks.end());
 }
 
 absl::StatusOr<v1::Job> Scheduler::Get(const std::string& job_id) {
