@@ -6,6 +6,7 @@
 // Progress lines for the engine go to stdout from rank 0 only: "PKB-PROGRESS <json>".
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -256,7 +257,8 @@ class RankRunner {
       for (double x : us) report->add_candidate_us(x);
       report->set_candidate_wall_us(wall);
       // Spot checks: the outputs the timed iterations left must be right for their inputs.
-      int checks = std::min(o_.spot_checks, sets);
+      // The sets of the last timed iterations, whose outputs those iterations wrote.
+      int checks = std::min({o_.spot_checks, sets, o_.iters});
       for (int k = 0; k < checks; ++k) {
         int s = (o_.iters - 1 - k) % sets;
         PKB_ASSIGN_OR_RETURN(auto expected, p_.Reference(*comm_, inputs[s], cfg_));
