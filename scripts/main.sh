@@ -8,4 +8,4 @@ bash scripts/install-deps.sh
 BUILD=${PKB_BUILD_DIR:-build}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j "$(nproc)" --target pkb-coordinator pkb-worker pkb pkb-eval pkb-rank
-exec bash scripts/run-local.sh --build "$BUILD" "$@"
+exec bash scripts/run-local.sh --build "$(cd "$BUILD" && pwd)" "$@"
