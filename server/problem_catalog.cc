@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/hash.h"
+#include "common/job_key.h"
 #include "common/subprocess.h"
 
 namespace pkb {
@@ -99,13 +100,20 @@ absl::Status ProblemCatalogIndex::Normalize(v1::SubmitRequest* request) const {
 
 std::string JobKey(const v1::SubmitRequest& r, int32_t problem_version,
                    const std::string& harness_version) {
-  std::string material =
-      absl::StrCat("pkb-job-key-v1\nproblem=", r.problem_id(), "\nversion=", problem_version,
-                   "\nworld_size=", r.world_size(), "\ndtype=", r.dtype(), "\nm=", r.m(),
-                   "\nn=", r.n(), "\ntrials=", r.trials(), "\nwarmup=", r.warmup(),
-                   "\niters=", r.iters(), "\ngpu_class=", r.gpu_class(),
-                   "\nharness=", harness_version, "\nsource_sha256=", Sha256Hex(r.source()), "\n");
-  return Sha256Hex(material);
+  JobKeyFields f;
+  f.source = r.source();
+  f.problem_id = r.problem_id();
+  f.problem_version = problem_version;
+  f.world_size = r.world_size();
+  f.dtype = r.dtype();
+  f.m = r.m();
+  f.n = r.n();
+  f.trials = r.trials();
+  f.warmup = r.warmup();
+  f.iters = r.iters();
+  f.gpu_class = r.gpu_class();
+  f.harness_version = harness_version;
+  return pkb::JobKey(f);
 }
 
 }  // namespace pkb

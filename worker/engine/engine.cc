@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "common/files.h"
 #include "common/hash.h"
+#include "common/job_key.h"
 #include "common/subprocess.h"
 #include "nlohmann/json.hpp"
 #include "problems/harness/check.h"
@@ -118,11 +119,24 @@ bool GpuAvailable(const std::string& rank_binary) {
 }  // namespace
 
 std::string JobKey(const EvalOptions& o, int problem_version) {
-  return Sha256Hex(absl::StrCat(o.source, "\n--job--\n", o.problem, "/", problem_version, "/W",
-                                o.world, "/", o.dtype, "/", o.m, "x", o.n, "/", o.gpu_class, "/",
-                                o.trials, "/", o.warmup, "/", o.iters, "/", o.set_offset, "/",
-                                o.max_sets, "/", o.l2_multiple, "/", o.spot_checks, "/",
-                                PKB_HARNESS_VERSION));
+  JobKeyFields f;
+  f.source = o.source;
+  f.problem_id = o.problem;
+  f.problem_version = problem_version;
+  f.world_size = o.world;
+  f.dtype = o.dtype;
+  f.m = o.m;
+  f.n = o.n;
+  f.trials = o.trials;
+  f.warmup = o.warmup;
+  f.iters = o.iters;
+  f.gpu_class = o.gpu_class;
+  f.harness_version = PKB_HARNESS_VERSION;
+  f.set_offset = o.set_offset;
+  f.max_sets = o.max_sets;
+  f.l2_multiple = o.l2_multiple;
+  f.spot_checks = o.spot_checks;
+  return pkb::JobKey(f);
 }
 
 v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) {
