@@ -25,20 +25,6 @@ Dims GetDims(const RunConfig& cfg) {
   return d;
 }
 
-// Unit roundoff (half an ulp, relative) of the run dtype.
-double UnitRoundoff(at::ScalarType t) {
-  switch (t) {
-    case at::kBFloat16:
-      return std::ldexp(1.0, -8);
-    case at::kHalf:
-      return std::ldexp(1.0, -11);
-    case at::kFloat:
-      return std::ldexp(1.0, -24);
-    default:
-      return std::ldexp(1.0, -53);
-  }
-}
-
 // rot(x) = cat(-x[..., 32:], x[..., :32]); x' = x * cos + rot(x) * sin, cos/sin (B, S, 64)
 // broadcast over heads. In the dtype: each product rounded, then the sum rounded (PKB's ops).
 at::Tensor Rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {

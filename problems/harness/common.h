@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "problems/harness/problem.h"
@@ -38,6 +40,20 @@ inline at::Tensor FilledOrRandomInts(const RunConfig& cfg, at::IntArrayRef shape
                                      int set) {
   if (set == 0) return at::full(shape, fill, Opts(cfg));
   return at::randint(-8, 8, shape, Opts(cfg));
+}
+
+// Unit roundoff (half an ulp, relative) of a floating dtype: 2^-8 for bf16.
+inline double UnitRoundoff(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16:
+      return std::ldexp(1.0, -8);
+    case at::kHalf:
+      return std::ldexp(1.0, -11);
+    case at::kFloat:
+      return std::ldexp(1.0, -24);
+    default:
+      return std::ldexp(1.0, -53);
+  }
 }
 
 // nccl-tests' bus-bandwidth factors.

@@ -12,20 +12,6 @@ namespace {
 
 constexpr int64_t kK = 512;  // PKB's fixed (global) inner dimension
 
-// Unit roundoff (half an ulp, relative) of the run dtype.
-double UnitRoundoff(at::ScalarType t) {
-  switch (t) {
-    case at::kBFloat16:
-      return std::ldexp(1.0, -8);
-    case at::kHalf:
-      return std::ldexp(1.0, -11);
-    case at::kFloat:
-      return std::ldexp(1.0, -24);
-    default:
-      return std::ldexp(1.0, -53);
-  }
-}
-
 class GemmReduceScatter : public Problem {
  public:
   const ProblemInfo& info() const override {
