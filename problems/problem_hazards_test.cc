@@ -166,5 +166,37 @@ TEST_CASE("p019 an all-zero block stores scale 0 and codes 0", "[p019]") {
   CHECK_FALSE(Passes(c, 1, safe.scales, scales));
 }
 
+// --- 20_blocked_fp8_dequantize --------------------------------------------------------------
+
+// Rank r's output when every chunk is dequantized by `dq`.
+template <typename F>
+at::Tensor Dequant20(const Case& c, int r, F dq) {
+  std::vector<at::Tensor> chunks;
+  for (const auto& in : c.all) chunks.push_back(dq(in[0][r], in[1][r]));
+  return at::stack(chunks, 0);
+}
+
+TEST_CASE("p020 fp32 products are exact and dtype rounding or a shifted scale fails", "[p020]") {
+  Case c = Prepare(20, 64, 64, 4);
+  for (int r = 0; r < c.cfg.world; ++r) {
+    const at::Tensor& want = c.truth[r][0];
+    INFO("rank " << r);
+    auto fp32 = [](const at::Tensor& y, const at::Tensor& s) {
+      return (y.to(at::kFloat).reshape({-1, 128}) * s.to(at::kFloat).reshape({-1, 1}))
+          .reshape(y.sizes());
+    };
+    CHECK(Same(Dequant20(c, r, fp32), want));
+    auto rounded = [](const at::Tensor& y, const at::Tensor& s) {
+      return (y.reshape({-1, 128}) * s.reshape({-1, 1})).reshape(y.sizes()).to(at::kFloat);
+    };
+    CHECK_FALSE(Passes(c, 0, Dequant20(c, r, rounded).contiguous(), want));
+    // Off by one block: each block scaled by its neighbour's scale.
+    auto shifted = [&](const at::Tensor& y, const at::Tensor& s) {
+      return fp32(y, at::roll(s, 1));
+    };
+    CHECK_FALSE(Passes(c, 0, Dequant20(c, r, shifted).contiguous(), want));
+  }
+}
+
 }  // namespace
 }  // namespace pkb
