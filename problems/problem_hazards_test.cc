@@ -198,5 +198,27 @@ TEST_CASE("p020 fp32 products are exact and dtype rounding or a shifted scale fa
   }
 }
 
+// --- 30_moe_epgroupgemm_lora_backward -------------------------------------------------------
+
+TEST_CASE("p030 any summation order passes at W = 8 and a mean instead of a sum fails", "[p030]") {
+  Case c = Prepare(30, 64, 1024, 8);
+  for (int i = 0; i < 3; ++i) {
+    INFO("output " << i);
+    const at::Tensor& want = c.truth[0][i];
+    // bf16 sums rounded at every step, in forward and in reverse rank order, and fp32 once.
+    at::Tensor fwd = c.all[0][i].clone(), rev = c.all[7][i].clone();
+    at::Tensor f32 = at::zeros_like(want, at::kFloat);
+    for (int r = 1; r < 8; ++r) {
+      fwd = fwd + c.all[r][i];
+      rev = rev + c.all[7 - r][i];
+    }
+    for (int r = 0; r < 8; ++r) f32 += c.all[r][i].to(at::kFloat);
+    CHECK(Passes(c, i, fwd, want));
+    CHECK(Passes(c, i, rev, want));
+    CHECK(Passes(c, i, f32.to(want.scalar_type()), want));
+    CHECK_FALSE(Passes(c, i, (f32 / 8).to(want.scalar_type()), want));
+  }
+}
+
 }  // namespace
 }  // namespace pkb
