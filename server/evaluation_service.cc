@@ -8,17 +8,29 @@
 namespace pkb {
 namespace {
 
-// Streams one job's events to one client. Deletes itself in OnDone.
+// Streams one job's events to one client. Deletes itself in OnDone (which gRPC calls only after
+// the method handler has returned the reactor, so the handler may still use it).
 class EventStream : public grpc::ServerWriteReactor<v1::EvalEvent> {
  public:
-  EventStream(Scheduler* scheduler, std::string job_id)
-      : scheduler_(scheduler), job_id_(std::move(job_id)) {}
+  explicit EventStream(Scheduler* scheduler)
+      : scheduler_(scheduler), sink_(std::make_shared<Sink>(this)) {}
 
-  // Subscribes; the history may be written before this returns.
-  void Start(int64_t after_sequence) {
-    sink_ = std::make_shared<Sink>(this);
+  // Watch: subscribes to an existing job; the history may be written before this returns.
+  void Watch(std::string job_id, int64_t after_sequence) {
+    job_id_ = std::move(job_id);
     absl::Status st = scheduler_->Watch(job_id_, after_sequence, sink_);
     if (!st.ok()) FinishOnce(ToGrpcStatus(st));
+  }
+
+  // Submit: the job is queued and this stream subscribed in one step; its events (QUEUED first)
+  // follow once durable, so the handler never waits for the store.
+  void Submit(v1::SubmitRequest request) {
+    absl::StatusOr<SubmitOutcome> out = scheduler_->SubmitAndWatch(std::move(request), sink_);
+    if (!out.ok()) {
+      FinishOnce(ToGrpcStatus(out.status()));
+      return;
+    }
+    job_id_ = out->job_id;
   }
 
   void OnWriteDone(bool ok) override {
@@ -45,13 +57,11 @@ class EventStream : public grpc::ServerWriteReactor<v1::EvalEvent> {
   void OnCancel() override { FinishOnce(grpc::Status::CANCELLED); }
 
   void OnDone() override {
-    if (sink_) {
-      {
-        absl::MutexLock lock(&sink_->mu);
-        sink_->owner = nullptr;
-      }
-      scheduler_->Unwatch(job_id_, sink_.get());
+    {
+      absl::MutexLock lock(&sink_->mu);
+      sink_->owner = nullptr;
     }
+    if (!job_id_.empty()) scheduler_->Unwatch(job_id_, sink_.get());
     delete this;
   }
 
@@ -62,6 +72,10 @@ class EventStream : public grpc::ServerWriteReactor<v1::EvalEvent> {
     void OnEvent(const v1::EvalEvent& event) override {
       absl::MutexLock lock(&mu);
       if (owner) owner->Push(event);
+    }
+    void OnError(const absl::Status& status) override {
+      absl::MutexLock lock(&mu);
+      if (owner) owner->FinishOnce(ToGrpcStatus(status));
     }
     absl::Mutex mu;
     EventStream* owner ABSL_GUARDED_BY(mu);
@@ -93,8 +107,8 @@ class EventStream : public grpc::ServerWriteReactor<v1::EvalEvent> {
   }
 
   Scheduler* const scheduler_;
-  const std::string job_id_;
-  std::shared_ptr<Sink> sink_;
+  const std::shared_ptr<Sink> sink_;
+  std::string job_id_;  // set by the handler, read in OnDone
   absl::Mutex mu_;
   std::deque<v1::EvalEvent> pending_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -118,10 +132,8 @@ grpc::ServerWriteReactor<v1::EvalEvent>* EvaluationService::Submit(
     return new FailedStream(ToGrpcStatus(st));
   v1::SubmitRequest req = *request;
   if (auth_->enabled()) req.set_submitter(who->name);  // who submits is the token's, not a claim
-  absl::StatusOr<SubmitOutcome> out = scheduler_->Submit(std::move(req));
-  if (!out.ok()) return new FailedStream(ToGrpcStatus(out.status()));
-  auto* stream = new EventStream(scheduler_, out->job_id);
-  stream->Start(0);
+  auto* stream = new EventStream(scheduler_);
+  stream->Submit(std::move(req));
   return stream;
 }
 
@@ -134,8 +146,8 @@ grpc::ServerWriteReactor<v1::EvalEvent>* EvaluationService::Watch(grpc::Callback
   if (request->job_id().empty()) {
     return new FailedStream(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id is empty"));
   }
-  auto* stream = new EventStream(scheduler_, request->job_id());
-  stream->Start(request->after_sequence());
+  auto* stream = new EventStream(scheduler_);
+  stream->Watch(request->job_id(), request->after_sequence());
   return stream;
 }
 

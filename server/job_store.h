@@ -12,12 +12,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "pkb/v1/evaluation.pb.h"
 #include "pkb/v1/result.pb.h"
 
@@ -57,6 +59,22 @@ class JobStore {
   virtual absl::StatusOr<std::optional<v1::Job>> FindCachedJob(const std::string& job_key) = 0;
   // DONE jobs with status OK, for the leaderboard.
   virtual absl::StatusOr<std::vector<v1::Job>> ListOkJobs(int32_t problem_id) = 0;
+
+  // `observer` runs on the writer thread once after the callbacks of each transaction, so that a
+  // user can batch its own work per commit (the scheduler delivers events and wakes waiters once
+  // per commit, not once per write). Returns an id for RemoveCommitObserver; several observers may
+  // be registered (a restarted scheduler is built before the old one is destroyed).
+  int64_t AddCommitObserver(std::function<void()> observer);
+  void RemoveCommitObserver(int64_t id);
+
+ protected:
+  // Implementations call this after running the callbacks of one transaction.
+  void NotifyCommitObserver();
+
+ private:
+  absl::Mutex observer_mu_;
+  int64_t next_observer_id_ ABSL_GUARDED_BY(observer_mu_) = 0;
+  std::map<int64_t, std::function<void()>> observers_ ABSL_GUARDED_BY(observer_mu_);
 };
 
 // A result may be served again for the same job key unless the service, not the submission,

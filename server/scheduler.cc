@@ -16,15 +16,21 @@ Scheduler::Scheduler(JobStore* store, Clock* clock, const ProblemCatalogIndex* c
     : store_(store), clock_(clock), catalog_(catalog), options_(std::move(options)) {
   id_salt_ = std::random_device{}();
   id_salt_ = (id_salt_ << 32) ^ std::random_device{}();
+  commit_observer_ = store_->AddCommitObserver([this] { Committed(); });
 }
 
 Scheduler::~Scheduler() {
+  Flush();  // no store callback may outlive us
+  store_->RemoveCommitObserver(commit_observer_);
+}
+
+void Scheduler::Flush() {
   int64_t ticket;
   {
     absl::MutexLock lock(&mu_);
     ticket = writes_queued_;
   }
-  WaitForWrites(ticket);  // no store callback may outlive us
+  WaitForWrites(ticket);
 }
 
 void Scheduler::Persist(const v1::Job& job, bool create, const v1::EvalEvent* event,
@@ -34,26 +40,63 @@ void Scheduler::Persist(const v1::Job& job, bool create, const v1::EvalEvent* ev
   if (!create) w.job.mutable_request()->clear_source();  // stored once, at create
   w.create = create;
   if (event) w.event = *event;
-  int64_t ticket = ++writes_queued_;
-  std::shared_ptr<const v1::EvalEvent> delivered;
-  if (event) delivered = std::make_shared<const v1::EvalEvent>(*event);
-  store_->Write(std::move(w), [this, ticket, status, delivered](const absl::Status& st) {
+  StoredWrite stored{++writes_queued_, absl::OkStatus(), create, job.job_id(), nullptr};
+  if (event) stored.event = std::make_shared<const v1::EvalEvent>(*event);
+  store_->Write(std::move(w), [this, status, stored](const absl::Status& st) mutable {
     if (status) *status = st;
-    Stored(ticket, st, delivered.get());
+    stored.status = st;
+    absl::MutexLock lock(&committed_mu_);
+    committed_.push_back(std::move(stored));
   });
 }
 
-void Scheduler::Stored(int64_t ticket, const absl::Status& status, const v1::EvalEvent* event) {
+void Scheduler::Committed() {
+  std::vector<StoredWrite> writes;
+  {
+    absl::MutexLock lock(&committed_mu_);
+    writes.swap(committed_);
+  }
+  if (writes.empty()) return;
   {
     absl::MutexLock lock(&mu_);
-    if (!status.ok()) {
-      spdlog::error("job {}: cannot persist event {}: {}", event ? event->job_id() : "?",
-                    event ? event->sequence() : 0, status.ToString());
+    for (const StoredWrite& w : writes) {
+      if (!w.status.ok()) {
+        spdlog::error("job {}: cannot store {}: {}", w.job_id,
+                      w.create ? "its creation" : "an update", w.status.ToString());
+        if (w.create) {
+          DropUnstoredJob(w.job_id, w.status);
+          continue;
+        }
+      }
+      if (w.event) Deliver(*w.event);
     }
-    if (event) Deliver(*event);
   }
   absl::MutexLock lock(&stored_mu_);
-  writes_stored_ = ticket;
+  writes_stored_ = writes.back().ticket;
+}
+
+void Scheduler::DropUnstoredJob(const std::string& job_id, const absl::Status& status) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return;
+  JobState& js = it->second;
+  const absl::Status told = absl::UnavailableError(
+      absl::StrCat("the coordinator could not store job ", job_id, " (", status.message(),
+                   "); nothing of it was kept: submit again"));
+  for (Watcher& w : js.sinks) w.sink->OnError(told);
+  if (!js.job.worker_id().empty()) {
+    // Leased before its creation failed: stop the run (the worker frees itself with its DONE).
+    auto c = connection_of_worker_.find(js.job.worker_id());
+    if (c != connection_of_worker_.end()) {
+      v1::CoordinatorMessage m;
+      m.mutable_cancel()->set_job_id(job_id);
+      m.mutable_cancel()->set_reason("the coordinator could not store the job");
+      workers_.at(c->second).connection->Send(m);
+    }
+  }
+  auto k = inflight_by_key_.find(js.job.job_key());
+  if (k != inflight_by_key_.end() && k->second == job_id) inflight_by_key_.erase(k);
+  queue_.erase(std::remove(queue_.begin(), queue_.end(), job_id), queue_.end());
+  jobs_.erase(it);
 }
 
 void Scheduler::Deliver(const v1::EvalEvent& event) {
@@ -128,23 +171,41 @@ absl::Status Scheduler::Recover() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<SubmitOutcome> Scheduler::Submit(v1::SubmitRequest request) {
+absl::StatusOr<std::pair<std::string, const v1::ProblemSpec*>> Scheduler::Prepare(
+    v1::SubmitRequest& request) {
   PKB_RETURN_IF_ERROR(catalog_->Normalize(&request));
   PKB_ASSIGN_OR_RETURN(const v1::ProblemSpec* problem, catalog_->Find(request.problem_id()));
   if (request.gpu_class().empty()) request.set_gpu_class(options_.default_gpu_class);
-  const std::string key = JobKey(request, problem->version(), options_.harness_version);
+  return std::make_pair(JobKey(request, problem->version(), options_.harness_version), problem);
+}
 
+absl::StatusOr<SubmitOutcome> Scheduler::Submit(v1::SubmitRequest request) {
+  PKB_ASSIGN_OR_RETURN(auto prepared, Prepare(request));
   SubmitOutcome out;
   absl::Status created, updated;
   int64_t ticket;
   {
     absl::MutexLock lock(&mu_);
-    PKB_RETURN_IF_ERROR(SubmitLocked(std::move(request), key, problem, &out, &created, &updated));
+    PKB_RETURN_IF_ERROR(SubmitLocked(std::move(request), prepared.first, prepared.second, &out,
+                                     &created, &updated));
     ticket = writes_queued_;
   }
   WaitForWrites(ticket);  // the job is stored before Submit answers
   PKB_RETURN_IF_ERROR(created);
   PKB_RETURN_IF_ERROR(updated);
+  return out;
+}
+
+absl::StatusOr<SubmitOutcome> Scheduler::SubmitAndWatch(v1::SubmitRequest request,
+                                                        std::shared_ptr<EventSink> sink) {
+  PKB_ASSIGN_OR_RETURN(auto prepared, Prepare(request));
+  SubmitOutcome out;
+  absl::MutexLock lock(&mu_);
+  PKB_RETURN_IF_ERROR(SubmitLocked(std::move(request), prepared.first, prepared.second, &out,
+                                   nullptr, nullptr));
+  // A new or cached job is in jobs_ with nothing durable yet: the sink hears every event from
+  // Deliver. A joined one replays what is durable first.
+  PKB_RETURN_IF_ERROR(WatchLocked(out.job_id, 0, std::move(sink)));
   return out;
 }
 
@@ -183,11 +244,7 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
   std::string where = absl::StrCat("queued (", queue_.size(), " ahead)");
   if (!cached) {
     // Say it when nothing connected could ever take it, rather than leave an agent waiting.
-    bool runnable = false;
-    for (auto it = workers_.begin(); it != workers_.end() && !runnable; ++it) {
-      runnable = Matches(it->second.caps, job);
-    }
-    if (!runnable) {
+    if (!AnyConnectedCanRun(job)) {
       absl::StrAppend(&where,
                       "; no connected worker can run it yet (needs world size <= max, gpu class ",
                       job.request().gpu_class(), ", harness ", job.harness_version(), ")");
@@ -214,6 +271,12 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
     *done.mutable_result() = job.result();
     Persist(job, /*create=*/false, &done, updated);
     out.cached = true;
+    // In memory until its DONE is durable (Deliver drops it), so SubmitAndWatch can follow it.
+    JobState js;
+    js.job = std::move(job);
+    js.next_sequence = 3;
+    js.finished = true;
+    jobs_.emplace(out.job_id, std::move(js));
     return absl::OkStatus();
   }
 
@@ -231,6 +294,11 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
 absl::Status Scheduler::Watch(const std::string& job_id, int64_t after_sequence,
                               std::shared_ptr<EventSink> sink) {
   absl::MutexLock lock(&mu_);
+  return WatchLocked(job_id, after_sequence, std::move(sink));
+}
+
+absl::Status Scheduler::WatchLocked(const std::string& job_id, int64_t after_sequence,
+                                    std::shared_ptr<EventSink> sink) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) {
     // Finished (or unknown): the store has the whole history, DONE last.
@@ -374,32 +442,74 @@ bool Scheduler::Matches(const v1::WorkerCapabilities& caps, const v1::Job& job) 
   return caps.harness_version() == job.harness_version();
 }
 
-bool Scheduler::CanRun(const WorkerState& w, const v1::Job& job) const {
-  return w.healthy && !w.draining && w.job_id.empty() && Matches(w.caps, job);
+bool Scheduler::AnyConnectedCanRun(const v1::Job& job) const {
+  const auto& r = job.request();
+  auto fits = [&](const std::multiset<int32_t>& max_ws) {
+    return !max_ws.empty() && *max_ws.rbegin() >= r.world_size();
+  };
+  if (r.gpu_class() != "any") {
+    auto it = connected_.find({job.harness_version(), r.gpu_class()});
+    return it != connected_.end() && fits(it->second);
+  }
+  for (auto it = connected_.lower_bound({job.harness_version(), ""});
+       it != connected_.end() && it->first.first == job.harness_version(); ++it) {
+    if (fits(it->second)) return true;
+  }
+  return false;
+}
+
+std::optional<uint64_t> Scheduler::PickIdle(const v1::Job& job) const {
+  const auto& r = job.request();
+  std::optional<std::pair<int32_t, uint64_t>> best;
+  auto consider = [&](const std::set<std::pair<int32_t, uint64_t>>& idle) {
+    auto w = idle.lower_bound({r.world_size(), 0});
+    if (w != idle.end() && (!best || *w < *best)) best = *w;
+  };
+  if (r.gpu_class() != "any") {
+    auto it = idle_.find({job.harness_version(), r.gpu_class()});
+    if (it != idle_.end()) consider(it->second);
+  } else {
+    for (auto it = idle_.lower_bound({job.harness_version(), ""});
+         it != idle_.end() && it->first.first == job.harness_version(); ++it) {
+      consider(it->second);
+    }
+  }
+  if (!best) return std::nullopt;
+  return best->second;
+}
+
+void Scheduler::Reindex(uint64_t connection_id, WorkerState& w) {
+  const bool idle = w.healthy && !w.draining && w.job_id.empty();
+  if (idle == w.indexed) return;
+  const CapsKey key = KeyOf(w.caps);
+  const std::pair<int32_t, uint64_t> entry{w.caps.max_world_size(), connection_id};
+  if (idle) {
+    idle_[key].insert(entry);
+    ++idle_count_;
+  } else {
+    auto it = idle_.find(key);
+    it->second.erase(entry);
+    if (it->second.empty()) idle_.erase(it);
+    --idle_count_;
+  }
+  w.indexed = idle;
 }
 
 void Scheduler::Dispatch() {
-  // Idle workers first: with every worker busy (the common case under load) this is one pass
-  // over the workers, not one per queued job.
-  std::vector<WorkerState*> idle;
-  for (auto& [conn, w] : workers_) {
-    if (w.healthy && !w.draining && w.job_id.empty()) idle.push_back(&w);
-  }
-  for (auto q = queue_.begin(); q != queue_.end() && !idle.empty();) {
+  for (auto q = queue_.begin(); q != queue_.end() && idle_count_ > 0;) {
     JobState& js = jobs_.at(*q);
-    auto pick =
-        std::find_if(idle.begin(), idle.end(), [&](WorkerState* w) { return CanRun(*w, js.job); });
-    if (pick == idle.end()) {
+    std::optional<uint64_t> conn = PickIdle(js.job);
+    if (!conn) {
       ++q;
       continue;
     }
-    WorkerState* chosen = *pick;
-    idle.erase(pick);
+    WorkerState* chosen = &workers_.at(*conn);
     v1::Job& job = js.job;
     job.set_attempts(job.attempts() + 1);
     job.set_worker_id(chosen->worker_id);
     chosen->job_id = job.job_id();
     chosen->attempt = job.attempts();
+    Reindex(*conn, *chosen);
     q = queue_.erase(q);
     Emit(js, v1::QUEUED,
          absl::StrCat("leased to worker ", chosen->worker_id, " (", chosen->caps.gpu_class(),
@@ -428,7 +538,7 @@ void Scheduler::Dispatch() {
 absl::Status Scheduler::Connect(uint64_t connection_id, const v1::Register& reg,
                                 std::shared_ptr<WorkerConnection> connection) {
   if (reg.worker_id().empty()) return absl::InvalidArgumentError("Register.worker_id is empty");
-  WritingLock lock(this);
+  absl::MutexLock lock(&mu_);
   absl::Time now = clock_->Now();
   auto old = connection_of_worker_.find(reg.worker_id());
   if (old != connection_of_worker_.end() && old->second != connection_id) {
@@ -442,9 +552,10 @@ absl::Status Scheduler::Connect(uint64_t connection_id, const v1::Register& reg,
         auto j = jobs_.find(ow->second.job_id);
         if (j != jobs_.end()) j->second.orphan_deadline = now + options_.lease_timeout;
       }
-      workers_.erase(ow);
+      DropWorker(old_conn);
     }
   }
+  DropWorker(connection_id);  // a second Register on one stream replaces the first
   WorkerState& w = workers_[connection_id];
   w.worker_id = reg.worker_id();
   w.caps = reg.capabilities();
@@ -452,6 +563,7 @@ absl::Status Scheduler::Connect(uint64_t connection_id, const v1::Register& reg,
   w.last_heard = now;
   w.healthy = reg.healthy();
   connection_of_worker_[w.worker_id] = connection_id;
+  connected_[KeyOf(w.caps)].insert(w.caps.max_world_size());
 
   v1::CoordinatorMessage ack_msg;
   v1::RegisterAck* ack = ack_msg.mutable_register_ack();
@@ -469,6 +581,7 @@ absl::Status Scheduler::Connect(uint64_t connection_id, const v1::Register& reg,
       ack->add_cancel_job_ids(id);
     }
   }
+  Reindex(connection_id, w);
   w.connection->Send(ack_msg);
   std::vector<std::string> lost;
   for (const auto& [id, js] : jobs_) {
@@ -484,7 +597,7 @@ absl::Status Scheduler::Connect(uint64_t connection_id, const v1::Register& reg,
 }
 
 absl::Status Scheduler::OnHeartbeat(uint64_t connection_id, const v1::Heartbeat& heartbeat) {
-  WritingLock lock(this);
+  absl::MutexLock lock(&mu_);
   auto it = workers_.find(connection_id);
   if (it == workers_.end())
     return absl::FailedPreconditionError("not registered (or expired): reconnect");
@@ -492,6 +605,7 @@ absl::Status Scheduler::OnHeartbeat(uint64_t connection_id, const v1::Heartbeat&
   w.last_heard = clock_->Now();
   bool was_healthy = w.healthy;
   w.healthy = heartbeat.healthy();
+  Reindex(connection_id, w);
   v1::CoordinatorMessage m;
   m.mutable_heartbeat_ack()->set_deadline_unix_micros(
       absl::ToUnixMicros(w.last_heard + options_.lease_timeout));
@@ -501,7 +615,7 @@ absl::Status Scheduler::OnHeartbeat(uint64_t connection_id, const v1::Heartbeat&
 }
 
 absl::Status Scheduler::OnJobEvent(uint64_t connection_id, const v1::JobEvent& je) {
-  WritingLock lock(this);
+  absl::MutexLock lock(&mu_);
   auto wit = workers_.find(connection_id);
   if (wit == workers_.end())
     return absl::FailedPreconditionError("not registered (or expired): reconnect");
@@ -509,7 +623,10 @@ absl::Status Scheduler::OnJobEvent(uint64_t connection_id, const v1::JobEvent& j
   w.last_heard = clock_->Now();
   const bool done = je.event().stage() == v1::DONE;
   const bool own_lease = w.job_id == je.job_id() && w.attempt == je.attempt();
-  if (own_lease && done) w.job_id.clear();  // the lease ends with its DONE event, cancelled or not
+  if (own_lease && done) {
+    w.job_id.clear();  // the lease ends with its DONE event, cancelled or not
+    Reindex(connection_id, w);
+  }
   auto jit = jobs_.find(je.job_id());
   if (!own_lease || jit == jobs_.end() || jit->second.job.worker_id() != w.worker_id ||
       jit->second.job.attempts() != je.attempt()) {
@@ -546,6 +663,7 @@ absl::Status Scheduler::OnDrain(uint64_t connection_id, const v1::Drain& drain) 
     return absl::FailedPreconditionError("not registered (or expired): reconnect");
   it->second.draining = true;
   it->second.last_heard = clock_->Now();
+  Reindex(connection_id, it->second);
   spdlog::info("worker {} drains: {}", it->second.worker_id, drain.reason());
   return absl::OkStatus();
 }
@@ -553,6 +671,12 @@ absl::Status Scheduler::OnDrain(uint64_t connection_id, const v1::Drain& drain) 
 void Scheduler::DropWorker(uint64_t connection_id) {
   auto it = workers_.find(connection_id);
   if (it == workers_.end()) return;
+  WorkerState& w = it->second;
+  w.healthy = false;
+  Reindex(connection_id, w);
+  auto caps = connected_.find(KeyOf(w.caps));
+  caps->second.erase(caps->second.find(w.caps.max_world_size()));
+  if (caps->second.empty()) connected_.erase(caps);
   auto c = connection_of_worker_.find(it->second.worker_id);
   if (c != connection_of_worker_.end() && c->second == connection_id)
     connection_of_worker_.erase(c);
@@ -610,8 +734,7 @@ SchedulerStats Scheduler::Stats() {
   s.queued = queue_.size();
   for (const auto& [id, js] : jobs_) s.leased += !js.finished && !js.job.worker_id().empty();
   s.workers = workers_.size();
-  for (const auto& [c, w] : workers_)
-    s.idle_workers += w.job_id.empty() && w.healthy && !w.draining;
+  s.idle_workers = idle_count_;
   for (const auto& [id, js] : jobs_) s.watchers += js.sinks.size();
   return s;
 }

@@ -12,9 +12,16 @@
 //
 // Every change is queued to the JobStore (job record and event in one write) under the mutex, so
 // the store sees the writes in the order they were decided; the store group-commits them without
-// that mutex. An event reaches watchers only from the store's commit callback, once durable; a
-// method that wrote something returns only after its writes are durable and delivered (Submit
-// answers with a stored job). Recover() rebuilds the queue and leases after a restart.
+// that mutex. An event reaches watchers only once durable, delivered once per commit from the
+// store's commit observer. Submit, Cancel and Tick return only after their writes are durable and
+// delivered (Submit answers with a stored job); SubmitAndWatch and the worker-stream calls do not
+// wait (they run on gRPC's threads, and their effects reach everyone through durable events);
+// Flush() waits for everything queued so far. Recover() rebuilds the queue and leases after a
+// restart.
+//
+// Dispatch is O(queued jobs it passes over), not O(workers): idle workers are indexed by
+// (harness, gpu class) and max world size, and connected capabilities are counted, so neither a
+// Submit nor a Dispatch walks the fleet.
 //
 // Thread-safety: every method is thread-safe (one mutex). Sinks and connections are called with
 // that mutex held (sinks on the store's writer thread): they must not block and must not call
@@ -26,7 +33,10 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -55,6 +65,8 @@ class EventSink {
  public:
   virtual ~EventSink() = default;
   virtual void OnEvent(const v1::EvalEvent& event) = 0;
+  // The job could not be stored (its submission is lost to the store): no event will follow.
+  virtual void OnError(const absl::Status& status) {}
 };
 
 // The coordinator's end of one worker stream.
@@ -93,6 +105,10 @@ class Scheduler {
 
   // Validates and queues a job (or joins an identical one in flight, or answers from the cache).
   absl::StatusOr<SubmitOutcome> Submit(v1::SubmitRequest request);
+  // Submit, and subscribe `sink` to the job's events from its first, without waiting for the
+  // store: QUEUED reaches the sink once the job is durable (or OnError if it cannot be stored).
+  absl::StatusOr<SubmitOutcome> SubmitAndWatch(v1::SubmitRequest request,
+                                               std::shared_ptr<EventSink> sink);
   // Replays the job's events after `after_sequence` to `sink`, then streams live ones until DONE.
   // NOT_FOUND for an unknown job.
   absl::Status Watch(const std::string& job_id, int64_t after_sequence,
@@ -112,6 +128,8 @@ class Scheduler {
 
   // Expires leases; the server calls it a few times a second, tests after advancing the clock.
   void Tick();
+  // Waits until every write queued so far is durable and its event delivered.
+  void Flush() ABSL_LOCKS_EXCLUDED(mu_);
 
   SchedulerStats Stats();
   const SchedulerOptions& options() const { return options_; }
@@ -139,6 +157,20 @@ class Scheduler {
     bool draining = false;
     std::string job_id;  // the lease it holds, empty when idle
     int32_t attempt = 0;
+    bool indexed = false;  // in idle_ (healthy, not draining, no lease)
+  };
+  // Workers that can serve the same jobs: (harness version, gpu class).
+  using CapsKey = std::pair<std::string, std::string>;
+  static CapsKey KeyOf(const v1::WorkerCapabilities& caps) {
+    return {caps.harness_version(), caps.gpu_class()};
+  }
+  // A store write whose transaction committed (or failed), waiting for the commit observer.
+  struct StoredWrite {
+    int64_t ticket;
+    absl::Status status;
+    bool create;
+    std::string job_id;
+    std::shared_ptr<const v1::EvalEvent> event;
   };
 
   // Queues the job (and an event made of `stage`, `message`) to the store; watchers hear of the
@@ -148,15 +180,23 @@ class Scheduler {
   // Queues one store write; `status` (if given) gets its outcome before WaitForWrites returns.
   void Persist(const v1::Job& job, bool create, const v1::EvalEvent* event,
                absl::Status* status = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The store's callback: the write numbered `ticket` is durable (or failed); fans out its event.
-  void Stored(int64_t ticket, const absl::Status& status, const v1::EvalEvent* event)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // The store's commit observer: the writes of one transaction are durable (or failed); fans out
+  // their events and wakes the callers waiting for them, once per commit.
+  void Committed() ABSL_LOCKS_EXCLUDED(mu_);
+  // A job whose creation could not be stored: out of memory, its watchers told.
+  void DropUnstoredJob(const std::string& job_id, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(const v1::EvalEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   class WritingLock;
+  // Validation and the job key, outside the mutex.
+  absl::StatusOr<std::pair<std::string, const v1::ProblemSpec*>> Prepare(
+      v1::SubmitRequest& request);
   absl::Status SubmitLocked(v1::SubmitRequest request, const std::string& key,
                             const v1::ProblemSpec* problem, SubmitOutcome* out,
                             absl::Status* created, absl::Status* updated)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WatchLocked(const std::string& job_id, int64_t after_sequence,
+                           std::shared_ptr<EventSink> sink) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CancelLocked(JobState& js, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits until every write up to `ticket` is durable and delivered. Call without mu_.
   void WaitForWrites(int64_t ticket) ABSL_LOCKS_EXCLUDED(mu_, stored_mu_);
@@ -168,7 +208,12 @@ class Scheduler {
   void Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether a worker with these capabilities could ever run the job.
   static bool Matches(const v1::WorkerCapabilities& caps, const v1::Job& job);
-  bool CanRun(const WorkerState& w, const v1::Job& job) const;
+  // Whether any connected worker could ever run the job (from the capability counts).
+  bool AnyConnectedCanRun(const v1::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An idle worker that can run the job, the one with the smallest sufficient max world size.
+  std::optional<uint64_t> PickIdle(const v1::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Puts the worker in or out of idle_ after a change of its health, drain or lease.
+  void Reindex(uint64_t connection_id, WorkerState& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropWorker(uint64_t connection_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t NowMicros() { return absl::ToUnixMicros(clock_->Now()); }
   std::string NewJobId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -184,12 +229,22 @@ class Scheduler {
   std::map<std::string, std::string> inflight_by_key_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, WorkerState> workers_ ABSL_GUARDED_BY(mu_);  // by connection id
   std::map<std::string, uint64_t> connection_of_worker_ ABSL_GUARDED_BY(mu_);
+  // Idle workers by what they serve, then by (max world size, connection id).
+  std::map<CapsKey, std::set<std::pair<int32_t, uint64_t>>> idle_ ABSL_GUARDED_BY(mu_);
+  int idle_count_ ABSL_GUARDED_BY(mu_) = 0;
+  // Max world sizes of every connected worker, by what they serve.
+  std::map<CapsKey, std::multiset<int32_t>> connected_ ABSL_GUARDED_BY(mu_);
   uint64_t id_counter_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t writes_queued_ ABSL_GUARDED_BY(mu_) = 0;  // tickets of store writes, in queue order
+
+  // Filled by the store's write callbacks, emptied by its commit observer (one writer thread).
+  absl::Mutex committed_mu_;
+  std::vector<StoredWrite> committed_ ABSL_GUARDED_BY(committed_mu_);
 
   absl::Mutex stored_mu_ ABSL_ACQUIRED_AFTER(mu_);
   int64_t writes_stored_ ABSL_GUARDED_BY(stored_mu_) = 0;  // every write up to this one is done
   uint64_t id_salt_;
+  int64_t commit_observer_ = 0;  // our id in the store's observer list
 };
 
 }  // namespace pkb

@@ -61,6 +61,7 @@ struct Fixture {
     reg.mutable_capabilities()->set_gpu_count(max_w);
     reg.mutable_capabilities()->set_harness_version("h1");
     REQUIRE(scheduler->Connect(conn, reg, c).ok());
+    scheduler->Flush();  // worker-stream calls do not wait for the store
     return c;
   }
   static v1::SubmitRequest Request(const std::string& source, int w = 2) {
@@ -78,6 +79,7 @@ struct Fixture {
     je.mutable_event()->mutable_result()->set_status(status);
     je.mutable_event()->mutable_result()->set_message("done");
     REQUIRE(scheduler->OnJobEvent(conn, je).ok());
+    scheduler->Flush();  // worker-stream calls do not wait for the store
   }
 
   std::string dir;
@@ -120,6 +122,7 @@ TEST_CASE("a job is leased, runs and finishes; watchers see every event once", "
   je.set_attempt(1);
   je.mutable_event()->set_stage(v1::COMPILING);
   REQUIRE(f.scheduler->OnJobEvent(1, je).ok());
+  f.scheduler->Flush();
   f.SendDone(1, lease, v1::MISMATCH);
   auto job = f.scheduler->Get(out->job_id);
   REQUIRE(job.ok());
@@ -186,6 +189,7 @@ TEST_CASE("heartbeat loss expires the lease; the job is re-leased to another wor
   v1::Heartbeat hb;
   hb.set_healthy(true);
   REQUIRE(f.scheduler->OnHeartbeat(2, hb).ok());
+  f.scheduler->Flush();
   f.scheduler->Tick();
   CHECK(w2->Leases().empty());  // w1 still within its deadline
   f.clock.Advance(absl::Seconds(5));
@@ -238,9 +242,11 @@ TEST_CASE("a worker that reconnects in time resumes its job", "[scheduler]") {
   reg.mutable_capabilities()->set_max_world_size(8);
   reg.mutable_capabilities()->set_harness_version("h1");
   REQUIRE(f.scheduler->Connect(5, reg, c).ok());
+  f.scheduler->Flush();
   CHECK(c->sent.at(0).register_ack().cancel_job_ids_size() == 0);
   f.clock.Advance(absl::Seconds(20));
   REQUIRE(f.scheduler->OnHeartbeat(5, v1::Heartbeat()).ok());
+  f.scheduler->Flush();
   f.scheduler->Tick();
   f.SendDone(5, lease, v1::OK);
   CHECK(f.scheduler->Get(out->job_id)->result().status() == v1::OK);

@@ -224,6 +224,22 @@ absl::Status JobStore::UpdateJob(const v1::Job& job, const v1::EvalEvent* event)
   return result;
 }
 
+int64_t JobStore::AddCommitObserver(std::function<void()> observer) {
+  absl::MutexLock lock(&observer_mu_);
+  observers_.emplace(++next_observer_id_, std::move(observer));
+  return next_observer_id_;
+}
+
+void JobStore::RemoveCommitObserver(int64_t id) {
+  absl::MutexLock lock(&observer_mu_);
+  observers_.erase(id);
+}
+
+void JobStore::NotifyCommitObserver() {
+  absl::MutexLock lock(&observer_mu_);
+  for (auto& [id, observer] : observers_) observer();
+}
+
 absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& path) {
   PKB_ASSIGN_OR_RETURN(sqlite3 * write_db, OpenConnection(path));
   absl::Status st = Exec(write_db, "PRAGMA journal_mode=WAL");
@@ -281,6 +297,7 @@ void SqliteJobStore::WriterLoop() {
     }
     std::vector<absl::Status> results = CommitBatch(batch);
     for (size_t i = 0; i < batch.size(); ++i) batch[i].committed(results[i]);
+    NotifyCommitObserver();
     batch.clear();
   }
 }
