@@ -18,6 +18,7 @@
 #include "common/files.h"
 #include "pkb/v1/evaluation.grpc.pb.h"
 #include "pkb/v1/leaderboard.grpc.pb.h"
+#include "server/leaderboard_export.h"
 
 namespace pkb {
 namespace {
@@ -35,12 +36,72 @@ void Authorize(const Globals& g, grpc::ClientContext* ctx) {
   if (!g.token.empty()) ctx->AddMetadata("authorization", "Bearer " + g.token);
 }
 
-std::string ToJson(const google::protobuf::Message& m) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = false;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
-  return out;
+// "2026-12-01", "2026-12-01T12:00:00Z" (RFC 3339) or microseconds since the epoch.
+bool ParseWhen(const std::string& text, int64_t* micros) {
+  absl::Time t;
+  std::string err;
+  if (absl::ParseTime("%Y-%m-%d", text, absl::UTCTimeZone(), &t, &err) ||
+      absl::ParseTime(absl::RFC3339_full, text, &t, &err)) {
+    *micros = absl::ToUnixMicros(t);
+    return true;
+  }
+  return absl::SimpleAtoi(text, micros);
+}
+
+// Adds the result filter's options to a subcommand.
+void AddFilterOptions(CLI::App* cmd, v1::ResultFilter* f) {
+  cmd->add_option(
+      "-p,--problem",
+      [f](const CLI::results_t& r) {
+        f->set_problem_id(std::stoi(r[0]));
+        return true;
+      },
+      "problem id");
+  cmd->add_option(
+      "-w,--world-size",
+      [f](const CLI::results_t& r) {
+        f->set_world_size(std::stoi(r[0]));
+        return true;
+      },
+      "world size");
+  cmd->add_option("--gpu-class", *f->mutable_gpu_class(), "the class of the worker that ran it");
+  cmd->add_option("--dtype", *f->mutable_dtype());
+  cmd->add_option("--submitter", *f->mutable_submitter(), "the user");
+  cmd->add_option("--model", *f->mutable_model());
+  cmd->add_option("--agent", *f->mutable_agent());
+  cmd->add_option("--tag", *f->mutable_tag());
+  cmd->add_option(
+      "--from",
+      [f](const CLI::results_t& r) {
+        int64_t t;
+        if (!ParseWhen(r[0], &t)) return false;
+        f->set_from_unix_micros(t);
+        return true;
+      },
+      "finished at or after: YYYY-MM-DD, RFC 3339 or unix microseconds");
+  cmd->add_option(
+      "--to",
+      [f](const CLI::results_t& r) {
+        int64_t t;
+        if (!ParseWhen(r[0], &t)) return false;
+        f->set_to_unix_micros(t);
+        return true;
+      },
+      "finished before");
+  cmd->add_option(
+      "--seeds",
+      [f](const CLI::results_t& r) {
+        if (r[0] == "any")
+          f->set_seeds(v1::SEEDS_ANY);
+        else if (r[0] == "public")
+          f->set_seeds(v1::SEEDS_PUBLIC);
+        else if (r[0] == "secret")
+          f->set_seeds(v1::SEEDS_SECRET);
+        else
+          return false;
+        return true;
+      },
+      "any, public or secret (ranked runs)");
 }
 
 int ExitForRpc(const grpc::Status& st) {
@@ -258,7 +319,9 @@ int Main(int argc, char** argv) {
           },
           "ranks (GPUs)")
       ->required();
-  std::string dtype, gpu_class, submitter, model;
+  std::string dtype, gpu_class, submitter, model, agent;
+  std::vector<std::string> tags;
+  bool ranked = false;
   int64_t m = 0, n = 0;
   int trials = 0, warmup = 0, iters = 0;
   bool no_cache = false;
@@ -271,7 +334,10 @@ int Main(int argc, char** argv) {
   submit->add_option("--gpu-class", gpu_class, "h200, h100, cpu, any (default: the coordinator's)");
   submit->add_flag("--no-cache", no_cache, "run again even if an identical result exists");
   submit->add_option("--submitter", submitter);
-  submit->add_option("--model", model);
+  submit->add_option("--model", model, "the model that wrote the candidate");
+  submit->add_option("--agent", agent, "the agent or harness that drove it");
+  submit->add_option("--tag", tags, "a label (repeat for several)");
+  submit->add_flag("--ranked", ranked, "run on the coordinator's secret seed (ranked run)");
   submit->add_flag("--detach", detach, "print the first event (with the job id) and return");
 
   std::string job_id;
@@ -288,18 +354,64 @@ int Main(int argc, char** argv) {
   std::string which;
   auto* pshow = problems->add_subcommand("show", "one problem's full spec");
   pshow->add_option("problem", which, "id or slug")->required();
+  bool csv = false;
   v1::LeaderboardQuery lq;
-  auto* lb = app.add_subcommand("leaderboard", "best OK results per problem and world size");
-  lb->add_option("-p,--problem", [&](const CLI::results_t& r) {
-    lq.set_problem_id(std::stoi(r[0]));
-    return true;
-  });
-  lb->add_option("-w,--world-size", [&](const CLI::results_t& r) {
-    lq.set_world_size(std::stoi(r[0]));
-    return true;
-  });
-  lb->add_option("--model", *lq.mutable_model());
-  lb->add_option("--submitter", *lq.mutable_submitter());
+  auto* lb = app.add_subcommand("leaderboard",
+                                "per board (problem, W, dtype, GPU class) the best result per user "
+                                "or model");
+  AddFilterOptions(lb, lq.mutable_filter());
+  lb->add_option(
+      "--by",
+      [&](const CLI::results_t& r) {
+        if (r[0] == "user")
+          lq.set_group_by(v1::GROUP_BY_USER);
+        else if (r[0] == "model")
+          lq.set_group_by(v1::GROUP_BY_MODEL);
+        else
+          return false;
+        return true;
+      },
+      "user (default) or model");
+  lb->add_option(
+      "--limit",
+      [&](const CLI::results_t& r) {
+        lq.set_limit(std::stoi(r[0]));
+        return true;
+      },
+      "entries per board");
+  lb->add_flag("--csv", csv, "print CSV");
+  v1::SuiteQuery sq;
+  auto* suite = app.add_subcommand(
+      "suite", "fast_p (p = 0, 1, 1.5, 2) and geomean speedup per model over the suite");
+  AddFilterOptions(suite, sq.mutable_filter());
+  suite
+      ->add_option(
+          "--p",
+          [&](const CLI::results_t& r) {
+            for (const auto& v : r) sq.add_p(std::stod(v));
+            return true;
+          },
+          "thresholds p (repeat)")
+      ->expected(1, 16);
+  suite->add_flag("--csv", csv, "print CSV");
+  v1::ListSubmissionsRequest lsr;
+  auto* subs = app.add_subcommand("submissions", "submissions, newest first (agents: their own)");
+  AddFilterOptions(subs, lsr.mutable_filter());
+  subs->add_flag(
+      "--done", [&](int64_t) { lsr.set_done_only(true); }, "finished ones only");
+  subs->add_option(
+      "--limit",
+      [&](const CLI::results_t& r) {
+        lsr.set_limit(std::stoi(r[0]));
+        return true;
+      },
+      "at most this many (default 1000)");
+  subs->add_flag("--csv", csv, "print CSV");
+  bool with_source = false;
+  auto* history = app.add_subcommand("history", "a submission's every event and its verdict");
+  history->add_option("job_id", job_id)->required();
+  history->add_flag("--source", with_source, "include the candidate's source (JSON)");
+  history->add_flag("--csv", csv, "print CSV: one row per event");
   app.add_subcommand("eval",
                      "run the evaluation engine (pkb-eval) locally with the arguments that follow");
 
@@ -334,6 +446,9 @@ int Main(int argc, char** argv) {
     req.set_no_cache(no_cache);
     req.set_submitter(submitter);
     req.set_model(model);
+    req.set_agent(agent);
+    for (const auto& t : tags) req.add_tags(t);
+    req.set_ranked(ranked);
     return Stream(g, stub.get(), &req, "", detach);
   }
   if (watch->parsed()) return Stream(g, stub.get(), nullptr, job_id, false);
@@ -408,27 +523,95 @@ int Main(int argc, char** argv) {
     }
     return kExitOk;
   }
-  if (lb->parsed()) {
+  if (lb->parsed() || suite->parsed() || subs->parsed() || history->parsed()) {
     auto lstub = v1::Leaderboard::NewStub(channel);
     grpc::ClientContext ctx;
     Authorize(g, &ctx);
     ctx.set_deadline(deadline());
-    v1::LeaderboardAnswer a;
-    grpc::Status st = lstub->Query(&ctx, lq, &a);
-    if (!st.ok()) return Fail(st, g);
-    if (g.json) {
-      std::cout << ToJson(a) << std::endl;
+    if (lb->parsed()) {
+      v1::LeaderboardAnswer a;
+      grpc::Status st = lstub->Query(&ctx, lq, &a);
+      if (!st.ok()) return Fail(st, g);
+      if (csv || g.json) {
+        std::cout << (csv ? LeaderboardCsv(a) : ToJson(a) + "\n") << std::flush;
+        return kExitOk;
+      }
+      for (const auto& b : a.boards()) {
+        std::printf("%d %s  W=%d %s %s\n", b.problem_id(), b.problem_slug().c_str(), b.world_size(),
+                    b.dtype().c_str(), b.gpu_class().c_str());
+        for (const auto& e : b.entries()) {
+          std::printf("  %3d %-9.3f %-12.2f %-12.2f %-16s %-20s %s%s\n", e.rank(), e.speedup(),
+                      e.candidate_median_us(), e.baseline_median_us(), e.submitter().c_str(),
+                      e.model().c_str(), e.job_id().c_str(), e.ranked() ? " (secret seed)" : "");
+        }
+      }
+      std::printf("%d boards from %d ranking results (%d disqualified)\n", a.boards_size(),
+                  a.ranking_results(), a.disqualified_results());
       return kExitOk;
     }
-    std::printf("%-4s %-28s %-3s %-9s %-12s %-12s %-20s %s\n", "id", "problem", "W", "speedup",
-                "cand us", "base us", "model", "job");
-    for (const auto& e : a.entries()) {
-      std::printf("%-4d %-28s %-3d %-9.3f %-12.2f %-12.2f %-20s %s\n", e.problem_id(),
-                  e.problem_slug().c_str(), e.world_size(), e.speedup(), e.candidate_median_us(),
-                  e.baseline_median_us(), e.model().c_str(), e.job_id().c_str());
+    if (suite->parsed()) {
+      v1::SuiteAnswer a;
+      grpc::Status st = lstub->Suite(&ctx, sq, &a);
+      if (!st.ok()) return Fail(st, g);
+      if (csv || g.json) {
+        std::cout << (csv ? SuiteCsv(a) : ToJson(a) + "\n") << std::flush;
+        return kExitOk;
+      }
+      std::printf("%d tasks\n%-24s %-8s %-9s", a.tasks(), "model", "correct", "geomean");
+      if (a.models_size() > 0) {
+        for (const auto& f : a.models(0).fast_p()) std::printf(" fast_%-6g", f.p());
+      }
+      std::printf("\n");
+      for (const auto& m : a.models()) {
+        std::printf("%-24s %-8d %-9.3f", m.model().c_str(), m.tasks_correct(), m.geomean_speedup());
+        for (const auto& f : m.fast_p()) std::printf(" %-11.3f", f.fast_p());
+        std::printf("\n");
+      }
+      return kExitOk;
     }
-    std::printf("%d entries from %d OK results; geomean speedup %.3f; fast_1 %.2f\n",
-                a.entries_size(), a.ok_results(), a.geomean_speedup(), a.fast_p());
+    if (subs->parsed()) {
+      v1::ListSubmissionsAnswer a;
+      grpc::Status st = lstub->ListSubmissions(&ctx, lsr, &a);
+      if (!st.ok()) return Fail(st, g);
+      if (csv || g.json) {
+        std::cout << (csv ? SubmissionsCsv(a) : ToJson(a) + "\n") << std::flush;
+        return kExitOk;
+      }
+      for (const auto& s : a.submissions()) {
+        std::printf(
+            "%s  %3d W=%d %-14s %-8.3f %-12s %-16s %s\n", s.job_id().c_str(), s.problem_id(),
+            s.world_size(),
+            (s.stage() == v1::DONE ? v1::Status_Name(s.status()) : v1::Stage_Name(s.stage()))
+                .c_str(),
+            s.speedup(), s.submitter().c_str(), s.model().c_str(),
+            IsoTime(s.created_unix_micros()).c_str());
+      }
+      return kExitOk;
+    }
+    v1::GetSubmissionRequest r;
+    r.set_job_id(job_id);
+    r.set_include_source(with_source);
+    v1::Submission sub;
+    grpc::Status st = lstub->GetSubmission(&ctx, r, &sub);
+    if (!st.ok()) return Fail(st, g);
+    if (csv || g.json) {
+      std::cout << (csv ? SubmissionCsv(sub) : ToJson(sub) + "\n") << std::flush;
+      return kExitOk;
+    }
+    const auto& rq = sub.job().request();
+    std::printf("job %s: problem %d W=%d, submitter %s, model %s, agent %s%s\n",
+                sub.job().job_id().c_str(), rq.problem_id(), rq.world_size(),
+                rq.submitter().c_str(), rq.model().c_str(), rq.agent().c_str(),
+                rq.ranked() ? ", ranked (secret seed)" : "");
+    for (const auto& e : sub.events()) {
+      std::printf("  %s %-12s %s\n", IsoTime(e.unix_micros()).c_str(),
+                  v1::Stage_Name(e.stage()).c_str(), e.message().c_str());
+    }
+    if (sub.job().stage() == v1::DONE) {
+      PrintResult(sub.job().result());
+      std::printf("%s\n", sub.ranks() ? "ranks on the leaderboard"
+                                      : ("does not rank: " + sub.not_ranked_reason()).c_str());
+    }
     return kExitOk;
   }
   return kExitUsage;

@@ -46,7 +46,8 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   c->evaluation_ =
       std::make_unique<EvaluationService>(c->scheduler_.get(), c->catalog_.get(), c->auth_.get());
   c->worker_ = std::make_unique<WorkerService>(c->scheduler_.get(), c->auth_.get());
-  c->leaderboard_ = std::make_unique<LeaderboardService>(c->store_.get(), c->auth_.get());
+  c->leaderboard_ =
+      std::make_unique<LeaderboardService>(c->store_.get(), c->catalog_.get(), c->auth_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -3,7 +3,10 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "common/files.h"
 #include "server/coordinator.h"
 #include "spdlog/spdlog.h"
 
@@ -48,12 +51,25 @@ int main(int argc, char** argv) {
   app.add_option("--submit-burst", o.submit_burst, "burst of submissions per token")
       ->capture_default_str();
   app.add_option("--port-file", port_file, "write the bound port here once serving");
+  std::string secret_seed_file;
+  app.add_option("--secret-seed-file", secret_seed_file,
+                 "file holding the secret input seed offset (a non-zero integer) of ranked "
+                 "submissions; without it, ranked submissions are refused");
   CLI11_PARSE(app, argc, argv);
   // Abseil's lock-cycle detection showed in profiles of the coordinator under load.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   o.scheduler.heartbeat_interval = absl::Seconds(heartbeat_s);
   o.scheduler.lease_timeout = absl::Seconds(lease_timeout_s);
   o.scheduler.job_deadline = absl::Seconds(job_deadline_s);
+  if (!secret_seed_file.empty()) {
+    auto text = pkb::ReadFile(secret_seed_file);
+    if (!text.ok() ||
+        !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &o.scheduler.secret_set_offset) ||
+        o.scheduler.secret_set_offset == 0) {
+      spdlog::error("--secret-seed-file {}: want one non-zero integer", secret_seed_file);
+      return 2;
+    }
+  }
 
   auto c = pkb::Coordinator::Start(o);
   if (!c.ok()) {

@@ -32,6 +32,30 @@ struct JobWrite {
   std::optional<v1::EvalEvent> event;
 };
 
+// Which jobs ListJobs returns. Zero values mean "no restriction"; every field set must match.
+struct JobQuery {
+  int32_t problem_id = 0;
+  int32_t world_size = 0;
+  std::string gpu_class;  // Job.gpu_class, or request.gpu_class where the job was never leased
+  std::string dtype;
+  std::string submitter;
+  std::string model;
+  std::string agent;
+  std::string tag;  // one of request.tags
+  std::string source_sha256;
+  std::optional<bool> ranked;         // request.ranked
+  bool done_only = false;             // stage DONE
+  std::vector<v1::Status> statuses;   // result.status one of these (implies done_only)
+  bool exclude_cache_copies = false;  // leave out jobs with cached_from_job_id
+  // A time window [from, to) in microseconds since the epoch, on the finish time (updated time of
+  // a DONE job; unfinished jobs never match) or, with `by_created`, on the creation time.
+  int64_t from_micros = 0;
+  int64_t to_micros = 0;
+  bool by_created = false;
+  bool newest_first = false;  // by the same time; default oldest first
+  int32_t limit = 0;
+};
+
 class JobStore {
  public:
   using Committed = std::function<void(const absl::Status&)>;
@@ -57,8 +81,8 @@ class JobStore {
   virtual absl::StatusOr<std::vector<v1::Job>> ListUnfinishedJobs() = 0;
   // The newest DONE job with this key whose result may be reused (see IsCacheable).
   virtual absl::StatusOr<std::optional<v1::Job>> FindCachedJob(const std::string& job_key) = 0;
-  // DONE jobs with status OK, for the leaderboard.
-  virtual absl::StatusOr<std::vector<v1::Job>> ListOkJobs(int32_t problem_id) = 0;
+  // Jobs matching `query` (the leaderboard and submission listings), without their sources.
+  virtual absl::StatusOr<std::vector<v1::Job>> ListJobs(const JobQuery& query) = 0;
 
   // `observer` runs on the writer thread once after the callbacks of each transaction, so that a
   // user can batch its own work per commit (the scheduler delivers events and wakes waiters once

@@ -95,11 +95,24 @@ absl::Status ProblemCatalogIndex::Normalize(v1::SubmitRequest* request) const {
       request->iters() < 0) {
     return absl::InvalidArgumentError("m, n, trials, warmup and iters must not be negative");
   }
+  constexpr size_t kMaxMetadataBytes = 256, kMaxTags = 16, kMaxTagBytes = 64;
+  for (const std::string* f : {&request->submitter(), &request->model(), &request->agent()}) {
+    if (f->size() > kMaxMetadataBytes)
+      return absl::InvalidArgumentError(
+          absl::StrCat("submitter, model and agent take at most ", kMaxMetadataBytes, " bytes"));
+  }
+  if (static_cast<size_t>(request->tags_size()) > kMaxTags)
+    return absl::InvalidArgumentError(absl::StrCat("at most ", kMaxTags, " tags"));
+  for (const std::string& t : request->tags()) {
+    if (t.empty() || t.size() > kMaxTagBytes || t.find('\x1f') != std::string::npos)
+      return absl::InvalidArgumentError(
+          absl::StrCat("a tag has 1 to ", kMaxTagBytes, " bytes and no control character 0x1f"));
+  }
   return absl::OkStatus();
 }
 
 std::string JobKey(const v1::SubmitRequest& r, int32_t problem_version,
-                   const std::string& harness_version) {
+                   const std::string& harness_version, int64_t set_offset) {
   JobKeyFields f;
   f.source = r.source();
   f.problem_id = r.problem_id();
@@ -113,6 +126,7 @@ std::string JobKey(const v1::SubmitRequest& r, int32_t problem_version,
   f.iters = r.iters();
   f.gpu_class = r.gpu_class();
   f.harness_version = harness_version;
+  f.set_offset = set_offset;
   return pkb::JobKey(f);
 }
 

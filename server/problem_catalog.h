@@ -43,9 +43,10 @@ class ProblemCatalogIndex {
 };
 
 // The job key: SHA-256 over everything that decides the result (see pkb.v1.Job.job_key).
-// `request` must be normalised and its gpu_class resolved.
+// `request` must be normalised and its gpu_class resolved; `set_offset` is the input seed offset
+// the engine will run with (0: public seeds; the secret one for a ranked submission).
 std::string JobKey(const v1::SubmitRequest& request, int32_t problem_version,
-                   const std::string& harness_version);
+                   const std::string& harness_version, int64_t set_offset = 0);
 
 }  // namespace pkb
 

@@ -176,7 +176,12 @@ absl::StatusOr<std::pair<std::string, const v1::ProblemSpec*>> Scheduler::Prepar
   PKB_RETURN_IF_ERROR(catalog_->Normalize(&request));
   PKB_ASSIGN_OR_RETURN(const v1::ProblemSpec* problem, catalog_->Find(request.problem_id()));
   if (request.gpu_class().empty()) request.set_gpu_class(options_.default_gpu_class);
-  return std::make_pair(JobKey(request, problem->version(), options_.harness_version), problem);
+  if (request.ranked() && options_.secret_set_offset == 0)
+    return absl::FailedPreconditionError(
+        "this coordinator has no secret seed (--secret-seed-file): submit without `ranked`");
+  return std::make_pair(JobKey(request, problem->version(), options_.harness_version,
+                               request.ranked() ? options_.secret_set_offset : 0),
+                        problem);
 }
 
 absl::StatusOr<SubmitOutcome> Scheduler::Submit(v1::SubmitRequest request) {
@@ -201,8 +206,8 @@ absl::StatusOr<SubmitOutcome> Scheduler::SubmitAndWatch(v1::SubmitRequest reques
   PKB_ASSIGN_OR_RETURN(auto prepared, Prepare(request));
   SubmitOutcome out;
   absl::MutexLock lock(&mu_);
-  PKB_RETURN_IF_ERROR(SubmitLocked(std::move(request), prepared.first, prepared.second, &out,
-                                   nullptr, nullptr));
+  PKB_RETURN_IF_ERROR(
+      SubmitLocked(std::move(request), prepared.first, prepared.second, &out, nullptr, nullptr));
   // A new or cached job is in jobs_ with nothing durable yet: the sink hears every event from
   // Deliver. A joined one replays what is durable first.
   PKB_RETURN_IF_ERROR(WatchLocked(out.job_id, 0, std::move(sink)));
@@ -507,6 +512,7 @@ void Scheduler::Dispatch() {
     v1::Job& job = js.job;
     job.set_attempts(job.attempts() + 1);
     job.set_worker_id(chosen->worker_id);
+    job.set_gpu_class(chosen->caps.gpu_class());
     chosen->job_id = job.job_id();
     chosen->attempt = job.attempts();
     Reindex(*conn, *chosen);
@@ -531,6 +537,7 @@ void Scheduler::Dispatch() {
     lease->set_source(r.source());
     lease->set_job_key(job.job_key());
     lease->set_deadline_ms(absl::ToInt64Milliseconds(options_.job_deadline));
+    if (r.ranked()) lease->set_set_offset(options_.secret_set_offset);
     chosen->connection->Send(m);
   }
 }

@@ -58,6 +58,9 @@ struct SchedulerOptions {
   absl::Duration job_deadline = absl::Minutes(30);  // the worker kills a run after this
   std::string default_gpu_class = "any";
   std::string harness_version;
+  // The input seed offset of ranked submissions (pkb-eval --set-offset); 0: ranked submissions are
+  // refused (FAILED_PRECONDITION). Never logged or shown.
+  int64_t secret_set_offset = 0;
 };
 
 // Receives one job's events, history first, the last one DONE.

@@ -327,3 +327,52 @@ TEST_CASE("a restarted scheduler recovers queued and leased jobs from the store"
 
 }  // namespace
 }  // namespace pkb
+
+namespace pkb {
+namespace {
+
+TEST_CASE("ranked submissions run on the secret seed, keyed apart, refused without one",
+          "[scheduler][leaderboard]") {
+  {
+    Fixture f;  // no secret
+    auto r = Fixture::Request("k");
+    r.set_ranked(true);
+    CHECK(f.scheduler->Submit(r).status().code() == absl::StatusCode::kFailedPrecondition);
+  }
+  Fixture f;
+  f.options.secret_set_offset = 777;
+  f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+  auto pub = Fixture::Request("k");
+  pub.set_model("m1");
+  pub.set_agent("a1");
+  pub.add_tags("exp");
+  auto ranked = pub;
+  ranked.set_ranked(true);
+  auto p = f.scheduler->Submit(pub);
+  auto s = f.scheduler->Submit(ranked);
+  REQUIRE(p.ok());
+  REQUIRE(s.ok());
+  CHECK(!s->joined);  // other inputs: not the same job
+  auto w1 = f.AddWorker(1, "w1", 8, "h100");
+  auto w2 = f.AddWorker(2, "w2", 8, "h200");
+  REQUIRE(w1->Leases().size() == 1);
+  REQUIRE(w2->Leases().size() == 1);
+  CHECK(w1->Leases()[0].set_offset() == 0);
+  CHECK(w2->Leases()[0].set_offset() == 777);
+  auto pj = *f.scheduler->Get(p->job_id);
+  auto sj = *f.scheduler->Get(s->job_id);
+  CHECK(pj.job_key() != sj.job_key());
+  CHECK(pj.gpu_class() == "h100");  // the worker's class, for the leaderboard
+  CHECK(sj.gpu_class() == "h200");
+  CHECK(sj.request().ranked());
+  CHECK(sj.request().model() == "m1");
+  CHECK(sj.request().agent() == "a1");
+  CHECK(sj.request().tags(0) == "exp");
+  // Metadata is checked at Submit.
+  auto bad = Fixture::Request("k2");
+  bad.add_tags(std::string(65, 't'));
+  CHECK(f.scheduler->Submit(bad).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pkb

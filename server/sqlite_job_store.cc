@@ -49,6 +49,37 @@ CREATE TABLE IF NOT EXISTS events (
 ) WITHOUT ROWID;
 )sql";
 
+// Schema version 1 (PRAGMA user_version): the columns the leaderboard filters on, copied out of
+// the record. A version-0 file (from before) gets them added and filled from its records.
+constexpr const char* kAddMetadataColumns[] = {
+    "ALTER TABLE jobs ADD COLUMN world_size INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE jobs ADD COLUMN dtype TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE jobs ADD COLUMN gpu_class TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE jobs ADD COLUMN submitter TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE jobs ADD COLUMN model TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE jobs ADD COLUMN agent TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE jobs ADD COLUMN tags TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE jobs ADD COLUMN ranked INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE jobs ADD COLUMN is_copy INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE jobs ADD COLUMN source_sha256 TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE jobs ADD COLUMN finished INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX IF NOT EXISTS jobs_by_problem ON jobs(problem_id, done, status, finished)",
+    "CREATE INDEX IF NOT EXISTS jobs_by_submitter ON jobs(submitter, created)",
+    "CREATE INDEX IF NOT EXISTS jobs_by_source ON jobs(problem_id, source_sha256)",
+};
+constexpr int kSchemaVersion = 1;
+
+// Tags as one column: each wrapped in \x1f, so `instr(tags, '\x1f' || tag || '\x1f')` finds one.
+std::string TagsColumn(const v1::Job& job) {
+  std::string out;
+  for (const std::string& t : job.request().tags()) absl::StrAppend(&out, "\x1f", t, "\x1f");
+  return out;
+}
+
+std::string GpuClassColumn(const v1::Job& job) {
+  return job.gpu_class().empty() ? job.request().gpu_class() : job.gpu_class();
+}
+
 // One use of a prepared statement from the store's cache; reset (kept prepared) on scope exit.
 class Stmt {
  public:
@@ -131,28 +162,88 @@ absl::Status WriteJob(sqlite3* db, StmtCache* cache, const v1::Job& job, bool in
   }
   bool done = job.stage() == v1::DONE;
   v1::Status status = job.result().status();
-  Stmt s(
-      db, cache,
-      insert
-          ? "INSERT INTO jobs(id, job_key, done, status, cacheable, problem_id, created, updated, "
-            "record, source) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-          : "UPDATE jobs SET job_key=?2, done=?3, status=?4, cacheable=?5, problem_id=?6, "
-            "created=?7, updated=?8, record=?9 WHERE id=?1");
+  const v1::SubmitRequest& r = job.request();
+  Stmt s(db, cache,
+         insert ? "INSERT INTO jobs(id, job_key, done, status, cacheable, problem_id, created, "
+                  "updated, record, world_size, dtype, gpu_class, submitter, model, agent, tags, "
+                  "ranked, is_copy, source_sha256, finished, source) VALUES(?1, ?2, ?3, ?4, ?5, "
+                  "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
+                : "UPDATE jobs SET job_key=?2, done=?3, status=?4, cacheable=?5, problem_id=?6, "
+                  "created=?7, updated=?8, record=?9, world_size=?10, dtype=?11, gpu_class=?12, "
+                  "submitter=?13, model=?14, agent=?15, tags=?16, ranked=?17, is_copy=?18, "
+                  "source_sha256=?19, finished=?20 WHERE id=?1");
   PKB_RETURN_IF_ERROR(s.status());
   s.Bind(1, job.job_id());
   s.Bind(2, job.job_key());
   s.Bind(3, int64_t{done});
   s.Bind(4, int64_t{status});
   s.Bind(5, int64_t{done && IsCacheable(status) && job.cached_from_job_id().empty()});
-  s.Bind(6, int64_t{job.request().problem_id()});
+  s.Bind(6, int64_t{r.problem_id()});
   s.Bind(7, job.created_unix_micros());
   s.Bind(8, job.updated_unix_micros());
   s.BindBlob(9, record);
-  if (insert) s.BindBlob(10, source);
+  s.Bind(10, int64_t{r.world_size()});
+  s.Bind(11, r.dtype());
+  s.Bind(12, GpuClassColumn(job));
+  s.Bind(13, r.submitter());
+  s.Bind(14, r.model());
+  s.Bind(15, r.agent());
+  s.Bind(16, TagsColumn(job));
+  s.Bind(17, int64_t{r.ranked()});
+  s.Bind(18, int64_t{!job.cached_from_job_id().empty()});
+  s.Bind(19, job.source_sha256());
+  s.Bind(20, done ? job.updated_unix_micros() : int64_t{0});
+  if (insert) s.BindBlob(21, source);
   if (s.Step() != SQLITE_DONE) return s.Error(insert ? "insert job" : "update job");
   if (!insert && sqlite3_changes(db) != 1)
     return absl::NotFoundError(absl::StrCat("no job ", job.job_id()));
   return absl::OkStatus();
+}
+
+// Brings a file of an older schema version to kSchemaVersion, in one transaction.
+absl::Status Migrate(sqlite3* db) {
+  int64_t version = 0;
+  {
+    StmtCache cache;
+    {
+      Stmt s(db, &cache, "PRAGMA user_version");
+      PKB_RETURN_IF_ERROR(s.status());
+      if (s.Step() == SQLITE_ROW) version = s.Int(0);
+    }
+    for (auto& [sql, stmt] : cache) sqlite3_finalize(stmt);
+  }
+  if (version >= kSchemaVersion) return absl::OkStatus();
+  PKB_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
+  absl::Status st;
+  for (const char* sql : kAddMetadataColumns) {
+    st = Exec(db, sql);
+    if (!st.ok()) break;
+  }
+  if (st.ok()) {
+    // Fill the new columns of the rows already there.
+    std::vector<v1::Job> jobs;
+    StmtCache cache;
+    {
+      Stmt s(db, &cache, "SELECT record FROM jobs");
+      st = s.status();
+      int rc = SQLITE_DONE;
+      while (st.ok() && (rc = s.Step()) == SQLITE_ROW) {
+        v1::Job job;
+        if (!job.ParseFromString(s.Blob(0))) st = absl::DataLossError("corrupt job record");
+        jobs.push_back(std::move(job));
+      }
+      if (st.ok() && rc != SQLITE_DONE) st = s.Error("migrate: read jobs");
+    }
+    for (const v1::Job& job : jobs) {
+      if (!st.ok()) break;
+      st = WriteJob(db, &cache, job, /*insert=*/false);
+    }
+    for (auto& [sql, stmt] : cache) sqlite3_finalize(stmt);
+  }
+  if (st.ok()) st = Exec(db, absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
+  if (st.ok()) return Exec(db, "COMMIT");
+  Exec(db, "ROLLBACK").IgnoreError();
+  return st;
 }
 
 absl::Status WriteEvent(sqlite3* db, StmtCache* cache, const v1::EvalEvent& event) {
@@ -245,6 +336,7 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::
   absl::Status st = Exec(write_db, "PRAGMA journal_mode=WAL");
   if (st.ok()) st = Exec(write_db, "PRAGMA synchronous=NORMAL");
   if (st.ok()) st = Exec(write_db, kSchema);
+  if (st.ok()) st = Migrate(write_db);
   if (!st.ok()) {
     sqlite3_close(write_db);
     return st;
@@ -390,11 +482,73 @@ absl::StatusOr<std::optional<v1::Job>> SqliteJobStore::FindCachedJob(const std::
   return std::move(jobs.front());
 }
 
-absl::StatusOr<std::vector<v1::Job>> SqliteJobStore::ListOkJobs(int32_t problem_id) {
+absl::StatusOr<std::vector<v1::Job>> SqliteJobStore::ListJobs(const JobQuery& q) {
+  // Built from the fields set, with every value bound; prepared statements are cached per shape.
+  std::string sql = "SELECT record FROM jobs WHERE 1";
+  std::vector<std::string> texts;
+  std::vector<int64_t> ints;
+  std::vector<std::pair<bool, size_t>> binds;  // (is text, index)
+  auto text = [&](const char* cond, const std::string& v) {
+    texts.push_back(v);
+    binds.emplace_back(true, texts.size() - 1);
+    absl::StrAppend(&sql, " AND ", cond, "?", binds.size());
+  };
+  auto num = [&](const char* cond, int64_t v) {
+    ints.push_back(v);
+    binds.emplace_back(false, ints.size() - 1);
+    absl::StrAppend(&sql, " AND ", cond, "?", binds.size());
+  };
+  if (q.problem_id) num("problem_id=", q.problem_id);
+  if (q.world_size) num("world_size=", q.world_size);
+  if (!q.gpu_class.empty()) text("gpu_class=", q.gpu_class);
+  if (!q.dtype.empty()) text("dtype=", q.dtype);
+  if (!q.submitter.empty()) text("submitter=", q.submitter);
+  if (!q.model.empty()) text("model=", q.model);
+  if (!q.agent.empty()) text("agent=", q.agent);
+  if (!q.source_sha256.empty()) text("source_sha256=", q.source_sha256);
+  if (!q.tag.empty()) {
+    texts.push_back(absl::StrCat("\x1f", q.tag, "\x1f"));
+    binds.emplace_back(true, texts.size() - 1);
+    absl::StrAppend(&sql, " AND instr(tags, ?", binds.size(), ")>0");
+  }
+  if (q.ranked) num("ranked=", *q.ranked);
+  if (q.done_only || !q.statuses.empty()) absl::StrAppend(&sql, " AND done=1");
+  if (!q.statuses.empty()) {
+    absl::StrAppend(&sql, " AND status IN (");
+    for (size_t i = 0; i < q.statuses.size(); ++i)
+      absl::StrAppend(&sql, i ? "," : "", static_cast<int>(q.statuses[i]));
+    absl::StrAppend(&sql, ")");
+  }
+  if (q.exclude_cache_copies) absl::StrAppend(&sql, " AND is_copy=0");
+  const char* time = q.by_created ? "created" : "finished";
+  if (!q.by_created && (q.from_micros || q.to_micros)) absl::StrAppend(&sql, " AND done=1");
+  if (q.from_micros) num(absl::StrCat(time, ">=").c_str(), q.from_micros);
+  if (q.to_micros) num(absl::StrCat(time, "<").c_str(), q.to_micros);
+  absl::StrAppend(&sql, " ORDER BY ", time, q.newest_first ? " DESC, id DESC" : ", id");
+  ints.push_back(q.limit > 0 ? q.limit : -1);  // bound, so that each limit shares one statement
+  binds.emplace_back(false, ints.size() - 1);
+  absl::StrAppend(&sql, " LIMIT ?", binds.size());
+
   absl::MutexLock lock(&read_mu_);
-  std::string sql = absl::StrCat("SELECT record FROM jobs WHERE done=1 AND status=", int{v1::OK});
-  if (problem_id > 0) absl::StrAppend(&sql, " AND problem_id=", problem_id);
-  return QueryJobs(read_db_, &read_stmts_, sql + " ORDER BY created", "");
+  Stmt s(read_db_, &read_stmts_, sql);
+  PKB_RETURN_IF_ERROR(s.status());
+  for (size_t i = 0; i < binds.size(); ++i) {
+    if (binds[i].first) {
+      s.Bind(static_cast<int>(i + 1), texts[binds[i].second]);
+    } else {
+      s.Bind(static_cast<int>(i + 1), ints[binds[i].second]);
+    }
+  }
+  std::vector<v1::Job> jobs;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    v1::Job job;
+    if (!job.ParseFromString(s.Blob(0)))
+      return absl::DataLossError("corrupt job record in the store");
+    jobs.push_back(std::move(job));
+  }
+  if (rc != SQLITE_DONE) return s.Error("list jobs");
+  return jobs;
 }
 
 }  // namespace pkb

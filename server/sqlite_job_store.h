@@ -42,7 +42,7 @@ class SqliteJobStore : public JobStore {
                                                         int64_t after_sequence) override;
   absl::StatusOr<std::vector<v1::Job>> ListUnfinishedJobs() override;
   absl::StatusOr<std::optional<v1::Job>> FindCachedJob(const std::string& job_key) override;
-  absl::StatusOr<std::vector<v1::Job>> ListOkJobs(int32_t problem_id) override;
+  absl::StatusOr<std::vector<v1::Job>> ListJobs(const JobQuery& query) override;
 
  private:
   using StmtCache = std::map<std::string, sqlite3_stmt*>;  // prepared once, reused

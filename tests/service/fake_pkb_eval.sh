@@ -2,7 +2,8 @@
 # TEST DOUBLE for pkb-eval (worker/engine): speaks the engine's command-line and --events contract
 # (JSON lines of pkb.v1.EvalEvent, DONE last with the EvalResult) without compiling or running
 # anything. Used where the real engine is not built. What it answers depends on the source text:
-#   FAKE_COMPILE_ERROR  -> COMPILE_ERROR     FAKE_OK -> OK (speedup 1.5)
+#   FAKE_COMPILE_ERROR  -> COMPILE_ERROR     FAKE_OK -> OK (speedup 1.5, or FAKE_SPEEDUP=x)
+#   FAKE_REJECT         -> REJECTED          FAKE_SECRET_MISMATCH -> MISMATCH with --set-offset
 #   FAKE_HANG           -> sleeps 600 s after COMPILING (for cancel and kill tests)
 #   otherwise           -> NO_DEVICE after compiling, like the real engine on a GPU-less node
 # FAKE_PKB_EVAL_LOG=file appends one line per evaluation; FAKE_PKB_EVAL_DELAY=seconds per stage.
@@ -21,24 +22,26 @@ if [[ "${1:-}" == "--catalog" ]]; then
 JSON
   exit 0
 fi
-problem="" world="" source="" events=0
+problem="" world="" source="" events=0 offset=0 dtype=bfloat16
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --problem) problem="$2"; shift 2 ;;
     --world-size) world="$2"; shift 2 ;;
     --source) source="$2"; shift 2 ;;
     --events) events=1; shift ;;
+    --set-offset) offset="$2"; shift 2 ;;
+    --dtype) dtype="$2"; shift 2 ;;
     --*) shift 2 ;;
     *) source="$1"; shift ;;  # the source is positional, as in pkb-eval
   esac
 done
 [[ -n "$problem" && -n "$world" && -f "$source" && $events == 1 ]] || { echo "fake_pkb_eval: bad usage" >&2; exit 2; }
 delay="${FAKE_PKB_EVAL_DELAY:-0.05}"
-[[ -n "${FAKE_PKB_EVAL_LOG:-}" ]] && echo "ran problem=$problem world=$world pid=$$" >> "$FAKE_PKB_EVAL_LOG"
+[[ -n "${FAKE_PKB_EVAL_LOG:-}" ]] && echo "ran problem=$problem world=$world offset=$offset pid=$$" >> "$FAKE_PKB_EVAL_LOG"
 seq=0
 emit() { seq=$((seq + 1)); echo "{\"sequence\":\"$seq\",$1}"; }
 done_with() {
-  emit "\"stage\":\"DONE\",\"result\":{\"status\":\"$1\",\"message\":\"$2\",\"problemId\":$problem,\"worldSize\":$world,\"harnessVersion\":\"pkb-harness-1\"$3}"
+  emit "\"stage\":\"DONE\",\"result\":{\"status\":\"$1\",\"message\":\"$2\",\"problemId\":$problem,\"worldSize\":$world,\"dtype\":\"$dtype\",\"harnessVersion\":\"pkb-harness-1\"$3}"
 }
 emit '"stage":"COMPILING","message":"nvcc (test double)"'
 sleep "$delay"
@@ -47,11 +50,23 @@ if grep -q FAKE_COMPILE_ERROR "$source"; then
   exit 0
 fi
 if grep -q FAKE_HANG "$source"; then sleep 600; fi
+if grep -q FAKE_REJECT "$source"; then
+  done_with REJECTED "timed work escaped the window (test double)" ''
+  exit 0
+fi
+if grep -q FAKE_SECRET_MISMATCH "$source" && [[ "$offset" != 0 ]]; then
+  done_with MISMATCH "wrong on the secret inputs (test double)" ''
+  exit 0
+fi
 if grep -q FAKE_OK "$source"; then
+  speedup=$(grep -o 'FAKE_SPEEDUP=[0-9.]*' "$source" | head -1 | cut -d= -f2 || true)
+  speedup=${speedup:-1.5}
+  cand=$(awk -v s="$speedup" 'BEGIN { printf "%.6g", 15 / s }')
   for t in 0 1 2 3 4; do emit "\"stage\":\"VERIFYING\",\"trial\":$t,\"trialOk\":true"; sleep "$delay"; done
   emit '"stage":"BENCHMARKING"'
   sleep "$delay"
-  done_with OK "correct on every rank; 1.50x faster than the baseline (test double)" ',"speedup":1.5,"problemSlug":"1_allreduce","candidate":{"medianUs":10},"baseline":{"medianUs":15}'
+  slug=1_allreduce; [[ "$problem" == 2 ]] && slug=2_allgather
+  done_with OK "correct on every rank; ${speedup}x faster than the baseline (test double)" ",\"speedup\":$speedup,\"problemSlug\":\"$slug\",\"gpu\":\"test double\",\"candidate\":{\"medianUs\":$cand},\"baseline\":{\"medianUs\":15},\"totalSeconds\":0.5,\"stageSeconds\":{\"compile\":0.1,\"verify\":0.2,\"benchmark\":0.2}"
   exit 0
 fi
 done_with NO_DEVICE "compiled; this node has no GPU, so nothing ran (test double)" ',"compile":{"ok":true}'

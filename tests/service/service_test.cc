@@ -16,6 +16,7 @@
 #include "common/files.h"
 #include "common/subprocess.h"
 #include "pkb/v1/evaluation.grpc.pb.h"
+#include "pkb/v1/leaderboard.grpc.pb.h"
 
 namespace pkb {
 namespace {
@@ -547,6 +548,141 @@ TEST_CASE("the CLI's exit codes follow the verdict", "[service][cli]") {
   SubprocessOptions down;
   down.argv = {PKB_CLI_BIN, "--coordinator", "127.0.0.1:1", "--connect-timeout", "1", "get", "x"};
   CHECK(RunSubprocess(down)->exit_code == 3);
+}
+
+TEST_CASE("leaderboard over gRPC: metadata, secret seed, roles, history, export",
+          "[service][leaderboard]") {
+  Cluster c;
+  std::string tokens = c.WriteSource("tokens",
+                                     "ag-a agent alice\nag-b agent bob\nres researcher rita\n"
+                                     "wk worker node1\n");
+  std::string worker_token = c.WriteSource("worker.token", "wk\n");
+  std::string secret = c.WriteSource("secret", "424242\n");
+  c.StartCoordinator(PKB_FAKE_ENGINE, {"--tokens", tokens, "--secret-seed-file", secret});
+  c.StartWorker("w1", {{"FAKE_PKB_EVAL_DELAY", "0.01"}}, {"--token-file", worker_token});
+  auto lb = v1::Leaderboard::NewStub(c.channel);
+  auto submit = [&](const std::string& token, v1::SubmitRequest r) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    auto reader = c.stub->Submit(&ctx, r);
+    grpc::Status st;
+    auto events = ReadAll(reader.get(), &st);
+    REQUIRE(st.ok());
+    REQUIRE(!events.empty());
+    return events.back();
+  };
+  auto request = [&](const std::string& source, const std::string& model, int problem = 1) {
+    v1::SubmitRequest r = c.Request(source, 2);
+    r.set_problem_id(problem);
+    r.set_model(model);
+    r.set_agent("loop/1");
+    r.add_tags("exp1");
+    r.set_submitter("mallory");  // a claim the token overrides
+    return r;
+  };
+  v1::EvalEvent a1 = submit("ag-a", request("FAKE_OK FAKE_SPEEDUP=2.0", "m1"));
+  CHECK(a1.result().status() == v1::OK);
+  const std::string tuned = "FAKE_OK FAKE_SPEEDUP=3.0 FAKE_SECRET_MISMATCH";
+  v1::EvalEvent b1 = submit("ag-b", request(tuned, "m2"));
+  CHECK(b1.result().status() == v1::OK);
+  auto ranked = request(tuned, "m2");
+  ranked.set_ranked(true);
+  CHECK(submit("ag-b", ranked).result().status() == v1::MISMATCH);  // fails the secret seed
+  auto ranked_a = request("FAKE_OK FAKE_SPEEDUP=1.8", "m1");
+  ranked_a.set_ranked(true);
+  ranked_a.clear_tags();
+  v1::EvalEvent a2 = submit("ag-a", ranked_a);
+  CHECK(a2.result().status() == v1::OK);
+  CHECK(submit("ag-b", request("FAKE_OK FAKE_SPEEDUP=1.2", "m2", 2)).result().status() == v1::OK);
+  CHECK(Slurp(c.dir + "/engine_runs.log").find("offset=424242") != std::string::npos);
+
+  auto call = [&](const std::string& token, auto method, const auto& req, auto* resp) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + token);
+    return (lb.get()->*method)(&ctx, req, resp).error_code();
+  };
+  v1::LeaderboardQuery q;
+  q.mutable_filter()->set_problem_id(1);
+  v1::LeaderboardAnswer board;
+  CHECK(call("ag-a", &v1::Leaderboard::Stub::Query, q, &board) ==
+        grpc::StatusCode::PERMISSION_DENIED);
+  CHECK(call("wk", &v1::Leaderboard::Stub::Query, q, &board) ==
+        grpc::StatusCode::PERMISSION_DENIED);
+  REQUIRE(call("res", &v1::Leaderboard::Stub::Query, q, &board) == grpc::StatusCode::OK);
+  REQUIRE(board.boards_size() == 1);
+  const v1::Board& b = board.boards(0);
+  CHECK(b.gpu_class() == "cpu");  // the worker's class
+  CHECK(b.dtype() == "bfloat16");
+  REQUIRE(b.entries_size() == 1);  // bob's source failed the secret seed: it never ranks
+  CHECK(b.entries(0).submitter() == "alice");
+  CHECK(b.entries(0).speedup() == 2.0);
+  CHECK(b.entries(0).model() == "m1");
+  CHECK(b.entries(0).agent() == "loop/1");
+  CHECK(b.entries(0).results() == 2);
+  CHECK(board.disqualified_results() == 1);
+  q.mutable_filter()->set_seeds(v1::SEEDS_SECRET);
+  REQUIRE(call("res", &v1::Leaderboard::Stub::Query, q, &board) == grpc::StatusCode::OK);
+  REQUIRE(board.boards_size() == 1);
+  CHECK(board.boards(0).entries(0).job_id() == a2.job_id());
+
+  v1::SuiteQuery sq;
+  sq.mutable_filter()->set_world_size(2);
+  v1::SuiteAnswer suite;
+  REQUIRE(call("res", &v1::Leaderboard::Stub::Suite, sq, &suite) == grpc::StatusCode::OK);
+  CHECK(suite.tasks() == 2);  // problems 1 and 2 at W=2
+  REQUIRE(suite.models_size() == 2);
+  CHECK(suite.models(0).model() == "m1");  // fast_1 1/2 each; geomean 2.0 > 1.2
+  CHECK(suite.models(0).fast_p(0).fast_p() == Approx(0.5));
+  CHECK(suite.models(0).geomean_speedup() == Approx(2.0));
+  CHECK(suite.models(1).tasks_correct() == 1);
+  CHECK(suite.models(1).best(0).problem_id() == 2);
+
+  v1::GetSubmissionRequest gs;
+  gs.set_job_id(b1.job_id());
+  gs.set_include_source(true);
+  v1::Submission sub;
+  CHECK(call("ag-a", &v1::Leaderboard::Stub::GetSubmission, gs, &sub) ==
+        grpc::StatusCode::PERMISSION_DENIED);  // bob's
+  REQUIRE(call("ag-b", &v1::Leaderboard::Stub::GetSubmission, gs, &sub) == grpc::StatusCode::OK);
+  CHECK(sub.job().request().source() == tuned);
+  CHECK(sub.job().request().submitter() == "bob");
+  CHECK(!sub.ranks());
+  CHECK(sub.events_size() >= 9);
+  CHECK(sub.events(sub.events_size() - 1).stage() == v1::DONE);
+  REQUIRE(call("res", &v1::Leaderboard::Stub::GetSubmission, gs, &sub) == grpc::StatusCode::OK);
+
+  v1::ListSubmissionsRequest ls;
+  v1::ListSubmissionsAnswer mine;
+  REQUIRE(call("ag-a", &v1::Leaderboard::Stub::ListSubmissions, ls, &mine) == grpc::StatusCode::OK);
+  REQUIRE(mine.submissions_size() == 2);  // alice's only, newest first
+  CHECK(mine.submissions(0).job_id() == a2.job_id());
+  CHECK(mine.submissions(0).ranked());
+  ls.mutable_filter()->set_tag("exp1");
+  REQUIRE(call("res", &v1::Leaderboard::Stub::ListSubmissions, ls, &mine) == grpc::StatusCode::OK);
+  CHECK(mine.submissions_size() == 4);
+
+  // Export from the CLI.
+  auto run = [&](std::vector<std::string> args) {
+    SubprocessOptions o;
+    o.argv = {PKB_CLI_BIN, "--coordinator", absl::StrCat("127.0.0.1:", c.port)};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.timeout = absl::Seconds(60);
+    return RunSubprocess(o).value();
+  };
+  auto csv = run({"--token", "res", "leaderboard", "-p", "1", "--csv"});
+  CHECK(csv.exit_code == 0);
+  CHECK(csv.out.rfind("problem_id,problem_slug,world_size,dtype,gpu_class,rank,", 0) == 0);
+  CHECK(csv.out.find("1,1_allreduce,2,bfloat16,cpu,1,alice,m1,loop/1,2,") != std::string::npos);
+  auto json = run({"--token", "res", "--json", "suite", "-w", "2"});
+  CHECK(json.out.find("\"fastP\"") != std::string::npos);
+  CHECK(run({"--token", "ag-a", "leaderboard"}).exit_code == 6);
+  auto hist = run({"--token", "ag-a", "history", a1.job_id(), "--csv"});
+  CHECK(hist.exit_code == 0);
+  CHECK(hist.out.find(",DONE,") != std::string::npos);
+  CHECK(hist.out.find(",OK,2,") != std::string::npos);
+  auto subs = run({"--token", "res", "submissions", "--model", "m2", "--csv"});
+  CHECK(subs.out.find(",MISMATCH,") != std::string::npos);
 }
 
 }  // namespace

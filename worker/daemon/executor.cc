@@ -67,6 +67,8 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
   if (!lease.dtype().empty()) opts.argv.insert(opts.argv.end(), {"--dtype", lease.dtype()});
   if (lease.m() > 0) opts.argv.insert(opts.argv.end(), {"--m", absl::StrCat(lease.m())});
   if (lease.n() > 0) opts.argv.insert(opts.argv.end(), {"--n", absl::StrCat(lease.n())});
+  if (lease.set_offset() != 0)
+    opts.argv.insert(opts.argv.end(), {"--set-offset", absl::StrCat(lease.set_offset())});
   if (lease.trials() > 0)
     opts.argv.insert(opts.argv.end(), {"--trials", absl::StrCat(lease.trials())});
   if (lease.warmup() > 0)

@@ -1,0 +1,274 @@
+#include "server/leaderboard.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "common/files.h"
+#include "server/sqlite_job_store.h"
+
+namespace pkb {
+namespace {
+
+constexpr const char* kCatalog = R"json({"problems":[
+ {"id":1,"slug":"1_allreduce","version":1,"layouts":[{"worldSize":2,"supported":true},
+   {"worldSize":4,"supported":true},{"worldSize":3,"supported":false}]},
+ {"id":2,"slug":"2_allgather","version":1,"layouts":[{"worldSize":2,"supported":true}]},
+ {"id":3,"slug":"3_broadcast","version":1,"layouts":[{"worldSize":2,"supported":true}]}]})json";
+
+// A store on a real SQLite file and a helper to add finished jobs to it.
+struct Fixture {
+  Fixture()
+      : dir(*MakeTempDir("/tmp", "pkb-lb-test")),
+        store(*SqliteJobStore::Open(dir + "/jobs.db")),
+        catalog(*ProblemCatalogIndex::FromJson(kCatalog)) {}
+  ~Fixture() {
+    store.reset();
+    RemoveTree(dir).IgnoreError();
+  }
+  struct Spec {
+    int problem = 1;
+    int w = 2;
+    double speedup = 1;
+    std::string user = "alice";
+    v1::Status status = v1::OK;
+    std::string model = "m1";
+    std::string source;  // default: unique per job
+    bool ranked = false;
+    std::string gpu_class = "h200";
+    std::string cached_from;
+    std::string tag;
+  };
+  std::string Add(const Spec& s) {
+    v1::Job job;
+    std::string id = "j" + std::to_string(++n);
+    job.set_job_id(id);
+    job.set_job_key("key-" + id);
+    job.set_source_sha256(s.source.empty() ? "sha-" + id : s.source);
+    job.set_stage(v1::DONE);
+    job.set_gpu_class(s.gpu_class);
+    job.set_cached_from_job_id(s.cached_from);
+    job.set_created_unix_micros(n * 1000 - 500);
+    job.set_updated_unix_micros(n * 1000);
+    auto* r = job.mutable_request();
+    r->set_problem_id(s.problem);
+    r->set_world_size(s.w);
+    r->set_dtype("bfloat16");
+    r->set_gpu_class("any");
+    r->set_submitter(s.user);
+    r->set_model(s.model);
+    r->set_agent("agent-x");
+    r->set_ranked(s.ranked);
+    if (!s.tag.empty()) r->add_tags(s.tag);
+    r->set_source("__global__ void k() {} // " + id);
+    auto* res = job.mutable_result();
+    res->set_status(s.status);
+    res->set_speedup(s.status == v1::OK ? s.speedup : 0);
+    res->mutable_candidate()->set_median_us(10);
+    res->mutable_baseline()->set_median_us(10 * s.speedup);
+    v1::EvalEvent e;
+    e.set_job_id(id);
+    e.set_sequence(1);
+    e.set_stage(v1::QUEUED);
+    REQUIRE(store->CreateJob(job, &e).ok());
+    e.set_sequence(2);
+    e.set_stage(v1::DONE);
+    *e.mutable_result() = job.result();
+    REQUIRE(store->UpdateJob(job, &e).ok());
+    return id;
+  }
+  v1::LeaderboardAnswer Query(v1::LeaderboardQuery q) {
+    auto a = QueryLeaderboard(store.get(), &catalog, q);
+    REQUIRE(a.ok());
+    return *a;
+  }
+
+  std::string dir;
+  std::unique_ptr<SqliteJobStore> store;
+  ProblemCatalogIndex catalog;
+  int n = 0;
+};
+
+TEST_CASE("boards hold the best result per user, best first", "[leaderboard]") {
+  Fixture f;
+  f.Add({.speedup = 1.2, .user = "alice"});
+  std::string best_alice = f.Add({.speedup = 2.0, .user = "alice"});
+  std::string bob = f.Add({.speedup = 1.5, .user = "bob", .model = "m2"});
+  f.Add({.speedup = 3.0, .user = "carol", .status = v1::MISMATCH});  // not OK: never ranks
+  f.Add({.w = 4, .speedup = 9.0, .user = "bob"});                    // another board
+  f.Add({.speedup = 5.0, .user = "dave", .gpu_class = "h100"});      // another board
+  v1::LeaderboardQuery q;
+  q.mutable_filter()->set_problem_id(1);
+  v1::LeaderboardAnswer a = f.Query(q);
+  REQUIRE(a.boards_size() == 3);
+  const v1::Board& b = a.boards(0);  // (1, W=2, bfloat16, h100) sorts before h200
+  CHECK(b.gpu_class() == "h100");
+  const v1::Board& h200 = a.boards(1);
+  CHECK(h200.problem_slug() == "1_allreduce");
+  REQUIRE(h200.entries_size() == 2);
+  CHECK(h200.entries(0).job_id() == best_alice);
+  CHECK(h200.entries(0).rank() == 1);
+  CHECK(h200.entries(0).results() == 2);
+  CHECK(h200.entries(0).speedup() == 2.0);
+  CHECK(h200.entries(1).job_id() == bob);
+  CHECK(h200.entries(1).rank() == 2);
+  CHECK(a.boards(2).world_size() == 4);
+  CHECK(a.ranking_results() == 5);
+  q.set_limit(1);
+  CHECK(f.Query(q).boards(1).entries_size() == 1);
+  // Per model: alice's and bob's results are both m1 / m2 ...
+  q.set_limit(0);
+  q.set_group_by(v1::GROUP_BY_MODEL);
+  a = f.Query(q);
+  REQUIRE(a.boards(1).entries_size() == 2);
+  CHECK(a.boards(1).entries(0).model() == "m1");
+  CHECK(a.boards(1).entries(1).model() == "m2");
+  // Filters.
+  q.mutable_filter()->set_gpu_class("h100");
+  CHECK(f.Query(q).boards_size() == 1);
+  q.mutable_filter()->clear_gpu_class();
+  q.mutable_filter()->set_world_size(4);
+  CHECK(f.Query(q).boards(0).entries(0).speedup() == 9.0);
+  q.mutable_filter()->set_world_size(0);
+  q.mutable_filter()->set_from_unix_micros(3000);  // j3 onwards
+  q.mutable_filter()->set_to_unix_micros(5000);    // before j5
+  a = f.Query(q);
+  REQUIRE(a.boards_size() == 1);
+  CHECK(a.boards(0).entries(0).job_id() == bob);
+}
+
+TEST_CASE("cached copies, rejected sources and secret-seed failures never rank", "[leaderboard]") {
+  Fixture f;
+  std::string original = f.Add({.speedup = 1.5, .user = "alice"});
+  f.Add({.speedup = 1.5, .user = "mallory", .source = "sha-j1", .cached_from = original});
+  // A source that passed at W=2 but was caught cheating at W=4: out at every world size.
+  f.Add({.speedup = 7.0, .user = "eve", .source = "cheat"});
+  f.Add({.w = 4, .user = "eve", .status = v1::REJECTED, .source = "cheat"});
+  // The same source on another problem is not touched.
+  std::string other = f.Add({.problem = 2, .speedup = 7.0, .user = "eve", .source = "cheat"});
+  // Passes the public seeds, fails the secret one.
+  std::string tuned = f.Add({.speedup = 4.0, .user = "trent", .source = "tuned"});
+  f.Add({.user = "trent", .status = v1::MISMATCH, .source = "tuned", .ranked = true});
+  // A public-seed failure disqualifies nothing; nor does the service's own failure.
+  f.Add({.speedup = 3.0, .user = "peggy", .source = "flaky"});
+  f.Add({.user = "peggy", .status = v1::MISMATCH, .source = "flaky"});
+  f.Add({.user = "peggy", .status = v1::WORKER_LOST, .source = "flaky", .ranked = true});
+
+  v1::LeaderboardQuery q;
+  q.mutable_filter()->set_problem_id(1);
+  q.mutable_filter()->set_world_size(2);
+  v1::LeaderboardAnswer a = f.Query(q);
+  REQUIRE(a.boards_size() == 1);
+  std::vector<std::string> users;
+  for (const auto& e : a.boards(0).entries()) users.push_back(e.submitter());
+  CHECK(users == std::vector<std::string>{"peggy", "alice"});
+  CHECK(a.disqualified_results() == 2);
+  q.mutable_filter()->set_problem_id(2);
+  CHECK(f.Query(q).boards(0).entries(0).job_id() == other);
+
+  auto sub = GetSubmission(f.store.get(), tuned, /*include_source=*/false);
+  REQUIRE(sub.ok());
+  CHECK(!sub->ranks());
+  CHECK(sub->not_ranked_reason().find("secret") != std::string::npos);
+  CHECK(sub->events_size() == 2);
+  CHECK(sub->job().request().source().empty());
+  sub = GetSubmission(f.store.get(), "j2", true);
+  REQUIRE(sub.ok());
+  CHECK(!sub->ranks());
+  CHECK(sub->not_ranked_reason().find("cached copy") != std::string::npos);
+  CHECK(sub->job().request().source() == "__global__ void k() {} // j2");
+  sub = GetSubmission(f.store.get(), original, false);
+  CHECK(sub->ranks());
+  CHECK(GetSubmission(f.store.get(), "nope", false).status().code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("seeds: public, secret or any", "[leaderboard]") {
+  Fixture f;
+  f.Add({.speedup = 2.0, .user = "alice"});
+  f.Add({.speedup = 1.5, .user = "bob", .ranked = true});
+  v1::LeaderboardQuery q;
+  CHECK(f.Query(q).boards(0).entries_size() == 2);
+  q.mutable_filter()->set_seeds(v1::SEEDS_SECRET);
+  REQUIRE(f.Query(q).boards(0).entries_size() == 1);
+  CHECK(f.Query(q).boards(0).entries(0).submitter() == "bob");
+  CHECK(f.Query(q).boards(0).entries(0).ranked());
+  q.mutable_filter()->set_seeds(v1::SEEDS_PUBLIC);
+  CHECK(f.Query(q).boards(0).entries(0).submitter() == "alice");
+}
+
+TEST_CASE("suite: fast_p counts unsolved tasks as not fast; geomean over solved ones",
+          "[leaderboard]") {
+  Fixture f;
+  // Tasks at W=2: (1,2), (2,2), (3,2). m1 solves two, m2 one.
+  f.Add({.problem = 1, .speedup = 1.2, .model = "m1"});
+  f.Add({.problem = 1, .speedup = 2.5, .model = "m1"});
+  f.Add({.problem = 2, .speedup = 0.5, .model = "m1"});
+  f.Add({.problem = 3, .speedup = 1.6, .model = "m2"});
+  f.Add({.problem = 3, .status = v1::MISMATCH, .model = "m2"});
+  f.Add({.problem = 1, .w = 4, .speedup = 8, .model = "m2"});  // not a W=2 task
+  v1::SuiteQuery q;
+  q.mutable_filter()->set_world_size(2);
+  auto a = QuerySuite(f.store.get(), f.catalog, q);
+  REQUIRE(a.ok());
+  CHECK(a->tasks() == 3);
+  REQUIRE(a->models_size() == 2);
+  const v1::ModelScore& m1 = a->models(0);  // fast_1: m1 1/3, m2 1/3; geomean m2 1.6 > m1 1.118
+  const v1::ModelScore& m2 = a->models(1);
+  CHECK(m1.model() == "m2");
+  CHECK(m2.model() == "m1");
+  REQUIRE(m2.fast_p_size() == 4);
+  CHECK(m2.tasks_correct() == 2);
+  CHECK(m2.fast_p(0).p() == 0);
+  CHECK(m2.fast_p(0).fast_p() == Approx(2.0 / 3));
+  CHECK(m2.fast_p(1).p() == 1);
+  CHECK(m2.fast_p(1).fast_p() == Approx(1.0 / 3));
+  CHECK(m2.fast_p(2).p() == 1.5);
+  CHECK(m2.fast_p(2).tasks_fast() == 1);
+  CHECK(m2.fast_p(3).p() == 2);
+  CHECK(m2.fast_p(3).tasks_fast() == 1);  // 2.5 > 2
+  CHECK(m2.geomean_speedup() == Approx(std::sqrt(2.5 * 0.5)));
+  REQUIRE(m2.best_size() == 2);
+  CHECK(m2.best(0).speedup() == 2.5);
+  CHECK(m2.best(1).problem_slug() == "2_allgather");
+  CHECK(m1.tasks_correct() == 1);
+  CHECK(m1.fast_p(3).tasks_fast() == 0);
+  CHECK(m1.geomean_speedup() == Approx(1.6));
+  // Every supported world size is a task without the filter: (1,2), (1,4), (2,2), (3,2).
+  q.mutable_filter()->set_world_size(0);
+  q.add_p(1.0);
+  a = QuerySuite(f.store.get(), f.catalog, q);
+  REQUIRE(a.ok());
+  CHECK(a->tasks() == 4);
+  CHECK(a->models(0).model() == "m2");  // fast_1: m2 2/4 > m1 1/4
+  CHECK(a->models(0).fast_p_size() == 1);
+  CHECK(a->models(0).fast_p(0).fast_p() == Approx(0.5));
+  // A subset of the suite.
+  q.add_problem_ids(3);
+  a = QuerySuite(f.store.get(), f.catalog, q);
+  CHECK(a->tasks() == 1);
+  CHECK(a->models_size() == 1);
+}
+
+TEST_CASE("submissions are listed newest first and narrowed by tag", "[leaderboard]") {
+  Fixture f;
+  f.Add({.user = "alice", .tag = "exp1"});
+  f.Add({.user = "bob", .tag = "exp1"});
+  f.Add({.user = "alice", .status = v1::COMPILE_ERROR, .tag = "exp2"});
+  v1::ListSubmissionsRequest r;
+  r.mutable_filter()->set_submitter("alice");
+  auto a = ListSubmissions(f.store.get(), &f.catalog, r);
+  REQUIRE(a.ok());
+  REQUIRE(a->submissions_size() == 2);
+  CHECK(a->submissions(0).job_id() == "j3");
+  CHECK(a->submissions(0).status() == v1::COMPILE_ERROR);
+  CHECK(a->submissions(1).problem_slug() == "1_allreduce");
+  CHECK(a->submissions(1).agent() == "agent-x");
+  r.mutable_filter()->clear_submitter();
+  r.mutable_filter()->set_tag("exp1");
+  a = ListSubmissions(f.store.get(), &f.catalog, r);
+  CHECK(a->submissions_size() == 2);
+  r.set_limit(1);
+  CHECK(ListSubmissions(f.store.get(), &f.catalog, r)->submissions_size() == 1);
+}
+
+}  // namespace
+}  // namespace pkb
