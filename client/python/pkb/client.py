@@ -1,0 +1,210 @@
+"""A small, blocking wrapper over the pkb.v1 gRPC services (Evaluation and Leaderboard).
+
+Messages are the generated protobuf classes (``pkb.v1.evaluation_pb2`` etc.); use
+``pkb.to_dict`` for plain dicts. Errors are ``pkb.PkbError`` carrying the gRPC status code.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Iterable, Iterator, Optional, Sequence, Union
+
+import grpc
+from google.protobuf import json_format
+
+from pkb.v1 import evaluation_pb2, evaluation_pb2_grpc, leaderboard_pb2, leaderboard_pb2_grpc
+from pkb.v1 import problem_pb2, result_pb2
+
+DONE = result_pb2.DONE
+OK = result_pb2.OK
+
+
+class PkbError(Exception):
+    """A call failed. ``code`` is the grpc.StatusCode (NOT_FOUND, INVALID_ARGUMENT, ...)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+
+def stage_name(stage: int) -> str:
+    return result_pb2.Stage.Name(stage)
+
+
+def status_name(status: int) -> str:
+    return result_pb2.Status.Name(status)
+
+
+def to_dict(message) -> dict:
+    """The message as proto3 JSON would spell it (lowerCamelCase keys, enums by name)."""
+    return json_format.MessageToDict(message)
+
+
+def _seeds(seeds: str) -> int:
+    return {"any": leaderboard_pb2.SEEDS_ANY, "public": leaderboard_pb2.SEEDS_PUBLIC,
+            "secret": leaderboard_pb2.SEEDS_SECRET}[seeds]
+
+
+def _filter(problem=0, world_size=0, gpu_class="", dtype="", submitter="", model="", agent="",
+            tag="", since: float = 0, until: float = 0, seeds="any") -> leaderboard_pb2.ResultFilter:
+    """since/until: unix seconds (floats) or 0 for open."""
+    return leaderboard_pb2.ResultFilter(
+        problem_id=problem, world_size=world_size, gpu_class=gpu_class, dtype=dtype,
+        submitter=submitter, model=model, agent=agent, tag=tag,
+        from_unix_micros=int(since * 1e6), to_unix_micros=int(until * 1e6), seeds=_seeds(seeds))
+
+
+class Client:
+    """One channel to a coordinator.
+
+    ``target`` defaults to $PKB_COORDINATOR (else 127.0.0.1:7311), ``token`` to $PKB_TOKEN,
+    ``tls_ca`` (a PEM file: connect with TLS) to $PKB_TLS_CA. ``timeout`` bounds unary calls and
+    the wait for the coordinator when a stream starts.
+    """
+
+    def __init__(self, target: Optional[str] = None, token: Optional[str] = None,
+                 tls_ca: Optional[str] = None, timeout: float = 30.0):
+        target = target or os.environ.get("PKB_COORDINATOR", "127.0.0.1:7311")
+        self._token = token if token is not None else os.environ.get("PKB_TOKEN", "")
+        tls_ca = tls_ca or os.environ.get("PKB_TLS_CA", "")
+        options = [("grpc.max_receive_message_length", 64 << 20)]
+        if tls_ca:
+            with open(tls_ca, "rb") as f:
+                creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+            self._channel = grpc.secure_channel(target, creds, options=options)
+        else:
+            self._channel = grpc.insecure_channel(target, options=options)
+        self._eval = evaluation_pb2_grpc.EvaluationStub(self._channel)
+        self._board = leaderboard_pb2_grpc.LeaderboardStub(self._channel)
+        self.timeout = timeout
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    def _metadata(self):
+        return (("authorization", f"Bearer {self._token}"),) if self._token else ()
+
+    def _unary(self, method, request):
+        try:
+            return method(request, timeout=self.timeout, metadata=self._metadata(),
+                          wait_for_ready=True)
+        except grpc.RpcError as e:
+            raise PkbError(e.code(), e.details()) from None
+
+    # --- Evaluation ---------------------------------------------------------------------------
+
+    def submit(self, problem: Union[int, str], source: str, world_size: int, *, dtype: str = "",
+               m: int = 0, n: int = 0, trials: int = 0, warmup: int = 0, iters: int = 0,
+               gpu_class: str = "", no_cache: bool = False, model: str = "", agent: str = "",
+               tags: Sequence[str] = (), ranked: bool = False,
+               submitter: str = "") -> Iterator[result_pb2.EvalEvent]:
+        """Submits a candidate and yields its events, QUEUED first, DONE (with .result) last.
+
+        ``problem`` is an id or a slug. A stream that breaks mid-job is reattached with Watch from
+        the last event seen, so every event is yielded once.
+        """
+        if isinstance(problem, str):
+            problem = self.problem(problem).id
+        request = evaluation_pb2.SubmitRequest(
+            problem_id=problem, world_size=world_size, source=source, dtype=dtype, m=m, n=n,
+            trials=trials, warmup=warmup, iters=iters, gpu_class=gpu_class, no_cache=no_cache,
+            submitter=submitter, model=model, agent=agent, tags=list(tags), ranked=ranked)
+        yield from self._follow(request=request)
+
+    def evaluate(self, *args, **kwargs) -> result_pb2.EvalEvent:
+        """``submit`` to the end; returns the DONE event (its .result is the verdict)."""
+        last = None
+        for last in self.submit(*args, **kwargs):
+            pass
+        return last
+
+    def watch(self, job_id: str, after_sequence: int = 0) -> Iterator[result_pb2.EvalEvent]:
+        """Replays a job's events after ``after_sequence``, then the live ones until DONE."""
+        yield from self._follow(job_id=job_id, after=after_sequence)
+
+    def _follow(self, request=None, job_id="", after=0) -> Iterator[result_pb2.EvalEvent]:
+        retries = 0
+        while True:
+            if request is not None and not job_id:
+                call = self._eval.Submit(request, metadata=self._metadata(), wait_for_ready=True,
+                                         timeout=None)
+            else:
+                call = self._eval.Watch(
+                    evaluation_pb2.WatchRequest(job_id=job_id, after_sequence=after),
+                    metadata=self._metadata(), wait_for_ready=True)
+            try:
+                for event in call:
+                    retries = 0
+                    job_id = job_id or event.job_id
+                    after = event.sequence
+                    yield event
+                    if event.stage == DONE:
+                        call.cancel()
+                        return
+                return  # the server ended the stream without DONE: nothing more will come
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.UNAVAILABLE or not job_id or retries >= 30:
+                    raise PkbError(e.code(), e.details()) from None
+                retries += 1
+                time.sleep(min(0.2 * retries, 2.0))
+            finally:
+                call.cancel()
+
+    def get(self, job_id: str) -> evaluation_pb2.Job:
+        return self._unary(self._eval.Get, evaluation_pb2.GetJobRequest(job_id=job_id))
+
+    def cancel(self, job_id: str) -> evaluation_pb2.Job:
+        return self._unary(self._eval.Cancel, evaluation_pb2.CancelRequest(job_id=job_id))
+
+    def problems(self) -> list:
+        """Every problem's spec (pkb.v1.ProblemSpec), by id."""
+        return list(self._unary(self._eval.ListProblems,
+                                evaluation_pb2.ListProblemsRequest()).problems)
+
+    def problem(self, which: Union[int, str]) -> problem_pb2.ProblemSpec:
+        """One problem's full spec, by id or slug."""
+        req = (evaluation_pb2.GetProblemRequest(slug=which) if isinstance(which, str)
+               else evaluation_pb2.GetProblemRequest(id=which))
+        return self._unary(self._eval.GetProblem, req)
+
+    # --- Leaderboard --------------------------------------------------------------------------
+
+    def leaderboard(self, *, by: str = "user", limit: int = 0,
+                    **filters) -> leaderboard_pb2.LeaderboardAnswer:
+        """Per board (problem, W, dtype, GPU class) the best result per user (or ``by="model"``).
+
+        Filters: problem, world_size, gpu_class, dtype, submitter, model, agent, tag, since,
+        until (unix seconds), seeds ("any", "public", "secret").
+        """
+        q = leaderboard_pb2.LeaderboardQuery(
+            filter=_filter(**filters), limit=limit,
+            group_by=leaderboard_pb2.GROUP_BY_MODEL if by == "model" else
+            leaderboard_pb2.GROUP_BY_USER)
+        return self._unary(self._board.Query, q)
+
+    def suite(self, *, p: Iterable[float] = (), problems: Iterable[int] = (),
+              **filters) -> leaderboard_pb2.SuiteAnswer:
+        """fast_p (default p = 0, 1, 1.5, 2) and geomean speedup per model over the suite."""
+        q = leaderboard_pb2.SuiteQuery(filter=_filter(**filters), p=list(p),
+                                       problem_ids=list(problems))
+        return self._unary(self._board.Suite, q)
+
+    def submission(self, job_id: str, include_source: bool = False) -> leaderboard_pb2.Submission:
+        """A submission's job (request, metadata, verdict), every event, and whether it ranks."""
+        return self._unary(self._board.GetSubmission, leaderboard_pb2.GetSubmissionRequest(
+            job_id=job_id, include_source=include_source))
+
+    def submissions(self, *, done_only: bool = False, limit: int = 0, **filters) -> list:
+        """Submission summaries, newest first (an agent token sees its own only)."""
+        req = leaderboard_pb2.ListSubmissionsRequest(filter=_filter(**filters),
+                                                     done_only=done_only, limit=limit)
+        return list(self._unary(self._board.ListSubmissions, req).submissions)
