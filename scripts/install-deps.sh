@@ -12,6 +12,8 @@ apt_pkgs=(
   libsqlite3-dev sqlite3
   libopenmpi-dev openmpi-bin
   bubblewrap
+  libcpp-httplib-dev
+  chromium
 )
 missing=()
 for p in "${apt_pkgs[@]}"; do
@@ -24,9 +26,11 @@ if ((${#missing[@]})); then
 fi
 
 py=${PYTHON:-python3}
-# The Python SDK (client/python) and its tests: stubs generated with grpcio-tools, pytest.
+# The Python SDK (client/python) and its tests: stubs generated with grpcio-tools, pytest;
+# websocket-client drives headless Chromium in tests/web.
 # setuptools stays below 82 for torch.
-py_pkgs=(grpcio==1.85.1 grpcio-tools==1.85.1 protobuf==7.36.2 pytest==9.0.3 setuptools==81.0.0)
+py_pkgs=(grpcio==1.85.1 grpcio-tools==1.85.1 protobuf==7.36.2 pytest==9.0.3 setuptools==81.0.0
+  websocket-client==1.9.2)
 "$py" -m pip install -q --root-user-action=ignore "${py_pkgs[@]}"
 if ! "$py" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '${TORCH_VERSION}' else 1)" 2>/dev/null; then
   "$py" -m pip install -q --no-deps "torch==${TORCH_VERSION}"

@@ -69,6 +69,14 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   c->server_ = builder.BuildAndStart();
   if (!c->server_ || c->port_ == 0)
     return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen));
+  if (!o.http_listen.empty()) {
+    HttpFrontendOptions web;
+    web.listen = o.http_listen;
+    web.web_root = o.web_root;
+    web.tls_cert = o.tls_cert;
+    web.tls_key = o.tls_key;
+    PKB_ASSIGN_OR_RETURN(c->http_, HttpFrontend::Start(web, c->store_.get(), c->catalog_.get()));
+  }
   c->ticker_ = std::thread([raw = c.get()] {
     while (!raw->stop_.WaitForNotificationWithTimeout(raw->options_.tick)) raw->scheduler_->Tick();
   });
@@ -81,6 +89,7 @@ void Coordinator::Wait() { server_->Wait(); }
 void Coordinator::Shutdown() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (ticker_.joinable()) ticker_.join();
+  if (http_) http_->Stop();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 

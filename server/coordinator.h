@@ -1,5 +1,6 @@
 // The coordinator process in one object: store, catalog, scheduler, gRPC server (Evaluation,
-// Worker, Leaderboard, grpc.health.v1, reflection) and the thread that expires leases.
+// Worker, Leaderboard, grpc.health.v1, reflection), the thread that expires leases, and the web
+// leaderboard when http_listen is set.
 //
 //   CoordinatorOptions opts;
 //   opts.listen = "127.0.0.1:0";
@@ -19,6 +20,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "server/evaluation_service.h"
+#include "server/http_frontend.h"
 #include "server/leaderboard_service.h"
 #include "server/problem_catalog.h"
 #include "server/scheduler.h"
@@ -39,6 +41,8 @@ struct CoordinatorOptions {
   double submit_rate = 20;  // per token, per second
   double submit_burst = 100;
   SchedulerOptions scheduler;
+  std::string http_listen;  // host:port of the web leaderboard (server/http_frontend.h); empty: off
+  std::string web_root;     // its pages from this folder instead of the built-in copies
 };
 
 class Coordinator {
@@ -47,6 +51,7 @@ class Coordinator {
   ~Coordinator();
 
   int port() const { return port_; }
+  int http_port() const { return http_ ? http_->port() : 0; }
   Scheduler* scheduler() { return scheduler_.get(); }
   void Wait();
   void Shutdown();
@@ -64,6 +69,7 @@ class Coordinator {
   std::unique_ptr<WorkerService> worker_;
   std::unique_ptr<LeaderboardService> leaderboard_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpFrontend> http_;
   int port_ = 0;
   absl::Notification stop_;
   std::thread ticker_;

@@ -51,6 +51,13 @@ int main(int argc, char** argv) {
   app.add_option("--submit-burst", o.submit_burst, "burst of submissions per token")
       ->capture_default_str();
   app.add_option("--port-file", port_file, "write the bound port here once serving");
+  std::string http_port_file;
+  app.add_option("--http-listen", o.http_listen,
+                 "host:port of the web leaderboard: read-only public JSON, CSV and pages "
+                 "(docs/leaderboard.md); HTTPS with --tls-cert; off by default");
+  app.add_option("--web-root", o.web_root,
+                 "serve the web pages from this folder instead of the built-in copies");
+  app.add_option("--http-port-file", http_port_file, "write the web leaderboard's port here");
   std::string secret_seed_file;
   app.add_option("--secret-seed-file", secret_seed_file,
                  "file holding the secret input seed offset (a non-zero integer) of ranked "
@@ -75,6 +82,15 @@ int main(int argc, char** argv) {
   if (!c.ok()) {
     spdlog::error("{}", c.status().ToString());
     return 1;
+  }
+  // Before --port-file: a script that waited for that one finds this one too.
+  if (!http_port_file.empty()) {
+    std::string tmp = http_port_file + ".tmp";
+    if (FILE* f = fopen(tmp.c_str(), "w")) {
+      fprintf(f, "%d\n", (*c)->http_port());
+      fclose(f);
+      rename(tmp.c_str(), http_port_file.c_str());
+    }
   }
   if (!port_file.empty()) {
     std::string tmp = port_file + ".tmp";

@@ -1,0 +1,28 @@
+# Writes OUT, a C++ file holding each file of the web leaderboard (server/web/) as a string, so the
+# coordinator serves its pages without a folder beside it. Run by server/CMakeLists.txt:
+#   cmake -DSRC_DIR=server/web -DOUT=web_assets.cc -P embed_web.cmake
+set(files index.html app.js style.css)
+set(types text/html text/javascript text/css)  # served as UTF-8
+set(body "// Generated from server/web/ by server/embed_web.cmake; do not edit.\n")
+string(APPEND body "#include \"server/http_frontend.h\"\n\nnamespace pkb {\n\n")
+string(APPEND body "const WebAsset kWebAssets[] = {\n")
+list(LENGTH files n)
+math(EXPR last "${n} - 1")
+foreach(i RANGE ${last})
+  list(GET files ${i} name)
+  list(GET types ${i} type)
+  file(READ ${SRC_DIR}/${name} content)
+  string(FIND "${content}" ")pkbweb\"" clash)
+  if(NOT clash EQUAL -1)
+    message(FATAL_ERROR "${name} holds the raw-string delimiter )pkbweb\"")
+  endif()
+  if(name STREQUAL "index.html")
+    set(path "/")
+  else()
+    set(path "/${name}")
+  endif()
+  string(APPEND body "    {\"${path}\", \"${type}\", R\"pkbweb(${content})pkbweb\"},\n")
+endforeach()
+string(APPEND body "};\nconst int kWebAssetCount = ${n};\n\n}  // namespace pkb\n")
+file(WRITE ${OUT}.tmp "${body}")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)
