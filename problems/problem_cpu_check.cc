@@ -33,9 +33,11 @@ void Report(bool ok, const std::string& what) {
   }
 }
 
+// Flattened first: a 0-dim tensor cannot be viewed as bytes of another element size.
 bool Identical(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
-         at::equal(a.contiguous().view(at::kByte), b.contiguous().view(at::kByte));
+         at::equal(a.contiguous().reshape({-1}).view(at::kByte),
+                   b.contiguous().reshape({-1}).view(at::kByte));
 }
 
 std::string Describe(const v1::OutputCheck& c) {
