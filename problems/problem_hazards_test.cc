@@ -220,5 +220,50 @@ TEST_CASE("p030 any summation order passes at W = 8 and a mean instead of a sum 
   }
 }
 
+// --- 21-25: gradient clipping, loss normalization, MoE aux loss, importance sampling --------
+
+// PKB's own check: atol = rtol = 1e-2.
+bool PassesPkb(const at::Tensor& got, const at::Tensor& want) {
+  return CompareOutput(got, want, Tolerance{}).ok();
+}
+
+// The sum of ||g||^2 over `grads` in fp64: close enough to exact to stand for any order.
+double SumSquares64(const std::vector<at::Tensor>& grads) {
+  double s = 0;
+  for (const auto& g : grads) s += g.to(at::kDouble).pow(2).sum().item<double>();
+  return s;
+}
+
+TEST_CASE("p021 exact norms and a rounded coefficient pass; a local norm or zeros fail", "[p021]") {
+  Case c = Prepare(21, 256, 128, 4);
+  std::vector<at::Tensor> every;
+  for (const auto& in : c.all) every.insert(every.end(), in.tensors.begin(), in.tensors.end());
+  const double total64 = std::sqrt(SumSquares64(every));
+  at::Tensor total = at::full({}, total64, at::kDouble).to(at::kFloat);
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    CHECK(Passes(c, 0, total, c.truth[r][0]));
+    // Only this rank's gradients: the all-reduce forgotten.
+    at::Tensor local = at::full({}, std::sqrt(SumSquares64(c.all[r].tensors)), at::kDouble);
+    CHECK_FALSE(Passes(c, 0, local.to(at::kFloat), c.truth[r][0]));
+    for (int g = 0; g < 3; ++g) {
+      const at::Tensor& grad = c.all[r][g];
+      const at::Tensor& want = c.truth[r][1 + g];
+      // Coefficient rounded to the dtype first, and everything in fp64 rounded
+      // once.
+      at::Tensor coef16 = at::full({}, 1.0 / total64, at::kDouble).to(grad.scalar_type());
+      CHECK(Passes(c, 1 + g, (grad.to(at::kFloat) * coef16.to(at::kFloat)).to(grad.scalar_type()),
+                   want));
+      CHECK(Passes(c, 1 + g, (grad.to(at::kDouble) / total64).to(grad.scalar_type()), want));
+      CHECK_FALSE(Passes(
+          c, 1 + g, (grad.to(at::kDouble) / local.item<double>()).to(grad.scalar_type()), want));
+      // The clipped values are ~6e-4: PKB's atol = 1e-2 passes all zeros, ours
+      // does not.
+      CHECK(PassesPkb(at::zeros_like(want), want));
+      CHECK_FALSE(Passes(c, 1 + g, at::zeros_like(want), want));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pkb
