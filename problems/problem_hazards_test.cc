@@ -265,5 +265,61 @@ TEST_CASE("p021 exact norms and a rounded coefficient pass; a local norm or zero
   }
 }
 
+TEST_CASE("p022 groups tile WORLD as PKB builds them", "[p022]") {
+  using Parts = std::vector<std::vector<int>>;
+  auto p = FindProblem(22);
+  REQUIRE(p.ok());
+  RunConfig cfg;
+  for (int w : {1, 2, 3, 5, 7}) {
+    cfg.world = w;
+    CHECK((*p)->Groups(cfg).empty());
+  }
+  cfg.world = 4;
+  auto g4 = (*p)->Groups(cfg);
+  REQUIRE(g4.size() == 2);
+  CHECK(g4[0].name == "ep");
+  CHECK(g4[0].partition == Parts({{0, 1}, {2, 3}}));
+  CHECK(g4[1].name == "ep_fsdp");
+  CHECK(g4[1].partition == Parts({{0, 2}, {1, 3}}));
+  cfg.world = 8;
+  auto g8 = (*p)->Groups(cfg);
+  REQUIRE(g8.size() == 2);
+  CHECK(g8[0].partition == Parts({{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  CHECK(g8[1].partition == Parts({{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+  cfg.world = 6;
+  CHECK((*p)->Groups(cfg)[1].partition == Parts({{0, 3}, {1, 4}, {2, 5}}));
+}
+
+TEST_CASE("p022 the expert term needs 1/ep_size and both reduction stages", "[p022]") {
+  for (int w : {4, 8}) {
+    Case c = Prepare(22, 128, 128, w);
+    const int ep_size = w / 2;
+    std::vector<at::Tensor> non_ep, ep, ep_unscaled;
+    for (const auto& in : c.all) {
+      non_ep.push_back(in[0]);
+      ep.push_back(in[1].mul(1.0 / ep_size));
+      ep_unscaled.push_back(in[1]);
+    }
+    const double a = SumSquares64(non_ep);
+    auto total = [](double s) { return at::full({}, std::sqrt(s), at::kDouble).to(at::kFloat); };
+    for (int r = 0; r < w; ++r) {
+      INFO("W = " << w << ", rank " << r);
+      const at::Tensor& want = c.truth[r][0];
+      CHECK(Passes(c, 0, total(a + SumSquares64(ep)), want));
+      CHECK_FALSE(Passes(c, 0, total(a + SumSquares64(ep_unscaled)), want));
+      // The expert term reduced over this rank's EP-FSDP group only (the EP
+      // stage skipped).
+      std::vector<at::Tensor> fsdp_only;
+      for (int q = r % ep_size; q < w; q += ep_size) fsdp_only.push_back(ep[q]);
+      CHECK_FALSE(Passes(c, 0, total(a + SumSquares64(fsdp_only)), want));
+      // Clipping the unscaled expert gradient.
+      const double t = std::sqrt(a + SumSquares64(ep));
+      CHECK(Passes(c, 2, (ep[r].to(at::kDouble) / t).to(ep[r].scalar_type()), c.truth[r][2]));
+      CHECK_FALSE(Passes(c, 2, (ep_unscaled[r].to(at::kDouble) / t).to(ep[r].scalar_type()),
+                         c.truth[r][2]));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pkb
