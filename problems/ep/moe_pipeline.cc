@@ -7,14 +7,11 @@
 #include "common/status_macros.h"
 
 namespace pkb {
-namespace {
-
-std::vector<int64_t> ToHost(const at::Tensor& t) {
+std::vector<int64_t> ToHostLongs(const at::Tensor& t) {
   at::Tensor c = t.to(at::kCPU, at::kLong).contiguous();
   return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
 }
 
-// torch.cat([chunks[i] for i in order]) of torch.split(x, sizes).
 at::Tensor SortChunks(const at::Tensor& x, const std::vector<int64_t>& sizes,
                       const std::vector<int64_t>& order) {
   std::vector<at::Tensor> chunks = at::split_with_sizes(x, sizes, 0);
@@ -24,7 +21,52 @@ at::Tensor SortChunks(const at::Tensor& x, const std::vector<int64_t>& sizes,
   return at::cat(sorted, 0);
 }
 
-}  // namespace
+std::vector<int64_t> ToExpertMajor(int64_t world, int64_t local) {
+  std::vector<int64_t> order;
+  for (int64_t l = 0; l < local; ++l) {
+    for (int64_t s = 0; s < world; ++s) order.push_back(s * local + l);
+  }
+  return order;
+}
+
+std::vector<int64_t> ToSourceMajor(int64_t world, int64_t local) {
+  std::vector<int64_t> order;
+  for (int64_t s = 0; s < world; ++s) {
+    for (int64_t l = 0; l < local; ++l) order.push_back(l * world + s);
+  }
+  return order;
+}
+
+at::Tensor PermutedTokenIndices(const at::Tensor& routing_map) {
+  const int64_t experts = routing_map.size(0), tokens = routing_map.size(1);
+  at::Tensor token_idx = at::arange(tokens, routing_map.options().dtype(at::kLong))
+                             .unsqueeze(0)
+                             .expand({experts, tokens});
+  return token_idx.masked_select(routing_map.to(at::kBool));
+}
+
+at::Tensor DrawDistinctExperts(const RunConfig& cfg, int64_t tokens, int64_t experts, int64_t k) {
+  auto longs = at::TensorOptions().dtype(at::kLong).device(cfg.device);
+  if (cfg.device.is_meta()) return at::empty({tokens, k}, longs);
+  std::vector<at::Tensor> picks;
+  picks.reserve(tokens);
+  for (int64_t j = 0; j < tokens; ++j)
+    picks.push_back(at::randperm(experts, longs).narrow(0, 0, k));
+  return at::stack(picks, 0);
+}
+
+at::Tensor UnpermuteCombine(const at::Tensor& rows, const at::Tensor& weights,
+                            const at::Tensor& selected, const at::Tensor& routing_map,
+                            const at::Tensor& sorted_idx) {
+  const int64_t tokens = routing_map.size(1), hidden = rows.size(1);
+  at::Tensor weights_idx = at::zeros({tokens, routing_map.size(0)}, weights.options())
+                               .scatter_add_(1, selected, weights);
+  at::Tensor row_weight = weights_idx.t().contiguous().masked_select(routing_map.to(at::kBool));
+  at::Tensor weighted = rows * row_weight.unsqueeze(-1);
+  at::Tensor out = at::zeros({tokens, hidden}, weighted.options());
+  out.scatter_add_(0, sorted_idx.unsqueeze(1).expand({-1, hidden}), weighted);
+  return out;
+}
 
 LinearWeights DrawLinear(const RunConfig& cfg, int64_t in_features, int64_t out_features) {
   // torch.nn.init.kaiming_uniform_(w, a=sqrt(5)): gain = sqrt(2 / (1 + a^2)),
@@ -66,7 +108,6 @@ absl::StatusOr<at::Tensor> MoeEpForward(Comm& comm, const at::Tensor& x,
   const int64_t local = num_experts / world;
   const int64_t hidden = x.size(-1);
   at::Tensor x2 = x.reshape({-1, hidden});
-  const int64_t tokens = x2.size(0);
 
   // 1. Routing.
   Routing route = Route(x2, gate_weight, gate_bias, top_k);
@@ -75,12 +116,12 @@ absl::StatusOr<at::Tensor> MoeEpForward(Comm& comm, const at::Tensor& x,
   at::Tensor counts = routing_map.sum(1).to(at::kLong).contiguous();  // (E)
 
   // 2-3. Splits and the all-gather of counts.
-  std::vector<int64_t> c = ToHost(counts);
+  std::vector<int64_t> c = ToHostLongs(counts);
   std::vector<int64_t> input_splits(world, 0);
   for (int64_t e = 0; e < num_experts; ++e) input_splits[e / local] += c[e];
   at::Tensor gathered = at::empty({world * num_experts}, counts.options());
   PKB_RETURN_IF_ERROR(comm.AllGatherInto(gathered, counts));
-  std::vector<int64_t> g = ToHost(gathered);  // g[s * E + e]
+  std::vector<int64_t> g = ToHostLongs(gathered);  // g[s * E + e]
   std::vector<int64_t> output_splits(world, 0);
   std::vector<int64_t> by_source(world * local), by_expert(world * local);
   for (int64_t s = 0; s < world; ++s) {
@@ -93,9 +134,7 @@ absl::StatusOr<at::Tensor> MoeEpForward(Comm& comm, const at::Tensor& x,
   }
 
   // 4. Permute: token indices expert-major, ascending within each expert.
-  at::Tensor token_idx =
-      at::arange(tokens, x2.options().dtype(at::kLong)).unsqueeze(0).expand({num_experts, -1});
-  at::Tensor sorted_idx = token_idx.masked_select(routing_map.to(at::kBool));
+  at::Tensor sorted_idx = PermutedTokenIndices(routing_map);
   at::Tensor permuted = x2.index_select(0, sorted_idx).contiguous();
   if (permuted.size(0) != std::accumulate(input_splits.begin(), input_splits.end(), int64_t{0})) {
     return absl::InternalError("moe: input_splits do not sum to the permuted token count");
@@ -110,20 +149,13 @@ absl::StatusOr<at::Tensor> MoeEpForward(Comm& comm, const at::Tensor& x,
   }
 
   // 6. Regroup to (local expert, source) order: chunk s*L + l goes to position l*W + s.
-  std::vector<int64_t> to_expert_major, to_source_major;
-  for (int64_t l = 0; l < local; ++l) {
-    for (int64_t s = 0; s < world; ++s) to_expert_major.push_back(s * local + l);
-  }
-  for (int64_t s = 0; s < world; ++s) {
-    for (int64_t l = 0; l < local; ++l) to_source_major.push_back(l * world + s);
-  }
-  at::Tensor grouped = SortChunks(received, by_source, to_expert_major);
+  at::Tensor grouped = SortChunks(received, by_source, ToExpertMajor(world, local));
 
   // 7. Experts.
   at::Tensor y = expert(grouped);
 
   // 8. Undo the regrouping and combine.
-  at::Tensor back = SortChunks(y, by_expert, to_source_major).contiguous();
+  at::Tensor back = SortChunks(y, by_expert, ToSourceMajor(world, local)).contiguous();
   at::Tensor returned = back;
   if (world > 1) {
     returned = at::empty({permuted.size(0), hidden}, back.options());
@@ -131,13 +163,7 @@ absl::StatusOr<at::Tensor> MoeEpForward(Comm& comm, const at::Tensor& x,
   }
 
   // 9. Weight by the routing probability and scatter-add per token.
-  at::Tensor weights_idx = at::zeros({tokens, num_experts}, route.weights.options())
-                               .scatter_add_(1, route.selected, route.weights);
-  at::Tensor row_weight = weights_idx.t().contiguous().masked_select(routing_map.to(at::kBool));
-  at::Tensor rows = returned * row_weight.unsqueeze(-1);
-  at::Tensor out = at::zeros({tokens, hidden}, rows.options());
-  out.scatter_add_(0, sorted_idx.unsqueeze(1).expand({-1, hidden}), rows);
-  return out;
+  return UnpermuteCombine(returned, route.weights, route.selected, routing_map, sorted_idx);
 }
 
 at::Tensor MoeEpOracle(const at::Tensor& x, const at::Tensor& gate_weight,

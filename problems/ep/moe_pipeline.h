@@ -12,6 +12,7 @@
 //   7. Y = expert(X) with the rank's weights (every op in dtype).
 //   8. undo 6, all_to_all_single back with the splits swapped.
 //   9. each row (e, t) times p[t, e] (dtype), scatter-added into zeros (T, N) dtype at row t.
+// Problems 28 and 29 are steps 4-6 and 8-9 alone, with given routing and synthetic splits.
 #ifndef PKB_PROBLEMS_EP_MOE_PIPELINE_H_
 #define PKB_PROBLEMS_EP_MOE_PIPELINE_H_
 
@@ -43,6 +44,39 @@ inline at::Tensor ApplyLinear(const at::Tensor& x, const at::Tensor& w, const at
 // The SwiGLU expert of 31/49/50/51: down(silu(gate(x)) * up(x)), each op rounded to dtype.
 at::Tensor SwiGluExpert(const at::Tensor& x, const LinearWeights& gate, const LinearWeights& up,
                         const LinearWeights& down);
+
+// The pieces of the pipeline that problems 28 and 29 (the dispatch and combine halves alone)
+// share with it.
+
+// The host copy of a small integral-valued tensor (Python's .tolist()).
+std::vector<int64_t> ToHostLongs(const at::Tensor& t);
+
+// torch.cat([chunks[i] for i in order]) of torch.split(x, sizes) along dim 0.
+at::Tensor SortChunks(const at::Tensor& x, const std::vector<int64_t>& sizes,
+                      const std::vector<int64_t>& order);
+
+// Chunk orders of the regrouping (step 6) for W ranks with L local experts. Received chunks
+// come as (source s, local expert l) at index s L + l; ToExpertMajor lists them in (l, s) order.
+// ToSourceMajor is its inverse (step 8): chunk l W + s back to position s L + l.
+std::vector<int64_t> ToExpertMajor(int64_t world, int64_t local);
+std::vector<int64_t> ToSourceMajor(int64_t world, int64_t local);
+
+// Step 4's index: the tokens t of the pairs with routing_map[e, t] != 0 ((E, T), any dtype),
+// expert-major and ascending within an expert.
+at::Tensor PermutedTokenIndices(const at::Tensor& routing_map);
+
+// PKB's top-k routing draw of problems 28 and 29: for each of `tokens` tokens in turn, randperm(
+// experts) (int64) on the run device, whose first k entries are the token's experts in slot
+// order. Returns them as (tokens, k) int64. The meta device, which lists input shapes and has no
+// randperm, gets the shape only.
+at::Tensor DrawDistinctExperts(const RunConfig& cfg, int64_t tokens, int64_t experts, int64_t k);
+
+// Step 9: row i of `rows` (pair i = (e, t) of routing_map in PermutedTokenIndices order) times
+// the routing weight of token t for expert e (weights/selected (T, k), no duplicate experts per
+// token), rounded to dtype, scatter-added into zeros (T, N) dtype at row t.
+at::Tensor UnpermuteCombine(const at::Tensor& rows, const at::Tensor& weights,
+                            const at::Tensor& selected, const at::Tensor& routing_map,
+                            const at::Tensor& sorted_idx);
 
 // Maps the rows a rank received (R, N) to expert outputs (R, N) with that rank's weights.
 using ExpertFn = std::function<at::Tensor(const at::Tensor&)>;

@@ -1,12 +1,16 @@
-// Helpers that many problem files share: constraint messages, fills, and roofline factors.
+// Helpers that many problem files share: constraint messages, fills, list arguments, and
+// roofline factors.
 #ifndef PKB_PROBLEMS_HARNESS_COMMON_H_
 #define PKB_PROBLEMS_HARNESS_COMMON_H_
 
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "problems/harness/problem.h"
 
@@ -40,6 +44,24 @@ inline at::Tensor FilledOrRandomInts(const RunConfig& cfg, at::IntArrayRef shape
                                      int set) {
   if (set == 0) return at::full(shape, fill, Opts(cfg));
   return at::randint(-8, 8, shape, Opts(cfg));
+}
+
+// A Python list of ints among the reference's arguments (split sizes, a shape): the candidate ABI
+// has no lists, so it travels as the int scalars `name[0]`, `name[1]`, ... in order.
+inline void AddIntList(Inputs& in, const std::string& name, const std::vector<int64_t>& values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    in.scalars.push_back(ScalarArg::Int(absl::StrCat(name, "[", i, "]"), values[i]));
+  }
+}
+
+// The list AddIntList stored under `name` (its elements are consecutive, in order), or NOT_FOUND.
+inline absl::StatusOr<std::vector<int64_t>> IntList(const Inputs& in, const std::string& name) {
+  std::vector<int64_t> values;
+  for (const ScalarArg& a : in.scalars) {
+    if (a.is_int && a.name == absl::StrCat(name, "[", values.size(), "]")) values.push_back(a.i);
+  }
+  if (values.empty()) return absl::NotFoundError(absl::StrCat("no int list argument '", name, "'"));
+  return values;
 }
 
 // Unit roundoff (half an ulp, relative) of a floating dtype: 2^-8 for bf16.
