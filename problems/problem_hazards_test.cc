@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "problems/ep/moe_pipeline.h"
 #include "problems/harness/check.h"
 #include "problems/harness/inputs.h"
 #include "problems/harness/registry.h"
@@ -318,6 +319,53 @@ TEST_CASE("p022 the expert term needs 1/ep_size and both reduction stages", "[p0
       CHECK_FALSE(Passes(c, 2, (ep_unscaled[r].to(at::kDouble) / t).to(ep[r].scalar_type()),
                          c.truth[r][2]));
     }
+  }
+}
+
+// --- 26-29: MoE expert-parallel preprocessing and all-to-all ------------------------------
+
+// Per-expert counts of rank r's mask: slots summed, or (the mistake) tokens counted once.
+std::vector<int64_t> Counts26(const Case& c, int r, bool tokens_once) {
+  at::Tensor m = c.all[r][0];
+  at::Tensor per = tokens_once ? m.amax(1).sum(1) : m.sum({1, 2});
+  std::vector<int64_t> v;
+  for (int64_t e = 0; e < 8; ++e) v.push_back(static_cast<int64_t>(per[e].item<double>()));
+  return v;
+}
+
+TEST_CASE("p026 a token routed twice to one expert counts twice; other rank's experts fail",
+          "[p026]") {
+  Case c = Prepare(26, 64, 64, 4);
+  const int w = 4, local = 2;
+  // The mask is a non-contiguous view, as in PKB; the spec states its strides.
+  CHECK_FALSE(c.all[0][0].is_contiguous());
+  CHECK(c.all[0][0].strides() == at::IntArrayRef({1, 8, 16}));
+  auto longs = [](const std::vector<int64_t>& v) {
+    return at::tensor(v, at::TensorOptions().dtype(at::kLong));
+  };
+  for (int r = 0; r < w; ++r) {
+    INFO("rank " << r);
+    std::vector<int64_t> good = Counts26(c, r, false), once = Counts26(c, r, true);
+    REQUIRE(good != once);  // some token picked one expert in both slots
+    std::vector<int64_t> in_good(w, 0), in_once(w, 0);
+    for (int e = 0; e < 8; ++e) {
+      in_good[e / local] += good[e];
+      in_once[e / local] += once[e];
+    }
+    CHECK(Passes(c, 0, longs(in_good), c.truth[r][0]));
+    CHECK_FALSE(Passes(c, 0, longs(in_once), c.truth[r][0]));
+    // Swapping the two split lists is wrong wherever they differ.
+    if (!Same(c.truth[r][0], c.truth[r][1])) {
+      CHECK_FALSE(Passes(c, 1, c.truth[r][0], c.truth[r][1]));
+    }
+    // The next rank's slice of the gathered counts.
+    CHECK_FALSE(Passes(c, 2, c.truth[(r + 1) % w][2], c.truth[r][2]));
+    // This rank's own counts for its experts, with no all-gather.
+    at::Tensor own = at::zeros({local}, at::kFloat);
+    for (int l = 0; l < local; ++l) own[l] = static_cast<double>(good[r * local + l]);
+    CHECK_FALSE(Passes(c, 3, own, c.truth[r][3]));
+    // Counts as int64 where PKB keeps fp32: a dtype mismatch.
+    CHECK_FALSE(Passes(c, 3, c.truth[r][3].to(at::kLong), c.truth[r][3]));
   }
 }
 

@@ -221,16 +221,14 @@ void HttpFrontend::Route() {
     if (!a.ok()) return Error(res, HttpCode(a.status()), std::string(a.status().message()));
     Reply(req, res, *a, WantsCsv(req) ? SuiteCsv(*a) : "", "pkb-suite.csv");
   });
-  s.Get(R"(/api/v1/submissions/([A-Za-z0-9_.\-]{1,128}))",
-        [this](const httplib::Request& req, httplib::Response& res) {
-          std::string id = req.matches[1];
-          absl::StatusOr<v1::Submission> sub = GetSubmission(store_, id, false);
-          if (!sub.ok())
-            return Error(res, HttpCode(sub.status()), std::string(sub.status().message()));
-          v1::Submission pub = PublicSubmission(std::move(*sub));
-          Reply(req, res, pub, WantsCsv(req) ? SubmissionCsv(pub) : "",
-                absl::StrCat("pkb-", id, ".csv"));
-        });
+  s.Get(R"(/api/v1/submissions/([A-Za-z0-9_.\-]{1,128}))", [this](const httplib::Request& req,
+                                                                  httplib::Response& res) {
+    std::string id = req.matches[1];
+    absl::StatusOr<v1::Submission> sub = GetSubmission(store_, id, false);
+    if (!sub.ok()) return Error(res, HttpCode(sub.status()), std::string(sub.status().message()));
+    v1::Submission pub = PublicSubmission(std::move(*sub));
+    Reply(req, res, pub, WantsCsv(req) ? SubmissionCsv(pub) : "", absl::StrCat("pkb-", id, ".csv"));
+  });
   // The pages: from --web-root when given (development), else the copies built in.
   for (int i = 0; i < kWebAssetCount; ++i) {
     const WebAsset& a = kWebAssets[i];

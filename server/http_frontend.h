@@ -75,7 +75,7 @@ v1::Submission PublicSubmission(v1::Submission submission);
 
 // A static page compiled into the binary (web_assets.cc, generated from server/web/).
 struct WebAsset {
-  const char* path;  // "/app.js"
+  const char* path;          // "/app.js"
   const char* content_type;  // "text/html", served as UTF-8
   const char* body;
 };

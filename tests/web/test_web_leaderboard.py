@@ -261,3 +261,32 @@ def test_submission_page_shows_verdict_timings_and_events(world):
     chrome.goto(svc.http + "/#/job/nope")
     assert "Cannot load" in chrome.js("document.getElementById('error').textContent")
     assert not chrome.errors
+
+
+def test_https_with_the_coordinators_certificate(tmp_path):
+    """With --tls-cert/--tls-key the web leaderboard speaks HTTPS only, with the same certificate."""
+    import ssl
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "cert.pem")],
+                   check=True, capture_output=True)
+    log = open(tmp_path / "coordinator.log", "ab")
+    proc = subprocess.Popen(
+        [_bin("PKB_COORDINATOR_BIN", "build/server/pkb-coordinator"), "--listen", "127.0.0.1:0",
+         "--db", str(tmp_path / "jobs.db"),
+         "--engine", _bin("PKB_FAKE_ENGINE", "tests/service/fake_pkb_eval.sh"),
+         "--tls-cert", str(tmp_path / "cert.pem"), "--tls-key", str(tmp_path / "key.pem"),
+         "--port-file", str(tmp_path / "port"), "--http-listen", "127.0.0.1:0",
+         "--http-port-file", str(tmp_path / "http_port")], stdout=log, stderr=log)
+    try:
+        port = _wait_file(tmp_path / "port") and _wait_file(tmp_path / "http_port")
+        ctx = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/api/v1/problems", context=ctx,
+                                    timeout=10) as r:
+            assert r.status == 200
+            assert json.load(r)["problems"][0]["slug"] == "1_allreduce"
+        with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/problems", timeout=5).read()
+    finally:
+        proc.kill()
+        proc.wait()
