@@ -392,5 +392,92 @@ TEST_CASE("p027 blocks in source order pass; no exchange or a reversed order fai
   CHECK(Same(one.truth[0][0], one.all[0][0]));
 }
 
+// Bitwise equality that also holds for 0-dim tensors (flattened before the byte
+// view).
+bool SameBits(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+         at::equal(a.contiguous().reshape({-1}).view(at::kByte),
+                   b.contiguous().reshape({-1}).view(at::kByte));
+}
+
+// x_0 + x_1 + ... in `order`, rounded to the dtype after every addition (NCCL's bf16 SUM).
+at::Tensor SumPerHop(const std::vector<at::Tensor>& x, const std::vector<int>& order) {
+  at::Tensor s = x[order[0]];
+  for (size_t k = 1; k < order.size(); ++k) s = s + x[order[k]];
+  return s;
+}
+
+TEST_CASE("p023 exact sums pass in any order; per-hop bf16 sums and missing ranks fail", "[p023]") {
+  for (int w : {4, 8}) {
+    int pkb_misses = 0, pkb_missing_rank_passes = 0;
+    for (int set = 0; set < 200; ++set) {
+      Case c = Prepare(23, 64, 64, w, set);
+      std::vector<at::Tensor> x;
+      for (const auto& in : c.all) x.push_back(in[0] * in[1]);
+      const at::Tensor& want = c.truth[0][1];
+      std::vector<int> fwd(w), rev(w);
+      for (int r = 0; r < w; ++r) fwd[r] = r, rev[r] = w - 1 - r;
+      // Exact accumulation in fp32, forward and reversed, and in fp64: the same
+      // bits.
+      for (const auto* order : {&fwd, &rev}) {
+        at::Tensor acc = at::zeros({}, at::kFloat);
+        for (int r : *order) acc = acc + x[r].to(at::kFloat);
+        CHECK(SameBits(acc.to(want.scalar_type()), want));
+        CHECK(Passes(c, 1, acc.to(want.scalar_type()), want));
+      }
+      // Ring orders starting at every rank, and a pairwise tree, each rounding
+      // per hop.
+      std::vector<at::Tensor> hops;
+      for (int start = 0; start < w; ++start) {
+        std::vector<int> ring(w);
+        for (int k = 0; k < w; ++k) ring[k] = (start + k) % w;
+        hops.push_back(SumPerHop(x, ring));
+      }
+      std::vector<at::Tensor> level = x;
+      while (level.size() > 1) {
+        std::vector<at::Tensor> next;
+        for (size_t k = 0; k < level.size(); k += 2) next.push_back(level[k] + level[k + 1]);
+        level = next;
+      }
+      hops.push_back(level[0]);
+      for (const auto& h : hops) {
+        CHECK(Passes(c, 1, h, want) == SameBits(h, want));
+        if (!PassesPkb(h, want)) ++pkb_misses;
+      }
+      // Rank m left out: rejected whenever the bits differ, which PKB's 1e-2
+      // often misses.
+      for (int m = 0; m < w; ++m) {
+        at::Tensor acc = at::zeros({}, at::kDouble);
+        for (int r = 0; r < w; ++r) {
+          if (r != m) acc += x[r].to(at::kDouble);
+        }
+        at::Tensor missing = acc.to(want.scalar_type());
+        if (SameBits(missing, want)) continue;
+        CHECK_FALSE(Passes(c, 1, missing, want));
+        if (PassesPkb(missing, want)) ++pkb_missing_rank_passes;
+      }
+    }
+    INFO("W = " << w << ": per-hop orders PKB rejects " << pkb_misses
+                << ", missing ranks PKB accepts " << pkb_missing_rank_passes);
+    CHECK(pkb_misses > 0);
+    CHECK(pkb_missing_rank_passes > 0);
+  }
+}
+
+TEST_CASE("p023 normalization by the local count or a dropped backward term fail", "[p023]") {
+  Case c = Prepare(23, 64, 64, 4, 1);
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    const Inputs& in = c.all[r];
+    const at::Tensor& loss_sum = c.truth[r][1];
+    CHECK(SameBits(loss_sum / in[2], c.truth[r][0]));
+    CHECK_FALSE(Passes(c, 0, loss_sum / in[1], c.truth[r][0]));
+    const at::Tensor& grad = c.truth[r][2];
+    CHECK(SameBits(in[3] * in[1] / in[2] + in[4] * in[1], grad));
+    CHECK_FALSE(Passes(c, 2, in[3] * in[1] / in[2], grad));
+    CHECK_FALSE(Passes(c, 2, in[3] + in[4] * in[1], grad));
+  }
+}
+
 }  // namespace
 }  // namespace pkb
