@@ -18,6 +18,33 @@
 
 namespace pkb {
 
+namespace {
+
+// The installation a compiler belongs to (/opt/cuda for /opt/cuda/bin/nvcc): it must be visible in
+// the sandbox. Empty when it is not found or lies under /usr, which is always visible.
+std::string ToolRoot(const std::string& tool) {
+  namespace fs = std::filesystem;
+  fs::path path = tool;
+  if (tool.find('/') == std::string::npos) {
+    const char* env_path = getenv("PATH");
+    path.clear();
+    for (absl::string_view d : absl::StrSplit(env_path ? env_path : "", ':')) {
+      fs::path candidate = fs::path(std::string(d)) / tool;
+      if (!d.empty() && fs::exists(candidate)) {
+        path = candidate;
+        break;
+      }
+    }
+  }
+  std::error_code ec;
+  fs::path real = fs::canonical(path, ec);
+  if (path.empty() || ec) return "";
+  std::string root = real.parent_path().parent_path().string();
+  return absl::StartsWith(root, "/usr") || root == "/" ? "" : root;
+}
+
+}  // namespace
+
 CandidateCompiler::CandidateCompiler(CompilerOptions options) : options_(std::move(options)) {}
 
 absl::StatusOr<std::string> CandidateCompiler::ToolchainId(const std::string& tool) {
@@ -138,6 +165,26 @@ absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& sour
   o.merge_stderr = true;
   o.max_output_bytes = 64 * 1024;
   o.cwd = dir;
+  if (options_.sandbox) {
+    SandboxPolicy policy = *options_.sandbox;
+    policy.scratch = dir;
+    policy.gpu = false;
+    policy.read_only = {options_.api_include_dir};
+    if (uses_torch && !options_.torch_include_dir.empty()) {
+      policy.read_only.push_back(options_.torch_include_dir);
+    }
+    if (cpu) {
+      for (const auto& d : options_.cpu_include_dirs) policy.read_only.push_back(d);
+    }
+    std::string root = ToolRoot(tool);
+    if (!root.empty()) policy.read_only.push_back(root);
+    PKB_ASSIGN_OR_RETURN(o.argv, SandboxCommand(policy, o.argv));
+    o.clear_env = true;
+    for (const auto& kv : SandboxEnvironment(dir)) {
+      size_t eq = kv.find('=');
+      o.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+  }
   PKB_ASSIGN_OR_RETURN(SubprocessResult r, RunSubprocess(o));
   std::string log = absl::StrReplaceAll(r.out, {{src_path, name}, {dir + "/", ""}});
   out.report.set_log(log);

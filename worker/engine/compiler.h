@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "pkb/v1/result.pb.h"
+#include "worker/engine/sandbox.h"
 
 namespace pkb {
 
@@ -28,6 +29,9 @@ struct CompilerOptions {
   absl::Duration timeout = absl::Seconds(180);
   std::vector<std::string> extra_flags;
   std::vector<std::string> cpu_include_dirs;  // CPU test candidates: MPI's headers, fixtures
+  // When set, the compiler runs in this sandbox (scratch: the compile's own folder) and sees only
+  // the include folders above, the toolchain and /usr: an `#include` of anything else fails.
+  const SandboxPolicy* sandbox = nullptr;
 };
 
 struct CompileOutput {

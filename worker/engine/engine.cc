@@ -20,6 +20,8 @@
 #include "problems/harness/inputs.h"
 #include "problems/harness/registry.h"
 #include "worker/engine/compiler.h"
+#include "worker/engine/sandbox.h"
+#include "worker/engine/static_check.h"
 #include "worker/engine/launcher.h"
 
 namespace pkb {
@@ -192,10 +194,36 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
     }
   } cleanup{*scratch, o.keep_scratch};
 
+  // The sandbox, checked before anything of the submission runs.
+  SandboxPolicy sandbox;
+  sandbox.bwrap = o.bwrap;
+  const bool sandboxed = o.sandbox != "off";
+  if (sandboxed) {
+    if (absl::Status s = ProbeSandbox(sandbox); !s.ok()) {
+      return finish(v1::INTERNAL, absl::StrCat("refusing to run a submission unsandboxed: ",
+                                               s.message()));
+    }
+  }
+
+  // The sandbox's uid must pass through the job folder to the compile folder inside it.
+  if (sandboxed) std::filesystem::permissions(*scratch, std::filesystem::perms(0711));
+
   std::string library_path;
   bool cpu_candidate =
       absl::EndsWith(o.source_name, ".cc") || absl::EndsWith(o.source_name, ".cpp");
   if (!o.baseline_only) {
+    // The policy on what a candidate may call, before anything of it is compiled.
+    std::vector<v1::Diagnostic> findings = CheckSource(o.source, o.source_name);
+    if (!findings.empty()) {
+      v1::CompileReport* report = r.mutable_compile();
+      report->set_ok(false);
+      for (auto& d : findings) *report->add_diagnostics() = d;
+      return finish(v1::REJECTED,
+                    absl::StrCat("the source breaks ", findings.size(),
+                                 " rule(s) of the candidate policy (docs/security.md); first, at "
+                                 "line ",
+                                 findings[0].line(), ": ", findings[0].message()));
+    }
     // Compile.
     events.Emit(v1::COMPILING, "compiling " + o.source_name);
     CompilerOptions co;
@@ -211,6 +239,7 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
     co.cache_dir = o.cache_dir;
     co.scratch_dir = *scratch;
     co.timeout = o.compile_timeout;
+    if (sandboxed) co.sandbox = &sandbox;
     CandidateCompiler compiler(co);
     auto compiled = compiler.Compile(o.source, o.source_name);
     if (!compiled.ok()) return finish(v1::INTERNAL, std::string(compiled.status().message()));
@@ -240,6 +269,16 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
                   "there is no verdict on correctness or speed");
   }
 
+  if (sandboxed && !library_path.empty() && !absl::StartsWith(library_path, *scratch + "/")) {
+    // From the compile cache, which holds other submissions too: the ranks get a private copy.
+    std::error_code ec;
+    std::string copy = *scratch + "/candidate.so";
+    std::filesystem::copy_file(library_path, copy,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return finish(v1::INTERNAL, "cannot copy the compiled candidate: " + ec.message());
+    library_path = copy;
+  }
+
   // Run the ranks.
   std::string report_base = *scratch + "/report";
   LaunchSpec spec;
@@ -264,6 +303,21 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   if (!library_path.empty()) spec.args.push_back("--candidate=" + library_path);
   if (!o.baseline) spec.args.push_back("--no-baseline");
   spec.env = {"NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1"};
+  SandboxPolicy run_sandbox = sandbox;
+  if (sandboxed) {
+    // Visible read-only: the engine's binaries, the libraries they load (libtorch, NCCL,
+    // whatever travels beside them) and this submission's own library, nothing of other jobs.
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    spec.group_binary = o.group_binary.empty()
+                            ? (fs::path(o.rank_binary).parent_path() / "pkb-rank-group").string()
+                            : o.group_binary;
+    run_sandbox.gpu = backend == "cuda";
+    run_sandbox.read_only = {fs::canonical(o.rank_binary, ec).parent_path().string(),
+                             fs::canonical(spec.group_binary, ec).parent_path().string()};
+    for (const auto& d : LoadedLibraryDirs()) run_sandbox.read_only.push_back(d);
+    spec.sandbox = &run_sandbox;
+  }
   bool verifying_announced = false;
   spec.on_progress = [&](const std::string& line) {
     auto j = nlohmann::json::parse(line, nullptr, false);

@@ -48,6 +48,11 @@ struct EvalOptions {
   std::string api_include_dir;
   std::string torch_include_dir;
   std::vector<std::string> cpu_include_dirs;  // for CPU test candidates (.cc)
+  // The sandbox around the compiler and the ranks (worker/engine/sandbox.h): "on" (the default:
+  // a job fails with INTERNAL when it cannot be built) or "off" (trusted sources only).
+  std::string sandbox = "on";
+  std::string bwrap = "bwrap";
+  std::string group_binary;  // pkb-rank-group; default: beside rank_binary
 };
 
 using EventSink = std::function<void(const v1::EvalEvent&)>;

@@ -72,6 +72,12 @@ int main(int argc, char** argv) {
   app.add_option("--include-dir,-I", o.cpu_include_dirs,
                  "extra include folder for CPU test candidates")
       ->allow_extra_args(false);
+  app.add_option("--sandbox", o.sandbox,
+                 "on: compile and run the submission in the bubblewrap sandbox (refuse if it "
+                 "cannot be built); off: trusted sources only")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  app.add_option("--bwrap", o.bwrap, "bubblewrap binary")->capture_default_str();
   app.add_flag("--keep-scratch", o.keep_scratch, "keep the job's scratch folder");
   app.add_flag("--json", json, "print the result as JSON");
   app.add_flag("--baseline-only", o.baseline_only, "no submission: time the reference alone");
@@ -80,6 +86,8 @@ int main(int argc, char** argv) {
   app.add_flag("--catalog", catalog, "print every problem's spec as JSON and exit");
   app.add_option("--dump-inputs", dump_dir,
                  "write per-rank inputs and reference outputs (.pt) here");
+  // PKB_SANDBOX=off is for test machines where user namespaces are disabled; flags win over it.
+  if (const char* env = std::getenv("PKB_SANDBOX")) o.sandbox = env;
   CLI11_PARSE(app, argc, argv);
   o.run_timeout = absl::Seconds(timeout_s);
 

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 #include "common/subprocess.h"
 
 extern char** environ;
@@ -65,6 +66,41 @@ std::vector<pid_t> AdoptedChildren(const std::vector<pid_t>& own) {
   return out;
 }
 
+// The group's lines "<rank> <exit code> <signal>", in the order the ranks ended. A rank with no
+// line was still running when the sandbox was killed (timeout) or the group itself died.
+void ReadGroupStatus(int fd, const LaunchSpec& spec, const RankExit& group, LaunchResult& result) {
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) text.append(buf, n);
+  result.ranks.assign(spec.world, RankExit{});
+  std::vector<bool> reported(spec.world, false);
+  std::istringstream lines(text);
+  int rank, code, sig;
+  while (lines >> rank >> code >> sig) {
+    if (rank < 0 || rank >= spec.world || reported[rank]) continue;
+    reported[rank] = true;
+    result.ranks[rank].exit_code = code;
+    result.ranks[rank].term_signal = sig;
+    if ((code != 0 || sig != 0) && result.first_failed < 0) result.first_failed = rank;
+  }
+  for (int r = 0; r < spec.world; ++r) {
+    result.ranks[r].rank = r;
+    result.ranks[r].log_path = absl::StrCat(spec.scratch_dir, "/rank", r, ".log");
+    if (!reported[r]) {
+      result.ranks[r].term_signal = SIGKILL;
+      if (result.first_failed < 0 && !result.timed_out) result.first_failed = r;
+    }
+  }
+  if (result.first_failed < 0 && (group.exit_code != 0 || group.term_signal != 0)) {
+    // Every rank ended well but the group did not: its own log says why.
+    result.first_failed = 0;
+    result.ranks[0].exit_code = group.exit_code;
+    result.ranks[0].term_signal = group.term_signal;
+    result.ranks[0].log_path = spec.scratch_dir + "/group.log";
+  }
+}
+
 }  // namespace
 
 template <typename Children>
@@ -87,14 +123,33 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
     RankExit exit;
     bool done = false;
   };
-  int processes = spec.backend == "cpu" ? 1 : spec.world;
+  const bool grouped = spec.sandbox != nullptr && spec.backend != "cpu";
+  int processes = spec.backend == "cpu" || grouped ? 1 : spec.world;
   std::vector<Child> children(processes);
-  int progress_pipe[2];
+  int progress_pipe[2], status_pipe[2] = {-1, -1};
   if (pipe2(progress_pipe, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
+  if (grouped && pipe2(status_pipe, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
 
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) env_strings.push_back(*e);
-  for (const auto& kv : spec.env) env_strings.push_back(kv);
+  if (spec.sandbox) {
+    env_strings = SandboxEnvironment("/tmp", spec.env);
+  } else {
+    for (char** e = environ; *e; ++e) env_strings.push_back(*e);
+    for (const auto& kv : spec.env) env_strings.push_back(kv);
+  }
+  if (grouped) {
+    // The group appends to these as the sandbox's uid: create them for it.
+    for (int i = 0; i < spec.world; ++i) {
+      std::string log = absl::StrCat(spec.scratch_dir, "/rank", i, ".log");
+      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", log));
+      if (geteuid() == 0 && fchown(fd, spec.sandbox->uid, spec.sandbox->gid) != 0) {
+        close(fd);
+        return absl::InternalError(absl::StrCat("cannot chown ", log));
+      }
+      close(fd);
+    }
+  }
 
   // Become the reaper of whatever the ranks leave behind, so nothing outlives the job as a zombie.
   prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -116,12 +171,30 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
               spec.rank_binary};
       for (const auto& a : spec.args) argv.push_back(a);
       argv.push_back("--backend=cpu");
+    } else if (grouped) {
+      argv = {spec.group_binary,
+              "--world",
+              std::to_string(spec.world),
+              "--log-dir",
+              spec.scratch_dir,
+              "--status-fd",
+              "3",
+              "--grace-ms",
+              std::to_string(absl::ToInt64Milliseconds(spec.grace_after_failure)),
+              "--",
+              spec.rank_binary};
+      for (const auto& a : spec.args) argv.push_back(a);
     } else {
       argv = {spec.rank_binary};
       for (const auto& a : spec.args) argv.push_back(a);
       argv.push_back(absl::StrCat("--rank=", i));
       argv.push_back(absl::StrCat("--world-size=", spec.world));
       argv.push_back("--backend=cuda");
+    }
+    if (spec.sandbox) {
+      SandboxPolicy policy = *spec.sandbox;
+      policy.scratch = spec.scratch_dir;
+      PKB_ASSIGN_OR_RETURN(argv, SandboxCommand(policy, argv));
     }
     std::vector<char*> cargv;
     for (auto& a : argv) cargv.push_back(a.data());
@@ -134,8 +207,11 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
     std::string log = absl::StrCat(spec.scratch_dir, "/rank", i, ".log");
     children[i].exit.rank = i;
     children[i].exit.log_path = log;
-    int log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log_fd < 0) return absl::InternalError(absl::StrCat("cannot create ", log));
+    // Grouped, the group writes the rank logs; its own messages go to group.log.
+    std::string own_log = grouped ? spec.scratch_dir + "/group.log" : log;
+    int log_fd = open(own_log.c_str(),
+                      O_WRONLY | O_CREAT | O_CLOEXEC | (grouped ? O_APPEND : O_TRUNC), 0644);
+    if (log_fd < 0) return absl::InternalError(absl::StrCat("cannot create ", own_log));
 
     pid_t pid = fork();
     if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
@@ -147,6 +223,7 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
         dup2(log_fd, 1);
       }
       dup2(log_fd, 2);
+      if (grouped) dup2(status_pipe[1], 3);  // dup2 clears close-on-exec
       int devnull = open("/dev/null", O_RDONLY);
       if (devnull >= 0) dup2(devnull, 0);
       execvpe(cargv[0], cargv.data(), cenv.data());
@@ -157,6 +234,7 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
     close(log_fd);
     children[i].pid = pid;
   }
+  if (grouped) close(status_pipe[1]);
   close(progress_pipe[1]);
 
   LaunchResult result;
@@ -222,7 +300,13 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
   // Ranks that left the group (mpirun starts its ranks in their own sessions) were re-parented
   // to us when their launcher died, since we are a subreaper: kill and reap them too.
   KillAndReapOrphans(children);
-  for (auto& c : children) result.ranks.push_back(c.exit);
+  if (grouped) {
+    result.first_failed = -1;  // the group's own exit says little; its lines say who failed
+    ReadGroupStatus(status_pipe[0], spec, children[0].exit, result);
+    close(status_pipe[0]);
+  } else {
+    for (auto& c : children) result.ranks.push_back(c.exit);
+  }
   result.elapsed = absl::Now() - start;
   return result;
 }

@@ -4,6 +4,8 @@
 // mpirun that starts W pkb-rank processes. Either way, a wall-clock limit kills the whole group,
 // and when one rank dies the others get a grace period (they are likely blocked in a collective
 // with the dead one) before they are killed too. Each rank's stderr goes to its own log file.
+// Sandboxed, the W CUDA ranks share one sandbox through pkb-rank-group, which applies the grace
+// and reports each rank's end on a pipe of ours; killing the sandbox kills its pid namespace.
 #ifndef PKB_WORKER_ENGINE_LAUNCHER_H_
 #define PKB_WORKER_ENGINE_LAUNCHER_H_
 
@@ -13,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "worker/engine/sandbox.h"
 
 namespace pkb {
 
@@ -27,6 +30,11 @@ struct LaunchSpec {
   absl::Duration grace_after_failure = absl::Seconds(5);
   std::vector<std::string> env;                         // KEY=VALUE added for every rank
   std::function<void(const std::string&)> on_progress;  // rank 0's PKB-PROGRESS payloads
+  // When set, the ranks run in this sandbox (its scratch is `scratch_dir`) with an allow-listed
+  // environment. The CUDA backend then starts all W ranks through `group_binary`
+  // (pkb-rank-group) inside one sandbox; the CPU backend wraps the mpirun.
+  const SandboxPolicy* sandbox = nullptr;
+  std::string group_binary;
 };
 
 struct RankExit {

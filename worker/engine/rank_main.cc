@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <random>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -213,11 +215,15 @@ class RankRunner {
 
   // Times `fn(set)` over warm-up and timed iterations. Returns per-iteration microseconds and
   // the host wall clock over the timed window (device synchronized before it closes).
-  template <typename Fn>
-  absl::Status Time(int sets, Fn fn, std::vector<double>* us, double* wall_us) {
+  // `before_timed()` runs after the warm-up; `after(i, set)` between timed iterations, outside
+  // the events (its device work counts in the wall clock, not in the per-iteration times).
+  template <typename Fn, typename BeforeTimed, typename After>
+  absl::Status Time(int sets, Fn fn, BeforeTimed before_timed, After after,
+                    std::vector<double>* us, double* wall_us) {
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     PKB_RETURN_IF_ERROR(comm_->Barrier());
     for (int i = 0; i < o_.warmup; ++i) PKB_RETURN_IF_ERROR(fn(i % sets));
+    before_timed();
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     PKB_RETURN_IF_ERROR(comm_->Barrier());
     dev_->ResetTimers(o_.iters);
@@ -226,6 +232,7 @@ class RankRunner {
       dev_->Mark(i, 0);
       PKB_RETURN_IF_ERROR(fn(i % sets));
       dev_->Mark(i, 1);
+      after(i, i % sets);
     }
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     *wall_us =
@@ -233,6 +240,21 @@ class RankRunner {
     us->clear();
     for (int i = 0; i < o_.iters; ++i) us->push_back(dev_->ElapsedUs(i));
     return absl::OkStatus();
+  }
+
+  // `n` distinct timed iterations, the same on every rank (their spot checks run the reference
+  // together), drawn from a seed no candidate sees: each rank adds its own random bits.
+  absl::StatusOr<std::vector<int>> PickIterations(int n) {
+    at::Tensor seed = at::full({1}, static_cast<int64_t>(std::random_device{}() & 0xFFFFFFF),
+                               at::TensorOptions().dtype(at::kLong).device(cfg_.device));
+    PKB_RETURN_IF_ERROR(comm_->AllReduce(seed, ReduceOp::kSum));
+    std::vector<int> all(o_.iters);
+    for (int i = 0; i < o_.iters; ++i) all[i] = i;
+    std::mt19937_64 rng(static_cast<uint64_t>(seed.item<int64_t>()));
+    std::shuffle(all.begin(), all.end(), rng);
+    all.resize(std::min<size_t>(n, all.size()));
+    std::sort(all.begin(), all.end());
+    return all;
   }
 
   absl::Status Benchmark(v1::RankReport* report) {
@@ -252,20 +274,45 @@ class RankRunner {
       for (auto& o : outputs) {
         for (auto& t : o.tensors) Poison(t, 1);
       }
+      // Skipped work must leave poison, and any timed call may be the one re-checked:
+      // - every set's outputs are poisoned after the warm-up, and again after each timed use but
+      //   its last (right after the use, not before the next one, so the poisoned lines are out
+      //   of L2 when the candidate writes them again: the sets together exceed L2 several times);
+      // - the outputs of `checks` timed iterations, picked at random by the ranks together (the
+      //   candidate cannot know which), are copied aside right after their call and compared
+      //   with the reference after the window. A candidate that skips a fraction f of its calls
+      //   passes with probability about (1 - f)^checks.
+      int checks = std::min(o_.spot_checks, o_.iters);
+      PKB_ASSIGN_OR_RETURN(std::vector<int> picks, PickIterations(checks));
+      std::map<int, OutputSet> snapshots;
+      auto poison_all = [&] {
+        for (auto& o : outputs) {
+          for (auto& t : o.tensors) Poison(t, 1);
+        }
+      };
+      auto after_call = [&](int i, int s) {
+        if (std::find(picks.begin(), picks.end(), i) != picks.end()) {
+          OutputSet copy;
+          for (auto& t : outputs[s].tensors) copy.tensors.push_back(t.clone());
+          snapshots[i] = std::move(copy);
+        }
+        if (i + sets < o_.iters) {
+          for (auto& t : outputs[s].tensors) Poison(t, i % 2);
+        }
+      };
       PKB_RETURN_IF_ERROR(Time(
-          sets, [&](int s) { return CallCandidate(inputs[s], outputs[s]); }, &us, &wall));
+          sets, [&](int s) { return CallCandidate(inputs[s], outputs[s]); }, poison_all,
+          after_call, &us, &wall));
       for (double x : us) report->add_candidate_us(x);
       report->set_candidate_wall_us(wall);
-      // Spot checks: the outputs the timed iterations left must be right for their inputs.
-      // The sets of the last timed iterations, whose outputs those iterations wrote.
-      int checks = std::min({o_.spot_checks, sets, o_.iters});
-      for (int k = 0; k < checks; ++k) {
-        int s = (o_.iters - 1 - k) % sets;
+      for (int i : picks) {
+        int s = i % sets;
         PKB_ASSIGN_OR_RETURN(auto expected, p_.Reference(*comm_, inputs[s], cfg_));
-        for (size_t i = 0; i < expected.size(); ++i) {
-          v1::OutputCheck c = CompareOutput(outputs[s].tensors[i], expected[i],
-                                            p_.GetTolerance(cfg_, static_cast<int>(i)), 1);
-          c.set_index(static_cast<int>(i));
+        for (size_t k = 0; k < expected.size(); ++k) {
+          v1::OutputCheck c = CompareOutput(snapshots[i].tensors[k], expected[k],
+                                            p_.GetTolerance(cfg_, static_cast<int>(k)), 1);
+          c.set_index(static_cast<int>(k));
+          c.set_name(absl::StrCat(c.name(), " (timed iteration ", i, ")"));
           if (!c.ok()) *report->add_spot_failures() = c;
         }
       }
@@ -278,7 +325,7 @@ class RankRunner {
             auto r = p_.Reference(*comm_, inputs[s], cfg_);
             return r.status();
           },
-          &us, &wall));
+          [] {}, [](int, int) {}, &us, &wall));
       for (double x : us) report->add_baseline_us(x);
       report->set_baseline_wall_us(wall);
     }

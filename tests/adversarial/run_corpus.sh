@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The adversarial corpus: every entry of corpus.tsv must get its verdict from pkb-eval, and the
+# escape attempts must leave nothing on the host. CPU entries run through mpirun; .cu entries
+# here are all stopped by the static check, before any compile or GPU.
+#   run_corpus.sh PKB_EVAL [SOURCE_DIR]
+# Exits 77 (skipped, with the reason) where the sandbox cannot be built (user namespaces off).
+set -uo pipefail
+EVAL=${1:?usage: run_corpus.sh PKB_EVAL [SOURCE_DIR]}
+SRC=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
+HERE=$SRC/tests/adversarial
+if ! bwrap --die-with-parent --unshare-all --ro-bind /usr /usr --symlink usr/lib64 /lib64 \
+     --symlink usr/lib /lib --symlink usr/bin /bin /bin/true 2>/tmp/pkb-corpus-probe.$$; then
+  echo "SKIPPED: the sandbox cannot be built here: $(cat /tmp/pkb-corpus-probe.$$)"
+  rm -f /tmp/pkb-corpus-probe.$$
+  exit 77
+fi
+rm -f /tmp/pkb-corpus-probe.$$
+work=$(mktemp -d)
+markers=(/tmp/pkb-escape-marker /etc/pkb-escape-marker /usr/pkb-escape-marker
+         /root/pkb-escape-marker /var/tmp/pkb-escape-marker /work/pkb-escape-marker)
+rm -f "${markers[@]}"
+# A listener on the host's loopback that escape_network.cc tries to reach; it counts connections.
+python3 - "$work" <<'PY' &
+import socket, sys, os
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+open(os.path.join(sys.argv[1], "port"), "w").write(str(s.getsockname()[1]))
+while True:
+    c, _ = s.accept(); open(os.path.join(sys.argv[1], "connections"), "a").write("x\n"); c.close()
+PY
+listener=$!
+trap 'kill $listener 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 50); do [ -s "$work/port" ] && break; sleep 0.1; done
+export PKB_TOKEN=corpus-secret-token PKB_ADVERSARIAL_SECRET=corpus-secret
+
+fail=0 n=0
+while IFS=$'\t' read -r file backend world want what; do
+  [[ -z "$file" || "$file" == \#* ]] && continue
+  sed "s/@PORT@/$(cat "$work/port")/g" "$HERE/$file" > "$work/$file"
+  extra=()
+  [ "$backend" = cpu ] && extra+=(--backend cpu -I "$SRC/tests/engine/cpu_candidates")
+  [[ "$file" == fork_bomb* ]] && extra+=(--timeout 10)
+  t0=$(date +%s.%N)
+  json=$("$EVAL" --json -p 1 -w "$world" --m 64 --n 64 --warmup 3 --iters 8 "${extra[@]}" \
+         "$work/$file" 2>"$work/stderr")
+  got=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])' <<<"$json" 2>/dev/null)
+  msg=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["message"][:160])' <<<"$json" 2>/dev/null)
+  secs=$(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')")
+  n=$((n + 1))
+  if [ "$got" = "$want" ]; then
+    echo "ok   $file -> $got in ${secs} s ($what): $msg"
+  else
+    echo "FAIL $file -> ${got:-no result} (expected $want; $what): $msg"
+    tail -5 "$work/stderr"
+    fail=1
+  fi
+done < "$HERE/corpus.tsv"
+
+for m in "${markers[@]}"; do
+  if [ -e "$m" ]; then echo "FAIL escape: $m exists on the host"; fail=1; rm -f "$m"; fi
+done
+if [ -s "$work/connections" ]; then
+  echo "FAIL escape: the host listener saw $(wc -l < "$work/connections") connection(s)"; fail=1
+fi
+for _ in $(seq 50); do left=$(pgrep -u 65534 -c . 2>/dev/null || true); [ "${left:-0}" = 0 ] && break; sleep 0.1; done
+if [ "${left:-0}" != 0 ]; then echo "FAIL $left process(es) of the sandbox uid left"; fail=1; fi
+echo "$n entries, $([ $fail = 0 ] && echo 'all as expected' || echo 'some FAILED')"
+exit $fail
