@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/files.h"
 #include "server/sqlite_job_store.h"
 
@@ -268,6 +270,58 @@ TEST_CASE("submissions are listed newest first and narrowed by tag", "[leaderboa
   CHECK(a->submissions_size() == 2);
   r.set_limit(1);
   CHECK(ListSubmissions(f.store.get(), &f.catalog, r)->submissions_size() == 1);
+}
+
+}  // namespace
+}  // namespace pkb
+
+namespace pkb {
+namespace {
+
+// Not run by default: `server_test "[.bench]"` times the leaderboard over a large store.
+TEST_CASE("leaderboard queries over 50,000 finished jobs", "[.bench]") {
+  Fixture f;
+  const int kJobs = 50'000;
+  absl::Time start = absl::Now();
+  for (int i = 0; i < kJobs; ++i) {
+    v1::Job job;
+    std::string id = absl::StrCat("b", i);
+    job.set_job_id(id);
+    job.set_job_key(id);
+    job.set_source_sha256(id);
+    job.set_stage(v1::DONE);
+    job.set_gpu_class("h200");
+    job.set_updated_unix_micros(i + 1);
+    auto* r = job.mutable_request();
+    r->set_problem_id(1 + i % 3);
+    r->set_world_size(2);
+    r->set_dtype("bfloat16");
+    r->set_submitter(absl::StrCat("user", i % 50));
+    r->set_model(absl::StrCat("model", i % 7));
+    r->set_source("x");
+    job.mutable_result()->set_status(i % 4 ? v1::OK : v1::MISMATCH);
+    job.mutable_result()->set_speedup(0.5 + (i % 97) / 32.0);
+    f.store->Write(JobWrite{job, true, std::nullopt}, [](const absl::Status&) {});
+  }
+  v1::Job last;
+  last.set_job_id("last");
+  REQUIRE(f.store->CreateJob(last, nullptr).ok());  // waits for every write queued before it
+  WARN("insert " << kJobs << " jobs: " << absl::ToDoubleSeconds(absl::Now() - start) << " s");
+  for (int problem : {0, 1}) {
+    v1::LeaderboardQuery q;
+    q.mutable_filter()->set_problem_id(problem);
+    start = absl::Now();
+    v1::LeaderboardAnswer a = f.Query(q);
+    WARN("leaderboard problem=" << problem << ": " << a.ranking_results() << " results in "
+                                << absl::ToDoubleMilliseconds(absl::Now() - start) << " ms");
+  }
+  v1::SuiteQuery sq;
+  sq.mutable_filter()->set_world_size(2);
+  start = absl::Now();
+  auto s = QuerySuite(f.store.get(), f.catalog, sq);
+  REQUIRE(s.ok());
+  WARN("suite: " << s->models_size() << " models in "
+                 << absl::ToDoubleMilliseconds(absl::Now() - start) << " ms");
 }
 
 }  // namespace
