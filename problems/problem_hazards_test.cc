@@ -392,6 +392,65 @@ TEST_CASE("p027 blocks in source order pass; no exchange or a reversed order fai
   CHECK(Same(one.truth[0][0], one.all[0][0]));
 }
 
+// The mistake in problem 28's permutation: pairs listed token-major (each token's two experts
+// together) instead of expert-major.
+at::Tensor TokenMajor28(const at::Tensor& map) {
+  const int64_t m = map.size(1);
+  return at::arange(m, at::kLong).unsqueeze(1).expand({m, 8}).masked_select(map.t().to(at::kBool));
+}
+
+// Rank r's received rows in problem 28 (before regrouping), from every rank's permuted rows.
+at::Tensor Received28(const Case& c, int r, bool by_token) {
+  const int64_t w = c.cfg.world, routed = 2 * c.cfg.m, b = routed / w;
+  std::vector<at::Tensor> blocks;
+  for (int s = 0; s < w; ++s) {
+    at::Tensor map = c.all[s][1].sum(1);
+    at::Tensor perm = by_token ? TokenMajor28(map) : PermutedTokenIndices(map);
+    blocks.push_back(c.all[s][0].index_select(0, perm).narrow(0, r * b, b));
+  }
+  return at::cat(blocks, 0);
+}
+
+at::Tensor Regroup28(const Case& c, int r, const at::Tensor& received) {
+  const int64_t w = c.cfg.world;
+  return SortChunks(received, ToHostLongs(c.all[r][2].reshape({-1})), ToExpertMajor(w, 8 / w));
+}
+
+TEST_CASE("p028 the chunk regrouping, the expert-major order and the synthetic splits matter",
+          "[p028]") {
+  for (int w : {2, 4, 8}) {
+    Case c = Prepare(28, 64, 32, w);
+    for (int r = 0; r < w; ++r) {
+      INFO("W = " << w << ", rank " << r);
+      const at::Tensor& y = c.truth[r][0];
+      at::Tensor received = Received28(c, r, false);
+      CHECK(Same(Regroup28(c, r, received), y));
+      // Without the regrouping: wrong wherever L > 1 (W < 8); identical at W = 8.
+      if (w < 8) {
+        CHECK_FALSE(Passes(c, 0, received, y));
+      } else {
+        CHECK(Same(received, y));
+      }
+      // Token-major pairs: the rows and perm in another order are rejected.
+      CHECK_FALSE(Passes(c, 0, Regroup28(c, r, Received28(c, r, true)), y));
+      at::Tensor map = c.all[r][1].sum(1);
+      CHECK_FALSE(Passes(c, 2, TokenMajor28(map), c.truth[r][2]));
+      // The routing map as bool (PKB returns the fp32 sum).
+      CHECK_FALSE(Passes(c, 1, map.to(at::kBool), c.truth[r][1]));
+      // Dispatch by expert ownership (what a real EP layer does) instead of the given splits.
+      std::vector<at::Tensor> owned;
+      const int64_t local = 8 / w;
+      for (int64_t l = 0; l < local; ++l) {
+        for (int s = 0; s < w; ++s) {
+          at::Tensor m = c.all[s][1].sum(1)[r * local + l].to(at::kBool);
+          owned.push_back(c.all[s][0].index_select(0, at::arange(c.cfg.m).masked_select(m)));
+        }
+      }
+      CHECK_FALSE(Passes(c, 0, at::cat(owned, 0), y));
+    }
+  }
+}
+
 // Bitwise equality that also holds for 0-dim tensors (flattened before the byte
 // view).
 bool SameBits(const at::Tensor& a, const at::Tensor& b) {
