@@ -288,6 +288,7 @@ int Main(int argc, char** argv) {
       "3 coordinator unavailable or rate-limited, 4 not found, 5 rejected request, 6 no or bad "
       "token,\n1 other errors."};
   app.require_subcommand(1);
+  app.fallthrough();  // global options (--json, --token, ...) may follow the command too
   app.add_option("--coordinator", g.coordinator, "host:port (env PKB_COORDINATOR)")
       ->capture_default_str();
   app.add_option("--token", g.token, "bearer token (env PKB_TOKEN)");
