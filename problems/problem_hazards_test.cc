@@ -324,6 +324,51 @@ TEST_CASE("p022 the expert term needs 1/ep_size and both reduction stages", "[p0
 
 // --- 26-29: MoE expert-parallel preprocessing and all-to-all ------------------------------
 
+TEST_CASE("p026-p029 inputs draw on the meta device, so the spec can list their shapes",
+          "[p026][p027][p028][p029]") {
+  for (int id : {26, 27, 28, 29}) {
+    INFO("problem " << id);
+    auto p = FindProblem(id);
+    REQUIRE(p.ok());
+    RunConfig cfg;
+    cfg.m = 64;
+    cfg.n = 32;
+    cfg.world = 4;
+    Inputs cpu = (*p)->MakeInputs(cfg, 1, 0);
+    cfg.device = at::Device(at::kMeta);
+    Inputs meta;
+    REQUIRE_NOTHROW(meta = (*p)->MakeInputs(cfg, 1, 0));
+    REQUIRE(meta.tensors.size() == cpu.tensors.size());
+    for (size_t i = 0; i < cpu.tensors.size(); ++i) {
+      CHECK(meta[i].sizes() == cpu[i].sizes());
+      CHECK(meta[i].scalar_type() == cpu[i].scalar_type());
+    }
+    CHECK(meta.scalars.size() == cpu.scalars.size());
+  }
+}
+
+TEST_CASE("p026-p029 reject world sizes and shapes whose split lists cannot agree",
+          "[p026][p027][p028][p029]") {
+  auto runnable = [](int id, int64_t m, int world) {
+    RunConfig cfg;
+    cfg.m = m;
+    cfg.n = 64;
+    cfg.world = world;
+    return CheckRunnable(**FindProblem(id), cfg).ok();
+  };
+  for (int id : {26, 28, 29}) {
+    CHECK_FALSE(runnable(id, 64, 3));
+    CHECK_FALSE(runnable(id, 64, 16));
+    CHECK(runnable(id, 64, 8));
+  }
+  CHECK(runnable(26, 63, 8));        // counts only: any M
+  CHECK_FALSE(runnable(28, 66, 8));  // 8 does not divide 2M = 132
+  CHECK_FALSE(runnable(29, 65, 4));
+  CHECK(runnable(28, 65, 2));
+  CHECK_FALSE(runnable(27, 66, 4));
+  CHECK(runnable(27, 66, 3));
+}
+
 // Per-expert counts of rank r's mask: slots summed, or (the mistake) tokens counted once.
 std::vector<int64_t> Counts26(const Case& c, int r, bool tokens_once) {
   at::Tensor m = c.all[r][0];
@@ -448,6 +493,55 @@ TEST_CASE("p028 the chunk regrouping, the expert-major order and the synthetic s
       }
       CHECK_FALSE(Passes(c, 0, at::cat(owned, 0), y));
     }
+  }
+}
+
+enum class Combine29 { kFused, kSwappedWeights, kNoRegroup, kUnweighted };
+
+// Rank r's problem 29 output computed another way: fp32 products summed once (kFused) or with
+// one standard mistake.
+at::Tensor Post29(const Case& c, int r, Combine29 how) {
+  const int64_t w = c.cfg.world, local = 8 / w, b = 2 * c.cfg.m / w;
+  std::vector<at::Tensor> blocks;
+  for (int s = 0; s < w; ++s) {
+    const Inputs& in = c.all[s];
+    at::Tensor z = in[0];
+    if (how != Combine29::kNoRegroup) {
+      z = SortChunks(z, ToHostLongs(in[3].t().reshape({-1})), ToSourceMajor(w, local));
+    }
+    blocks.push_back(z.narrow(0, r * b, b));
+  }
+  at::Tensor u = at::cat(blocks, 0).to(at::kFloat);
+  const Inputs& in = c.all[r];
+  at::Tensor sel = how == Combine29::kSwappedWeights ? in[2].flip(1) : in[2];
+  at::Tensor dense = at::zeros({c.cfg.m, 8}, at::kFloat).scatter_(1, sel, in[1].to(at::kFloat));
+  at::Tensor wrow = dense.t().contiguous().masked_select(in[4]);
+  if (how == Combine29::kUnweighted) wrow = at::ones_like(wrow);
+  at::Tensor out = at::zeros({c.cfg.m, c.cfg.n}, at::kFloat);
+  out.index_add_(0, in[5], u * wrow.unsqueeze(1));
+  return out.to(c.cfg.dtype);
+}
+
+TEST_CASE("p029 fp32 products rounded once pass; swapped weights or a missing regroup fail",
+          "[p029]") {
+  for (int w : {2, 4, 8}) {
+    Case c = Prepare(29, 256, 256, w);
+    for (int r = 0; r < w; ++r) {
+      INFO("W = " << w << ", rank " << r);
+      const at::Tensor& want = c.truth[r][0];
+      CHECK(Passes(c, 0, Post29(c, r, Combine29::kFused), want));
+      CHECK_FALSE(Passes(c, 0, Post29(c, r, Combine29::kSwappedWeights), want));
+      CHECK_FALSE(Passes(c, 0, Post29(c, r, Combine29::kUnweighted), want));
+      if (w < 8) CHECK_FALSE(Passes(c, 0, Post29(c, r, Combine29::kNoRegroup), want));
+    }
+  }
+}
+
+TEST_CASE("p029 the fused combine passes over 2M elements at W = 8 (atol 4u bounds it)", "[p029]") {
+  Case c = Prepare(29, 1024, 256, 8, 1);
+  for (int r = 0; r < 8; ++r) {
+    INFO("rank " << r);
+    CHECK(Passes(c, 0, Post29(c, r, Combine29::kFused), c.truth[r][0]));
   }
 }
 
