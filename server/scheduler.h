@@ -60,7 +60,7 @@ struct SchedulerOptions {
   std::string harness_version;
   // The input seed offset of ranked submissions (pkb-eval --set-offset); 0: ranked submissions are
   // refused (FAILED_PRECONDITION). Never logged or shown.
-  int64_t secret_set_offset = 0;
+  int64_t secret_set_offset = 0;  // ranked jobs run on JobSetOffset(this, job id)
 };
 
 // Receives one job's events, history first, the last one DONE.
@@ -94,6 +94,10 @@ struct SchedulerStats {
   int idle_workers = 0;
   int watchers = 0;
 };
+
+// The input-set offset of one ranked job: derived from the coordinator's secret and the job id,
+// so every job's secret inputs differ and none can be predicted from another.
+int64_t JobSetOffset(int64_t secret, const std::string& job_id);
 
 class Scheduler {
  public:

@@ -358,7 +358,12 @@ TEST_CASE("ranked submissions run on the secret seed, keyed apart, refused witho
   REQUIRE(w1->Leases().size() == 1);
   REQUIRE(w2->Leases().size() == 1);
   CHECK(w1->Leases()[0].set_offset() == 0);
-  CHECK(w2->Leases()[0].set_offset() == 777);
+  // A ranked job runs on its own offset, derived from the secret and its id.
+  CHECK(w2->Leases()[0].set_offset() == JobSetOffset(777, s->job_id));
+  CHECK(w2->Leases()[0].set_offset() != 777);
+  CHECK(w2->Leases()[0].set_offset() > 0);
+  CHECK(JobSetOffset(777, s->job_id) != JobSetOffset(777, s->job_id + "x"));
+  CHECK(JobSetOffset(777, s->job_id) != JobSetOffset(778, s->job_id));
   auto pj = *f.scheduler->Get(p->job_id);
   auto sj = *f.scheduler->Get(s->job_id);
   CHECK(pj.job_key() != sj.job_key());
