@@ -202,18 +202,19 @@ absl::Status WriteJob(sqlite3* db, StmtCache* cache, const v1::Job& job, bool in
 
 // Brings a file of an older schema version to kSchemaVersion, in one transaction.
 absl::Status Migrate(sqlite3* db) {
+  // The version is read inside the write transaction, so two processes opening one old file
+  // migrate it once.
+  PKB_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
   int64_t version = 0;
   {
     StmtCache cache;
     {
       Stmt s(db, &cache, "PRAGMA user_version");
-      PKB_RETURN_IF_ERROR(s.status());
-      if (s.Step() == SQLITE_ROW) version = s.Int(0);
+      if (s.status().ok() && s.Step() == SQLITE_ROW) version = s.Int(0);
     }
     for (auto& [sql, stmt] : cache) sqlite3_finalize(stmt);
   }
-  if (version >= kSchemaVersion) return absl::OkStatus();
-  PKB_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
+  if (version >= kSchemaVersion) return Exec(db, "COMMIT");
   absl::Status st;
   for (const char* sql : kAddMetadataColumns) {
     st = Exec(db, sql);
