@@ -150,6 +150,14 @@ class Problem {
     return GetTolerance(cfg, index);
   }
 
+  // Whether the CPU tests' wrong answer "one rank's floating inputs zeroed" must fail output
+  // `index` on input set `set`. A problem answers false only where that answer lies, on those
+  // inputs, within the rounding the tolerance must admit for correct candidates (PKB's own set-0
+  // inputs can make a rank's share of a scalar vanish); its stronger sets keep the check.
+  virtual bool RankMissingDetectable(const RunConfig& cfg, int set, int index) const {
+    return true;
+  }
+
   virtual Roofline GetRoofline(const RunConfig& cfg) const = 0;
 };
 
