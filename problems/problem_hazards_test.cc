@@ -632,5 +632,71 @@ TEST_CASE("p023 normalization by the local count or a dropped backward term fail
   }
 }
 
+// Rank r's loss with the softmax, the top-2 choice and the probability means computed by the
+// caller's choices: PKB's bf16 path, a fused fp32 one, ties broken toward the higher index, ...
+enum class Route24 { kPkb, kFp32, kHighIndexTies, kTop1, kLogitMeans };
+
+double Loss24(const at::Tensor& logits, Route24 route, int64_t* ties = nullptr) {
+  at::Tensor p = at::softmax(route == Route24::kFp32 ? logits.to(at::kFloat) : logits, -1);
+  // A stable sort of the reversed columns puts the higher index first among equal values.
+  at::Tensor chosen;
+  if (route == Route24::kHighIndexTies) {
+    chosen = 7 - std::get<1>(at::sort(p.flip(-1), /*stable=*/true, -1, /*descending=*/true));
+  } else {
+    chosen = std::get<1>(at::sort(p, /*stable=*/true, -1, /*descending=*/true));
+  }
+  if (ties) {
+    at::Tensor v = std::get<0>(at::sort(p, -1, true));
+    *ties += v.select(1, 1).eq(v.select(1, 2)).sum().item<int64_t>();
+  }
+  chosen = chosen.narrow(1, 0, route == Route24::kTop1 ? 1 : 2);
+  at::Tensor f = at::one_hot(chosen, 8).to(at::kFloat).mean(0);
+  at::Tensor pbar = route == Route24::kLogitMeans ? logits.mean(0) : p.mean(0);
+  return 8 * (f * pbar.unsqueeze(0)).sum().item<double>();
+}
+
+at::Tensor Mean24(const Case& c, Route24 route, int64_t* ties = nullptr) {
+  double s = 0;
+  for (const auto& in : c.all) s += Loss24(in[0], route, ties);
+  return at::full({}, s / c.cfg.world, at::kFloat);
+}
+
+TEST_CASE("p024 fp32 routing and reversed ties pass; top-1, logit means, no all-reduce fail",
+          "[p024]") {
+  for (int w : {1, 4, 8}) {
+    Case c = Prepare(24, 1024, 8, w, /*set=*/1);
+    const at::Tensor& want = c.truth[0][0];
+    INFO("W = " << w << ", loss " << want.item<float>());
+    int64_t ties = 0;
+    CHECK(Passes(c, 0, Mean24(c, Route24::kPkb, &ties), want));
+    CHECK(ties > 0);  // the reversed tie-break below changes something
+    CHECK(Passes(c, 0, Mean24(c, Route24::kHighIndexTies), want));
+    CHECK(Passes(c, 0, Mean24(c, Route24::kFp32), want));
+    CHECK_FALSE(Passes(c, 0, Mean24(c, Route24::kTop1), want));
+    CHECK_FALSE(Passes(c, 0, Mean24(c, Route24::kLogitMeans), want));
+    if (w > 1) {
+      CHECK_FALSE(Passes(c, 0, want * w, want));  // the sum over ranks, not the mean
+      bool every_local_passes = true;
+      for (int r = 0; r < w; ++r) {
+        at::Tensor local = at::full({}, Loss24(c.all[r][0], Route24::kPkb), at::kFloat);
+        every_local_passes = every_local_passes && Passes(c, 0, local, want);
+      }
+      CHECK_FALSE(every_local_passes);
+    }
+  }
+}
+
+TEST_CASE("p024 on PKB's inputs the loss is ~2 whatever the routing; the biased sets are not",
+          "[p024]") {
+  Case pkb = Prepare(24, 1024, 8, 4, 0);
+  at::Tensor two = at::full({}, 2.0f, at::kFloat);
+  CHECK(Passes(pkb, 0, two, pkb.truth[0][0]));  // a constant passes PKB's own inputs
+  for (int set = 1; set < 5; ++set) {
+    Case c = Prepare(24, 1024, 8, 4, set);
+    INFO("set " << set);
+    CHECK_FALSE(Passes(c, 0, two, c.truth[0][0]));
+  }
+}
+
 }  // namespace
 }  // namespace pkb
