@@ -698,5 +698,138 @@ TEST_CASE("p024 on PKB's inputs the loss is ~2 whatever the routing; the biased 
   }
 }
 
+// Problem 25 recomputed from per-token cross-entropies supplied by the caller, with the
+// reference's dtype ops elsewhere, so that one ingredient can be changed at a time.
+struct Local25 {
+  at::Tensor new_lp, pg, n, p, q, r, k, e, rmin, rmax;
+};
+
+Local25 Tokens25(const Inputs& in, const at::Tensor& ce, bool clamp = true) {
+  at::Tensor valid = in[2].ne(-100), invalid = valid.logical_not();
+  Local25 l;
+  l.new_lp = -ce;
+  l.n = valid.sum().to(at::kFloat);
+  at::Tensor delta = (l.new_lp - in[3]).masked_fill(invalid, 0.0);
+  if (clamp) delta = delta.clamp(-20.0, 20.0);
+  at::Tensor ratio = at::exp(delta);
+  at::Tensor w = (ratio * in[4]).masked_fill(invalid, 0.0);
+  l.pg = -w;
+  l.p = l.pg.sum();
+  l.q = (w * ce).sum();
+  l.r = ratio.masked_fill(invalid, 0.0).sum();
+  l.k = (ratio - delta - 1.0).masked_fill(invalid, 0.0).sum();
+  l.e = ce.masked_fill(invalid, 0.0).sum();
+  l.rmin = ratio.masked_fill(invalid, INFINITY).min();
+  l.rmax = ratio.masked_fill(invalid, -INFINITY).max();
+  return l;
+}
+
+// Rank r's [loss, per_token_logprobs, per_token_loss, metrics]; `local_n` normalizes by the
+// rank's own token count instead of the global one.
+std::vector<at::Tensor> Outputs25(const std::vector<Local25>& all, int r, bool local_n = false) {
+  auto sum = [&](at::Tensor Local25::*f) {
+    double s = 0;
+    for (const auto& l : all) s += (l.*f).item<double>();
+    return at::full({}, s, at::kDouble).to((all[0].*f).scalar_type());
+  };
+  at::Tensor rmin = all[0].rmin, rmax = all[0].rmax;
+  for (const auto& l : all) rmin = at::minimum(rmin, l.rmin), rmax = at::maximum(rmax, l.rmax);
+  at::Tensor n = (local_n ? all[r].n : sum(&Local25::n)).clamp_min(1.0);
+  at::Tensor surrogate = all[r].q / n;
+  at::Tensor loss = sum(&Local25::p) / n + surrogate - surrogate;
+  at::Tensor metrics =
+      at::stack({sum(&Local25::r) / n, rmin, rmax, sum(&Local25::k) / n, sum(&Local25::e) / n});
+  return {loss, all[r].new_lp, all[r].pg, metrics};
+}
+
+bool AllPass25(const Case& c, const std::vector<Local25>& locals, int index, bool local_n = false) {
+  for (int r = 0; r < c.cfg.world; ++r) {
+    if (!Passes(c, index, Outputs25(locals, r, local_n)[index], c.truth[r][index])) return false;
+  }
+  return true;
+}
+
+TEST_CASE("p025 PKB's 1e-2 passes zeros and unclamped ratios on its inputs; ours does not",
+          "[p025]") {
+  // PKB's default N: logits of std 32, so every log-ratio clamps (at small N some do not, and
+  // those tokens dominate the sums).
+  Case c = Prepare(25, 64, 1024, 4, 0);
+  std::vector<Local25> reference, unclamped;
+  for (size_t r = 0; r < c.all.size(); ++r) {
+    at::Tensor ce = -c.truth[r][1];
+    reference.push_back(Tokens25(c.all[r], ce));
+    unclamped.push_back(Tokens25(c.all[r], ce, /*clamp=*/false));
+  }
+  for (int index : {0, 1, 2, 3}) {
+    INFO("output " << index);
+    CHECK(AllPass25(c, reference, index));
+  }
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    std::vector<at::Tensor> bad = Outputs25(unclamped, r);
+    for (int index : {0, 2}) {
+      INFO("output " << index);
+      const at::Tensor& want = c.truth[r][index];
+      CHECK(PassesPkb(bad[index], want));
+      CHECK_FALSE(Passes(c, index, bad[index], want));
+      CHECK(PassesPkb(at::zeros_like(want), want));
+      CHECK_FALSE(Passes(c, index, at::zeros_like(want), want));
+    }
+    at::Tensor metrics = c.truth[r][3].clone();
+    metrics.narrow(0, 0, 3).zero_();  // the three ratio metrics, ~2e-9 here
+    CHECK(PassesPkb(metrics, c.truth[r][3]));
+    CHECK_FALSE(Passes(c, 3, metrics, c.truth[r][3]));
+  }
+}
+
+TEST_CASE("p025 another GEMM order passes; clamp, token count and ratio mistakes fail", "[p025]") {
+  Case c = Prepare(25, 256, 64, 4, 1);
+  std::vector<Local25> reference, exact_gemm, unclamped;
+  for (size_t r = 0; r < c.all.size(); ++r) {
+    const Inputs& in = c.all[r];
+    at::Tensor ce = -c.truth[r][1];
+    reference.push_back(Tokens25(in, ce));
+    unclamped.push_back(Tokens25(in, ce, /*clamp=*/false));
+    // Logits accumulated in fp64, rounded to the dtype, then the reference's cross-entropy.
+    at::Tensor logits = at::matmul(in[0].to(at::kDouble), in[1].to(at::kDouble).t());
+    exact_gemm.push_back(Tokens25(in, at::cross_entropy_loss(logits.to(in[0].scalar_type()), in[2],
+                                                             {}, at::Reduction::None, -100)));
+  }
+  for (int index : {0, 1, 2, 3}) {
+    INFO("output " << index);
+    CHECK(AllPass25(c, reference, index));
+    CHECK(AllPass25(c, exact_gemm, index));
+  }
+  CHECK_FALSE(AllPass25(c, unclamped, 2));  // 5% of tokens clamp at -20 in these sets
+  CHECK_FALSE(AllPass25(c, unclamped, 3));
+  CHECK_FALSE(AllPass25(c, reference, 0, /*local_n=*/true));
+  CHECK_FALSE(AllPass25(c, reference, 3, /*local_n=*/true));
+  // PPO-style clipping of the ratio to [0.8, 1.2] instead of the log-ratio clamp.
+  std::vector<Local25> clipped = reference;
+  for (int r = 0; r < 4; ++r) {
+    const Inputs& in = c.all[r];
+    at::Tensor invalid = in[2].eq(-100);
+    at::Tensor ratio = (clipped[r].new_lp - in[3]).masked_fill(invalid, 0.0).exp();
+    clipped[r].pg = -(ratio.clamp(0.8, 1.2) * in[4]).masked_fill(invalid, 0.0);
+  }
+  CHECK_FALSE(AllPass25(c, clipped, 2));
+}
+
+TEST_CASE("p025 fp32 logits keep the per-token log-probs within PKB's 1e-2", "[p025]") {
+  for (int set : {0, 1}) {
+    Case c = Prepare(25, 256, 256, 2, set);
+    for (int r = 0; r < 2; ++r) {
+      INFO("set " << set << ", rank " << r);
+      const Inputs& in = c.all[r];
+      at::Tensor logits = at::matmul(in[0].to(at::kFloat), in[1].to(at::kFloat).t());
+      at::Tensor ce = -at::log_softmax(logits.to(at::kDouble), -1)
+                           .gather(1, in[2].clamp_min(0).unsqueeze(1))
+                           .squeeze(1)
+                           .masked_fill(in[2].eq(-100), 0.0);
+      CHECK(Passes(c, 1, (-ce).to(in[0].scalar_type()), c.truth[r][1]));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pkb
