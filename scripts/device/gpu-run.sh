@@ -13,6 +13,9 @@ export PKB_TORCH_INCLUDE="$TORCH_DIR/include"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PATH="/usr/local/cuda/bin:$PATH"
 BIN=$PWD/.carry/bin
+export PATH="$BIN:$PATH"  # bwrap travels with the binaries
+# The sandbox runs submissions as nobody: it must be able to reach the binaries and libtorch.
+bash scripts/sandbox-paths.sh
 {
   date -u; git log -1 --format='commit %H' 2>/dev/null || true
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -20,7 +23,7 @@ BIN=$PWD/.carry/bin
   echo "gpus seen by pkb-rank: $($BIN/pkb-rank --probe --problem=1 --report=/dev/null)"
 } 2>&1 | tee "$OUT/env.txt"
 
-for step in ${PKB_DEVICE_STEPS:-bench examples parity baselines service}; do
+for step in ${PKB_DEVICE_STEPS:-bench examples failures security parity baselines service}; do
   echo "=== $step" | tee -a "$OUT/summary.txt"
   bash scripts/device/step-$step.sh "$BIN" "$OUT" 2>&1 | tee "$OUT/$step.log" | tail -40 | tee -a "$OUT/summary.txt"
 done

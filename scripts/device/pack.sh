@@ -7,9 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build-gpu}
 rm -rf .carry && mkdir -p .carry/bin .carry/lib
-for b in worker/engine/pkb-eval worker/engine/pkb-rank server/pkb-coordinator worker/daemon/pkb-worker client/pkb; do
+for b in worker/engine/pkb-eval worker/engine/pkb-rank worker/engine/pkb-rank-group \
+         server/pkb-coordinator worker/daemon/pkb-worker client/pkb; do
   [ -x "$BUILD/$b" ] && cp "$BUILD/$b" .carry/bin/
 done
+# The sandbox: GPU images rarely have bubblewrap (util-linux's prlimit and setpriv they have).
+cp "$(command -v bwrap)" .carry/bin/
 strip --strip-debug .carry/bin/* || true
 # Libraries from Debian packages, except the C/C++ runtime, which the node has (newer).
 for b in .carry/bin/*; do

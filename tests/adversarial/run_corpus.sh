@@ -2,12 +2,19 @@
 # The adversarial corpus: every entry of corpus.tsv must get its verdict from pkb-eval, and the
 # escape attempts must leave nothing on the host. CPU entries run through mpirun; .cu entries
 # here are all stopped by the static check, before any compile or GPU.
-#   run_corpus.sh PKB_EVAL [SOURCE_DIR]
-# Exits 77 (skipped, with the reason) where the sandbox cannot be built (user namespaces off).
+#   run_corpus.sh PKB_EVAL [SOURCE_DIR] [--gpu]
+# --gpu runs corpus_gpu.tsv instead (the device machine). Exits 77 (skipped, with the reason)
+# where the sandbox cannot be built (user namespaces off), or with --gpu where there is no GPU.
 set -uo pipefail
-EVAL=${1:?usage: run_corpus.sh PKB_EVAL [SOURCE_DIR]}
+EVAL=${1:?usage: run_corpus.sh PKB_EVAL [SOURCE_DIR] [--gpu]}
 SRC=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
 HERE=$SRC/tests/adversarial
+CORPUS=$HERE/corpus.tsv
+if [ "${3:-}" = --gpu ]; then
+  CORPUS=$HERE/corpus_gpu.tsv
+  gpus=$("$(dirname "$EVAL")/pkb-rank" --probe --problem=1 --report=/dev/null 2>/dev/null || echo 0)
+  if [ "${gpus:-0}" -lt 1 ]; then echo "SKIPPED: no GPU on this machine"; exit 77; fi
+fi
 if ! bwrap --die-with-parent --unshare-all --ro-bind /usr /usr --symlink usr/lib64 /lib64 \
      --symlink usr/lib /lib --symlink usr/bin /bin /bin/true 2>/tmp/pkb-corpus-probe.$$; then
   echo "SKIPPED: the sandbox cannot be built here: $(cat /tmp/pkb-corpus-probe.$$)"
@@ -35,25 +42,28 @@ export PKB_TOKEN=corpus-secret-token PKB_ADVERSARIAL_SECRET=corpus-secret
 fail=0 n=0
 while IFS=$'\t' read -r file backend world want what; do
   [[ -z "$file" || "$file" == \#* ]] && continue
-  sed "s/@PORT@/$(cat "$work/port")/g" "$HERE/$file" > "$work/$file"
+  base=$(basename "$file")
+  sed "s/@PORT@/$(cat "$work/port")/g" "$HERE/$file" > "$work/$base"
   extra=()
   [ "$backend" = cpu ] && extra+=(--backend cpu -I "$SRC/tests/engine/cpu_candidates")
-  [[ "$file" == fork_bomb* ]] && extra+=(--timeout 10)
+  [[ "$base" == fork_bomb* || "$base" == *infinite* ]] && extra+=(--timeout 10)
   t0=$(date +%s.%N)
-  json=$("$EVAL" --json -p 1 -w "$world" --m 64 --n 64 --warmup 3 --iters 8 "${extra[@]}" \
-         "$work/$file" 2>"$work/stderr")
+  size=(--m 64 --n 64 --warmup 3 --iters 8)
+  [ "$backend" = cuda ] && [ "$CORPUS" != "$HERE/corpus.tsv" ] && size=(--warmup 20 --iters 50)
+  json=$("$EVAL" --json -p 1 -w "$world" "${size[@]}" "${extra[@]}" "$work/$base" \
+         2>"$work/stderr")
   got=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])' <<<"$json" 2>/dev/null)
   msg=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["message"][:160])' <<<"$json" 2>/dev/null)
   secs=$(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')")
   n=$((n + 1))
   if [ "$got" = "$want" ]; then
-    echo "ok   $file -> $got in ${secs} s ($what): $msg"
+    echo "ok   $base -> $got in ${secs} s ($what): $msg"
   else
-    echo "FAIL $file -> ${got:-no result} (expected $want; $what): $msg"
+    echo "FAIL $base -> ${got:-no result} (expected $want; $what): $msg"
     tail -5 "$work/stderr"
     fail=1
   fi
-done < "$HERE/corpus.tsv"
+done < "$CORPUS"
 
 for m in "${markers[@]}"; do
   if [ -e "$m" ]; then echo "FAIL escape: $m exists on the host"; fail=1; rm -f "$m"; fi

@@ -116,3 +116,20 @@ TEST_CASE("the catalog lists every problem with layouts and tolerances", "[engin
 
 }  // namespace
 }  // namespace pkb
+
+namespace pkb {
+namespace {
+
+TEST_CASE("the selftest runs known-good work and says so", "[engine]") {
+  SubprocessOptions o;
+  o.argv = {PKB_EVAL, "--gpu-selftest"};
+  o.timeout = absl::Seconds(120);
+  auto r = RunSubprocess(o);
+  REQUIRE(r.ok());
+  INFO(r->out << r->err);
+  CHECK(r->exit_code == 0);
+  CHECK(r->out.find("selftest ok") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace pkb

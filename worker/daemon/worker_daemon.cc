@@ -211,8 +211,13 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
     done.set_stage(v1::DONE);
     done.set_message(result.message());
     *done.mutable_result() = std::move(result);
-    if (options_.health_check && options_.healthy) {
-      absl::Status health = options_.health_check();
+    const v1::Status status = done.result().status();
+    const bool failed = status == v1::RUNTIME_ERROR || status == v1::TIMEOUT ||
+                        status == v1::INTERNAL;
+    const auto& check = failed && options_.failure_health_check ? options_.failure_health_check
+                                                                 : options_.health_check;
+    if (check && options_.healthy) {
+      absl::Status health = check();
       if (!health.ok())
         spdlog::error("health check failed: {}; taking no more jobs",
                       std::string(health.message()));

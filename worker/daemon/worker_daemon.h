@@ -38,6 +38,9 @@ struct WorkerDaemonOptions {
   // Run after every job, before its DONE is sent (which frees the slot): an error marks the node
   // unhealthy: it stays connected but takes no more leases (restart it once fixed). Empty: none.
   std::function<absl::Status()> health_check;
+  // Run instead after a job that ended RUNTIME_ERROR, TIMEOUT or INTERNAL (a crash, a fault or a
+  // hang may have left the GPU unusable): known-good work on the GPUs (pkb-eval --gpu-selftest).
+  std::function<absl::Status()> failure_health_check;
   absl::Duration min_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
 };

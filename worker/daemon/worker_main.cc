@@ -132,6 +132,20 @@ int main(int argc, char** argv) {
         absl::StrCat("test \"$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -c .)\" = ",
                      o.capabilities.gpu_count());
   }
+  if (o.capabilities.gpu_count() > 0) {
+    std::string engine = e.engine;
+    o.failure_health_check = [engine]() -> absl::Status {
+      pkb::SubprocessOptions h;
+      h.argv = {engine, "--gpu-selftest"};
+      h.timeout = absl::Seconds(120);
+      h.merge_stderr = true;
+      auto r = pkb::RunSubprocess(h);
+      if (!r.ok()) return r.status();
+      if (r->exit_code == 0 && !r->signaled && !r->timed_out) return absl::OkStatus();
+      return absl::UnavailableError(absl::StrCat("GPU selftest after a failed job failed (",
+                                                 r->Describe(), "): ", r->out.substr(0, 500)));
+    };
+  }
   if (!health_command.empty()) {
     o.health_check = [health_command]() -> absl::Status {
       pkb::SubprocessOptions h;

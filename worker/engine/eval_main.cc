@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include <unistd.h>
+
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
@@ -84,6 +86,10 @@ int main(int argc, char** argv) {
   app.add_flag("--events", events, "print every stage event as a JSON line");
   app.add_flag("--strict", strict, "exit 1 unless the verdict is OK");
   app.add_flag("--catalog", catalog, "print every problem's spec as JSON and exit");
+  bool selftest = false;
+  app.add_flag("--gpu-selftest", selftest,
+               "run known-good work on every GPU and check it (the worker's health check after a "
+               "failed job); exit 0 when healthy");
   app.add_option("--dump-inputs", dump_dir,
                  "write per-rank inputs and reference outputs (.pt) here");
   // PKB_SANDBOX=off is for test machines where user namespaces are disabled; flags win over it.
@@ -91,6 +97,14 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   o.run_timeout = absl::Seconds(timeout_s);
 
+  if (selftest) {
+    std::string rank = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "pkb-rank")
+                           .string();
+    execl(rank.c_str(), rank.c_str(), "--selftest", "--problem=1", "--report=/dev/null",
+          static_cast<char*>(nullptr));
+    std::fprintf(stderr, "pkb-eval: cannot run %s\n", rank.c_str());
+    return 3;
+  }
   if (catalog) {
     std::cout << ToJson(pkb::BuildCatalog(), true) << "\n";
     return 0;

@@ -459,6 +459,42 @@ absl::Status Run(const RankOptions& o, v1::RankReport* report) {
 }
 
 }  // namespace
+
+// Known-good work with known answers on every device: after a job that crashed, faulted or hung,
+// the worker runs this before it takes another job, and reports itself unhealthy if it fails.
+absl::Status SelfTest() {
+  std::vector<at::Device> devices;
+#ifdef PKB_WITH_CUDA
+  auto n = CudaDeviceCount();
+  if (!n.ok()) return n.status();
+  for (int d = 0; d < *n; ++d) devices.emplace_back(at::kCUDA, static_cast<c10::DeviceIndex>(d));
+#endif
+  if (devices.empty()) devices.emplace_back(at::kCPU);
+  try {
+    for (const auto& dev : devices) {
+      auto opts = at::TensorOptions().device(dev);
+      // sum of 2i+1 over i < 2^20 is (2^20)^2, exact in fp64.
+      at::Tensor x = at::arange(1 << 20, opts.dtype(at::kDouble));
+      double sum = (x * 2 + 1).sum().item<double>();
+      // A bf16 GEMM of ones: every element is exactly K.
+      at::Tensor a = at::ones({512, 256}, opts.dtype(at::kBFloat16));
+      at::Tensor c = at::matmul(a, a.t());
+      bool gemm_ok = c.eq(256).all().item<bool>();
+      // A large allocation written and read back.
+      at::Tensor big = at::full({64 << 20}, 7, opts.dtype(at::kInt));
+      bool big_ok = big.sum().item<int64_t>() == int64_t(7) * (64 << 20);
+      if (sum != double(1 << 20) * double(1 << 20) || !gemm_ok || !big_ok) {
+        return absl::DataLossError(absl::StrCat("selftest on ", dev.str(),
+                                                ": wrong results (sum ", sum, ", gemm ",
+                                                gemm_ok, ", memory ", big_ok, ")"));
+      }
+    }
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("selftest failed: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace pkb
 
 int main(int argc, char** argv) {
@@ -482,9 +518,17 @@ int main(int argc, char** argv) {
   app.add_option("--l2-multiple", o.l2_multiple);
   app.add_option("--spot-checks", o.spot_checks);
   app.add_flag("!--no-baseline", o.baseline);
-  bool probe = false;
+  bool probe = false, selftest = false;
   app.add_flag("--probe", probe, "print the number of usable GPUs and exit");
+  app.add_flag("--selftest", selftest,
+               "run known-good work on every GPU (the CPU without one) and check its results");
   CLI11_PARSE(app, argc, argv);
+  if (selftest) {
+    absl::Status st = pkb::SelfTest();
+    std::printf("%s\n", st.ok() ? "selftest ok" : std::string(st.message()).c_str());
+    return st.ok() ? 0 : 1;
+  }
+
   if (probe) {
 #ifdef PKB_WITH_CUDA
     auto n = pkb::CudaDeviceCount();
