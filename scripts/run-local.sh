@@ -43,6 +43,7 @@ if [[ -z "$world" ]]; then
 fi
 
 work="$(mktemp -d /tmp/pkb-local.XXXXXX)"
+chmod 711 "$work"  # the engine's sandbox uid passes through to the job folders
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done

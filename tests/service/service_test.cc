@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <set>
@@ -75,7 +76,11 @@ std::string Slurp(const std::string& path) {
 
 // A coordinator on a temp SQLite file, restartable on the same port and file.
 struct Cluster {
-  Cluster() { dir = *MakeTempDir("/tmp", "pkb-svc-test"); }
+  Cluster() {
+    dir = *MakeTempDir("/tmp", "pkb-svc-test");
+    // The engine's sandbox uid passes through to the workers' scratch (docs/operations.md).
+    std::filesystem::permissions(dir, std::filesystem::perms(0711));
+  }
   ~Cluster() {
     workers.clear();
     coordinator.reset();

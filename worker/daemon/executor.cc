@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -38,6 +39,10 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
   absl::StatusOr<std::string> dir = MakeTempDir(options_.scratch, "job-");
   if (!dir.ok())
     return Verdict(v1::INTERNAL, absl::StrCat("worker scratch: ", dir.status().message()));
+  // Search-only for others: the engine's sandbox runs the submission as another uid, which must
+  // pass through this folder to the job folder the engine makes inside it (docs/security.md).
+  std::error_code perm_ec;
+  std::filesystem::permissions(*dir, std::filesystem::perms(0711), perm_ec);
   const std::string source = *dir + "/candidate.cu";
   if (absl::Status st = WriteFileAtomic(source, lease.source()); !st.ok()) {
     RemoveTree(*dir).IgnoreError();

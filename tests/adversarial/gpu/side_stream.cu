@@ -1,8 +1,9 @@
 // Problem 1 at W = 1 (a copy): does the copy on a private non-blocking stream and returns at once,
-// so the harness's events on ctx->stream time nothing. The device is synchronized before each
-// verification and before the timed window's wall clock closes, so the answer is right and the
-// time escapes only the events. Verdict: REJECTED (timing escape: the wall clock over the window
-// disagrees with the events) when the hidden work is large; see docs/security.md for the limit.
+// so the harness's events on ctx->stream time nothing. Verification synchronizes the device, so
+// the trials pass; in the timed window the outputs of randomly picked iterations are copied aside
+// on the harness's stream right after the call, before the hidden copy has landed, and the
+// outputs are re-poisoned after each use. Verdict on the H200 (2026-12-03): MISMATCH. (The
+// wall-clock check would reject it as a timing escape as well if the outputs were right.)
 #include <cuda_runtime.h>
 
 #include "pkb/candidate.h"
