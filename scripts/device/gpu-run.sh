@@ -17,7 +17,8 @@ export PATH="$BIN:$PATH"  # bwrap travels with the binaries
 # The sandbox runs submissions as nobody: it must be able to reach the binaries and libtorch.
 bash scripts/sandbox-paths.sh
 {
-  date -u; git log -1 --format='commit %H' 2>/dev/null || true
+  date -u; echo "binaries of commit $(cat .carry/COMMIT 2>/dev/null || echo unknown)"
+  git log -1 --format='tree at commit %H' 2>/dev/null || true
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   nvcc --version | tail -1
   echo "gpus seen by pkb-rank: $($BIN/pkb-rank --probe --problem=1 --report=/dev/null)"
