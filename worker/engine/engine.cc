@@ -1,9 +1,8 @@
 #include "worker/engine/engine.h"
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
-#include <numeric>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -15,7 +14,6 @@
 #include "common/hash.h"
 #include "common/job_key.h"
 #include "common/subprocess.h"
-#include "nlohmann/json.hpp"
 #include "problems/harness/check.h"
 #include "problems/harness/inputs.h"
 #include "problems/harness/registry.h"
@@ -23,16 +21,10 @@
 #include "worker/engine/sandbox.h"
 #include "worker/engine/static_check.h"
 #include "worker/engine/launcher.h"
+#include "worker/engine/verdict.h"
 
 namespace pkb {
 namespace {
-
-// Ceilings of one H200, measured on the device machine (docs/benchmarks.md): a device-to-device
-// copy moved 4.3 TB/s counting read + write, a bf16 GEMM ran at about 790 TFLOP/s. NVLink 4 is
-// 450 GB/s per direction per GPU.
-constexpr double kHbmBytesPerSecond = 4.3e12;
-constexpr double kFlopsPerSecond = 790e12;
-constexpr double kNvlinkBytesPerSecond = 450e9;
 
 class EventEmitter {
  public:
@@ -61,42 +53,6 @@ class EventEmitter {
   const EventSink& sink_;
   int64_t seq_ = 0;
 };
-
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  double pos = q * (v.size() - 1);
-  size_t lo = static_cast<size_t>(std::floor(pos)), hi = static_cast<size_t>(std::ceil(pos));
-  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
-}
-
-// Per-iteration slowest-rank times and their distribution.
-v1::Timing Summarize(const std::vector<std::vector<double>>& per_rank,
-                     const std::vector<double>& wall_us, int sets, int spot_checks) {
-  v1::Timing t;
-  if (per_rank.empty() || per_rank[0].empty()) return t;
-  size_t iters = per_rank[0].size();
-  std::vector<double> slowest(iters, 0);
-  for (const auto& r : per_rank) {
-    for (size_t i = 0; i < iters && i < r.size(); ++i) slowest[i] = std::max(slowest[i], r[i]);
-    t.add_per_rank_median_us(Percentile(r, 0.5));
-  }
-  double mean = std::accumulate(slowest.begin(), slowest.end(), 0.0) / iters;
-  double var = 0;
-  for (double x : slowest) var += (x - mean) * (x - mean);
-  t.set_median_us(Percentile(slowest, 0.5));
-  t.set_mean_us(mean);
-  t.set_stddev_us(iters > 1 ? std::sqrt(var / (iters - 1)) : 0);
-  t.set_p10_us(Percentile(slowest, 0.1));
-  t.set_p90_us(Percentile(slowest, 0.9));
-  t.set_min_us(*std::min_element(slowest.begin(), slowest.end()));
-  t.set_max_us(*std::max_element(slowest.begin(), slowest.end()));
-  t.set_samples(static_cast<int>(iters));
-  t.set_wall_per_iter_us(*std::max_element(wall_us.begin(), wall_us.end()) / iters);
-  t.set_input_sets(sets);
-  t.set_spot_checks(spot_checks);
-  return t;
-}
 
 std::string ExeDir() {
   std::error_code ec;
@@ -318,19 +274,17 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
     for (const auto& d : LoadedLibraryDirs()) run_sandbox.read_only.push_back(d);
     spec.sandbox = &run_sandbox;
   }
-  bool verifying_announced = false;
+  // Rank 0's stdout is shared with the submission: ParseProgress drops what the harness never
+  // writes, so a forged line can at most announce a trial early (the verdict comes from reports).
   spec.on_progress = [&](const std::string& line) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded()) return;
-    if (j.contains("trial")) {
-      if (!verifying_announced) verifying_announced = true;
-      int t = j["trial"].get<int>();
-      bool ok = j.value("ok", false);
-      events.Emit(
-          v1::VERIFYING,
-          absl::StrCat("trial ", t + 1, "/", o.trials, ok ? " correct on every rank" : " failed"),
-          t, ok);
-    } else if (j.value("stage", "") == "BENCHMARKING") {
+    std::optional<Progress> p = ParseProgress(line, o.trials);
+    if (!p) return;
+    if (p->trial >= 0) {
+      events.Emit(v1::VERIFYING,
+                  absl::StrCat("trial ", p->trial + 1, "/", o.trials,
+                               p->ok ? " correct on every rank" : " failed"),
+                  p->trial, p->ok);
+    } else if (p->benchmarking) {
       events.Emit(v1::BENCHMARKING, absl::StrCat("timing candidate and baseline: ", o.warmup,
                                                  " warm-up + ", o.iters, " timed iterations"));
     }
@@ -342,15 +296,33 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   if (!launched.ok()) return finish(v1::INTERNAL, std::string(launched.status().message()));
   (*r.mutable_stage_seconds())["run"] = absl::ToDoubleSeconds(launched->elapsed);
 
-  std::vector<v1::RankReport> reports;
+  VerdictContext vctx;
+  vctx.world = o.world;
+  vctx.trials = o.trials;
+  vctx.iters = o.iters;
+  vctx.baseline = o.baseline;
+  vctx.baseline_only = o.baseline_only;
+  vctx.cuda = backend == "cuda";
+  Roofline roof = p.GetRoofline(cfg);
+  vctx.nvlink_bytes = roof.nvlink_bytes;
+  vctx.hbm_bytes = roof.hbm_bytes;
+  vctx.flops = roof.flops;
+  vctx.collective_bytes = roof.collective_bytes;
+  vctx.busbw_factor = roof.busbw_factor;
+  std::vector<std::optional<std::string>> blobs(o.world);
   for (int rank = 0; rank < o.world; ++rank) {
     auto bytes = ReadFile(absl::StrCat(report_base, ".", rank));
-    v1::RankReport rep;
-    if (bytes.ok() && rep.ParseFromString(*bytes)) reports.push_back(rep);
+    if (bytes.ok()) blobs[rank] = std::move(*bytes);
   }
+  ParsedReports parsed = ParseRankReports(vctx, blobs);
+  // Logs by rank; the CPU backend has one, mpirun's.
+  auto log_tail = [&](int rank) {
+    size_t idx = backend == "cpu" ? 0 : static_cast<size_t>(rank);
+    return idx < launched->ranks.size() ? TailOfFile(launched->ranks[idx].log_path, 8192)
+                                        : std::string();
+  };
   auto first_log_tail = [&]() {
-    int idx = launched->first_failed >= 0 ? launched->first_failed : 0;
-    return TailOfFile(launched->ranks[idx].log_path, 8192);
+    return log_tail(launched->first_failed >= 0 ? launched->first_failed : 0);
   };
   if (launched->timed_out) {
     r.set_failed_rank_log(first_log_tail());
@@ -358,12 +330,15 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
                   absl::StrCat("the ranks did not finish within ",
                                absl::FormatDuration(o.run_timeout), " and were killed"));
   }
-  for (const auto& rep : reports) {
-    for (const auto& t : rep.trials()) {
-      if (!t.ok() || t.outputs_size() > 0) *r.add_rank_trials() = t;
-    }
+  CollectRankTrials(parsed, &r);
+  if (launched->first_failed < 0 && !parsed.malformed.empty()) {
+    // Every rank exited cleanly, yet a report is not one the harness writes: the submission
+    // wrote to the verdict channel.
+    r.set_failed_rank_log(first_log_tail());
+    return finish(v1::REJECTED, absl::StrCat("tampered verdict channel: ",
+                                             absl::StrJoin(parsed.malformed, "; ")));
   }
-  if (static_cast<int>(reports.size()) < o.world) {
+  if (!parsed.Complete()) {
     r.set_failed_rank_log(first_log_tail());
     std::string who = launched->first_failed >= 0
                           ? absl::StrCat("rank process ", launched->first_failed, " ",
@@ -372,81 +347,11 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
     if (backend == "cpu") who = absl::StrCat("a rank process failed (", launched->Describe(0), ")");
     return finish(v1::RUNTIME_ERROR, absl::StrCat(who, "; the candidate crashed or faulted"));
   }
-  // The first non-OK rank decides the verdict, a mismatch report winning over a bystander's.
-  for (v1::Status s : {v1::INTERNAL, v1::REJECTED, v1::RUNTIME_ERROR, v1::MISMATCH}) {
-    for (const auto& rep : reports) {
-      if (rep.status() == s) {
-        r.set_gpu(rep.device_name());
-        if (s != v1::MISMATCH)
-          r.set_failed_rank_log(
-              TailOfFile(launched->ranks[backend == "cpu" ? 0 : rep.rank()].log_path, 8192));
-        return finish(s, rep.message());
-      }
-    }
-  }
-  r.set_gpu(reports[0].device_name());
-  double verify_s = 0, bench_s = 0;
-  for (const auto& rep : reports) {
-    verify_s = std::max(verify_s, rep.stage_verify_seconds());
-    bench_s = std::max(bench_s, rep.stage_benchmark_seconds());
-  }
-  (*r.mutable_stage_seconds())["verify"] = verify_s;
-  (*r.mutable_stage_seconds())["benchmark"] = bench_s;
-
-  std::vector<std::vector<double>> cand, base;
-  std::vector<double> cand_wall, base_wall;
-  for (const auto& rep : reports) {
-    cand.emplace_back(rep.candidate_us().begin(), rep.candidate_us().end());
-    base.emplace_back(rep.baseline_us().begin(), rep.baseline_us().end());
-    cand_wall.push_back(rep.candidate_wall_us());
-    base_wall.push_back(rep.baseline_wall_us());
-  }
-  *r.mutable_candidate() =
-      Summarize(cand, cand_wall, reports[0].input_sets(), reports[0].spot_checks());
-  if (o.baseline) *r.mutable_baseline() = Summarize(base, base_wall, reports[0].input_sets(), 0);
-  if (o.baseline_only) {
-    return finish(v1::OK, absl::StrFormat("reference alone: median %.2f us per call on %d rank(s)",
-                                          r.baseline().median_us(), o.world));
-  }
-  if (r.candidate().median_us() > 0 && r.baseline().median_us() > 0) {
-    r.set_speedup(r.baseline().median_us() / r.candidate().median_us());
-  }
-  Roofline roof = p.GetRoofline(cfg);
-  v1::Roofline* rr = r.mutable_roofline();
-  rr->set_nvlink_bytes(roof.nvlink_bytes);
-  rr->set_hbm_bytes(roof.hbm_bytes);
-  rr->set_flops(roof.flops);
-  double floor_s = std::max({roof.nvlink_bytes / kNvlinkBytesPerSecond,
-                             roof.hbm_bytes / kHbmBytesPerSecond, roof.flops / kFlopsPerSecond});
-  rr->set_floor_us(floor_s * 1e6);
-  double med_s = r.candidate().median_us() * 1e-6;
-  if (med_s > 0) {
-    rr->set_percent_of_roofline(100.0 * floor_s / med_s);
-    if (roof.collective_bytes > 0) {
-      rr->set_algbw_gbps(roof.collective_bytes / med_s / 1e9);
-      rr->set_busbw_gbps(rr->algbw_gbps() * roof.busbw_factor);
-    }
-  }
-  // Work hidden on other streams or threads shows up in the wall clock but not in the events.
-  const v1::Timing& c = r.candidate();
-  if (backend == "cuda" && c.wall_per_iter_us() > 1.5 * c.mean_us() + 20.0) {
-    return finish(
-        v1::REJECTED,
-        absl::StrFormat(
-            "timing escape: the wall clock over the timed window (%.1f us per iteration) far "
-            "exceeds "
-            "the events on the harness stream (%.1f us mean); enqueue all work on ctx->stream",
-            c.wall_per_iter_us(), c.mean_us()));
-  }
-  if (backend == "cuda" && floor_s > 0 && med_s > 0 && med_s < 0.8 * floor_s) {
-    return finish(
-        v1::REJECTED,
-        absl::StrFormat(
-            "the measured time (%.2f us) is below the physical floor (%.2f us) of this problem",
-            med_s * 1e6, floor_s * 1e6));
-  }
-  return finish(v1::OK, absl::StrFormat("correct on %d rank(s) in %d trial(s); speedup %.3fx",
-                                        o.world, o.trials, r.speedup()));
+  std::vector<v1::RankReport> reports;
+  for (auto& rep : parsed.reports) reports.push_back(std::move(*rep));
+  Verdict v = JudgeReports(vctx, reports, &r);
+  if (v.log_rank >= 0) r.set_failed_rank_log(log_tail(v.log_rank));
+  return finish(v.status, v.message);
 }
 
 std::string FormatReport(const v1::EvalResult& r) {

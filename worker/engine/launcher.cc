@@ -239,6 +239,8 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
 
   LaunchResult result;
   std::string buffer;
+  constexpr size_t kMaxLine = 64 << 10, kMaxLog = 16 << 20;
+  size_t log_bytes = 0;
   std::ofstream rank0_log(children[0].exit.log_path, std::ios::app);
   absl::Time deadline = start + spec.timeout;
   absl::Time kill_at = absl::InfiniteFuture();
@@ -260,15 +262,20 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
           pipe_open = false;
         } else {
           buffer.append(buf, n);
+          // Rank 0's stdout is the submission's too: a line without end must not grow the
+          // buffer without bound, nor the log fill the worker's disk.
+          if (buffer.find('\n') == std::string::npos && buffer.size() > kMaxLine) buffer += '\n';
           size_t pos;
           while ((pos = buffer.find('\n')) != std::string::npos) {
             std::string line = buffer.substr(0, pos);
             buffer.erase(0, pos + 1);
             if (absl::StartsWith(line, "PKB-PROGRESS ")) {
               if (spec.on_progress) spec.on_progress(line.substr(13));
-            } else if (rank0_log) {
+            } else if (rank0_log && log_bytes < kMaxLog) {
               // Everything else rank 0 prints (device printf of a trapping kernel, say) is kept.
+              log_bytes += line.size() + 1;
               rank0_log << line << "\n" << std::flush;
+              if (log_bytes >= kMaxLog) rank0_log << "[pkb: log cut here]\n" << std::flush;
             }
           }
         }

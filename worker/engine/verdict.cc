@@ -1,0 +1,256 @@
+#include "worker/engine/verdict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+
+namespace pkb {
+namespace {
+
+// Ceilings of one H200, measured on the device machine (docs/benchmarks.md): a device-to-device
+// copy moved 4.3 TB/s counting read + write, a bf16 GEMM ran at about 790 TFLOP/s. NVLink 4 is
+// 450 GB/s per direction per GPU.
+constexpr double kHbmBytesPerSecond = 4.3e12;
+constexpr double kFlopsPerSecond = 790e12;
+constexpr double kNvlinkBytesPerSecond = 450e9;
+
+// Bounds on what a report may hold. The harness stays far below them; they keep a forged report
+// from making the engine (and the result it stores) arbitrarily large.
+constexpr size_t kMaxText = 4096;
+constexpr int kMaxOutputsPerTrial = 1024;
+constexpr int kMaxSpotFailures = 1024;
+constexpr int kMaxInputSets = 1 << 20;
+constexpr double kMaxMicros = 1e12;  // eleven days in one call
+
+void Cut(std::string* s) {
+  if (s->size() > kMaxText) s->resize(kMaxText);
+}
+
+bool SaneMicros(double x) { return std::isfinite(x) && x >= 0 && x <= kMaxMicros; }
+
+// Empty when `rep` is something the harness of rank `rank` could have written for `ctx`.
+std::string Check(const VerdictContext& ctx, int rank, v1::RankReport* rep) {
+  if (rep->rank() != rank) return absl::StrCat("it names rank ", rep->rank());
+  switch (rep->status()) {
+    case v1::OK: case v1::RUNTIME_ERROR: case v1::MISMATCH: case v1::REJECTED: case v1::INTERNAL:
+      break;
+    default:
+      return absl::StrCat("status ", static_cast<int>(rep->status()), " is not a rank status");
+  }
+  Cut(rep->mutable_message());
+  if (rep->device_name().size() > 256) rep->mutable_device_name()->resize(256);
+  if (rep->trials_size() > ctx.trials)
+    return absl::StrCat(rep->trials_size(), " trials, but ", ctx.trials, " were run");
+  for (auto& t : *rep->mutable_trials()) {
+    if (t.rank() != rank) return absl::StrCat("a trial names rank ", t.rank());
+    if (t.trial() < 0 || t.trial() >= ctx.trials)
+      return absl::StrCat("trial number ", t.trial(), " is out of range");
+    if (t.outputs_size() > kMaxOutputsPerTrial) return "too many outputs in a trial";
+    Cut(t.mutable_error());
+    for (auto& c : *t.mutable_outputs()) {
+      Cut(c.mutable_name());
+      Cut(c.mutable_problem());
+    }
+  }
+  if (rep->spot_failures_size() > kMaxSpotFailures) return "too many spot-check failures";
+  for (auto& c : *rep->mutable_spot_failures()) {
+    Cut(c.mutable_name());
+    Cut(c.mutable_problem());
+  }
+  // Timings: none, or one per timed iteration; a rank that passed must have them all.
+  const bool ok = rep->status() == v1::OK;
+  for (const auto* series : {&rep->candidate_us(), &rep->baseline_us()}) {
+    if (series->empty()) continue;
+    if (series->size() != ctx.iters)
+      return absl::StrCat(series->size(), " timed iterations, but ", ctx.iters, " were run");
+    for (double x : *series) {
+      if (!SaneMicros(x)) return absl::StrCat("a timed iteration of ", x, " us");
+    }
+  }
+  if (ok && !ctx.baseline_only && rep->candidate_us_size() != ctx.iters)
+    return "a passing rank without the candidate's timings";
+  if (ok && ctx.baseline && rep->baseline_us_size() != ctx.iters)
+    return "a passing rank without the reference's timings";
+  for (double x : {rep->candidate_wall_us(), rep->baseline_wall_us()}) {
+    if (!SaneMicros(x)) return absl::StrCat("a wall-clock time of ", x, " us");
+  }
+  for (double x : {rep->stage_verify_seconds(), rep->stage_benchmark_seconds()}) {
+    if (!SaneMicros(x)) return absl::StrCat("a stage time of ", x, " s");
+  }
+  if (rep->input_sets() < 0 || rep->input_sets() > kMaxInputSets)
+    return absl::StrCat(rep->input_sets(), " input sets");
+  if (rep->spot_checks() < 0 || rep->spot_checks() > ctx.iters)
+    return absl::StrCat(rep->spot_checks(), " spot checks");
+  return "";
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  double pos = q * (v.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(pos)), hi = static_cast<size_t>(std::ceil(pos));
+  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
+}
+
+}  // namespace
+
+bool ParsedReports::Complete() const {
+  return std::all_of(reports.begin(), reports.end(), [](const auto& r) { return r.has_value(); });
+}
+
+ParsedReports ParseRankReports(const VerdictContext& ctx,
+                               const std::vector<std::optional<std::string>>& blobs) {
+  ParsedReports out;
+  out.reports.resize(ctx.world);
+  for (int rank = 0; rank < ctx.world; ++rank) {
+    if (rank >= static_cast<int>(blobs.size()) || !blobs[rank]) continue;
+    v1::RankReport rep;
+    std::string why = rep.ParseFromString(*blobs[rank]) ? Check(ctx, rank, &rep)
+                                                        : std::string("it does not parse");
+    if (why.empty()) {
+      out.reports[rank] = std::move(rep);
+    } else {
+      out.malformed.push_back(absl::StrCat("rank ", rank, "'s report: ", why));
+    }
+  }
+  return out;
+}
+
+std::optional<Progress> ParseProgress(std::string_view line, int trials) {
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  Progress p;
+  auto trial = j.find("trial");
+  if (trial != j.end()) {
+    if (!trial->is_number_integer()) return std::nullopt;
+    int64_t t = trial->get<int64_t>();
+    if (t < 0 || t >= trials) return std::nullopt;
+    p.trial = static_cast<int>(t);
+    auto ok = j.find("ok");
+    p.ok = ok != j.end() && ok->is_boolean() && ok->get<bool>();
+    return p;
+  }
+  auto stage = j.find("stage");
+  if (stage != j.end() && stage->is_string() && stage->get<std::string>() == "BENCHMARKING") {
+    p.benchmarking = true;
+    return p;
+  }
+  return std::nullopt;
+}
+
+v1::Timing SummarizeTiming(const std::vector<std::vector<double>>& per_rank,
+                           const std::vector<double>& wall_us, int sets, int spot_checks) {
+  v1::Timing t;
+  if (per_rank.empty() || per_rank[0].empty()) return t;
+  size_t iters = per_rank[0].size();
+  std::vector<double> slowest(iters, 0);
+  for (const auto& r : per_rank) {
+    for (size_t i = 0; i < iters && i < r.size(); ++i) slowest[i] = std::max(slowest[i], r[i]);
+    t.add_per_rank_median_us(Percentile(r, 0.5));
+  }
+  double mean = std::accumulate(slowest.begin(), slowest.end(), 0.0) / iters;
+  double var = 0;
+  for (double x : slowest) var += (x - mean) * (x - mean);
+  t.set_median_us(Percentile(slowest, 0.5));
+  t.set_mean_us(mean);
+  t.set_stddev_us(iters > 1 ? std::sqrt(var / (iters - 1)) : 0);
+  t.set_p10_us(Percentile(slowest, 0.1));
+  t.set_p90_us(Percentile(slowest, 0.9));
+  t.set_min_us(*std::min_element(slowest.begin(), slowest.end()));
+  t.set_max_us(*std::max_element(slowest.begin(), slowest.end()));
+  t.set_samples(static_cast<int>(iters));
+  double wall = wall_us.empty() ? 0 : *std::max_element(wall_us.begin(), wall_us.end());
+  t.set_wall_per_iter_us(wall / iters);
+  t.set_input_sets(sets);
+  t.set_spot_checks(spot_checks);
+  return t;
+}
+
+void CollectRankTrials(const ParsedReports& parsed, v1::EvalResult* result) {
+  for (const auto& rep : parsed.reports) {
+    if (!rep) continue;
+    for (const auto& t : rep->trials()) {
+      if (!t.ok() || t.outputs_size() > 0) *result->add_rank_trials() = t;
+    }
+  }
+}
+
+Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport>& reports,
+                     v1::EvalResult* r) {
+  if (reports.empty()) return {v1::INTERNAL, "no rank reports to judge"};
+  // The first non-OK rank decides, a mismatch report winning over a bystander's.
+  for (v1::Status s : {v1::INTERNAL, v1::REJECTED, v1::RUNTIME_ERROR, v1::MISMATCH}) {
+    for (const auto& rep : reports) {
+      if (rep.status() == s) {
+        r->set_gpu(rep.device_name());
+        return {s, rep.message(), s == v1::MISMATCH ? -1 : rep.rank()};
+      }
+    }
+  }
+  r->set_gpu(reports[0].device_name());
+  double verify_s = 0, bench_s = 0;
+  for (const auto& rep : reports) {
+    verify_s = std::max(verify_s, rep.stage_verify_seconds());
+    bench_s = std::max(bench_s, rep.stage_benchmark_seconds());
+  }
+  (*r->mutable_stage_seconds())["verify"] = verify_s;
+  (*r->mutable_stage_seconds())["benchmark"] = bench_s;
+
+  std::vector<std::vector<double>> cand, base;
+  std::vector<double> cand_wall, base_wall;
+  for (const auto& rep : reports) {
+    cand.emplace_back(rep.candidate_us().begin(), rep.candidate_us().end());
+    base.emplace_back(rep.baseline_us().begin(), rep.baseline_us().end());
+    cand_wall.push_back(rep.candidate_wall_us());
+    base_wall.push_back(rep.baseline_wall_us());
+  }
+  *r->mutable_candidate() =
+      SummarizeTiming(cand, cand_wall, reports[0].input_sets(), reports[0].spot_checks());
+  if (ctx.baseline)
+    *r->mutable_baseline() = SummarizeTiming(base, base_wall, reports[0].input_sets(), 0);
+  if (ctx.baseline_only) {
+    return {v1::OK, absl::StrFormat("reference alone: median %.2f us per call on %d rank(s)",
+                                    r->baseline().median_us(), ctx.world)};
+  }
+  if (r->candidate().median_us() > 0 && r->baseline().median_us() > 0) {
+    r->set_speedup(r->baseline().median_us() / r->candidate().median_us());
+  }
+  v1::Roofline* rr = r->mutable_roofline();
+  rr->set_nvlink_bytes(ctx.nvlink_bytes);
+  rr->set_hbm_bytes(ctx.hbm_bytes);
+  rr->set_flops(ctx.flops);
+  double floor_s = std::max({ctx.nvlink_bytes / kNvlinkBytesPerSecond,
+                             ctx.hbm_bytes / kHbmBytesPerSecond, ctx.flops / kFlopsPerSecond});
+  rr->set_floor_us(floor_s * 1e6);
+  double med_s = r->candidate().median_us() * 1e-6;
+  if (med_s > 0) {
+    rr->set_percent_of_roofline(100.0 * floor_s / med_s);
+    if (ctx.collective_bytes > 0) {
+      rr->set_algbw_gbps(ctx.collective_bytes / med_s / 1e9);
+      rr->set_busbw_gbps(rr->algbw_gbps() * ctx.busbw_factor);
+    }
+  }
+  // Work hidden on other streams or threads shows up in the wall clock but not in the events.
+  const v1::Timing& c = r->candidate();
+  if (ctx.cuda && c.wall_per_iter_us() > 1.5 * c.mean_us() + 20.0) {
+    return {v1::REJECTED,
+            absl::StrFormat("timing escape: the wall clock over the timed window (%.1f us per "
+                            "iteration) far exceeds the events on the harness stream (%.1f us "
+                            "mean); enqueue all work on ctx->stream",
+                            c.wall_per_iter_us(), c.mean_us())};
+  }
+  if (ctx.cuda && floor_s > 0 && med_s > 0 && med_s < 0.8 * floor_s) {
+    return {v1::REJECTED,
+            absl::StrFormat(
+                "the measured time (%.2f us) is below the physical floor (%.2f us) of this problem",
+                med_s * 1e6, floor_s * 1e6)};
+  }
+  return {v1::OK, absl::StrFormat("correct on %d rank(s) in %d trial(s); speedup %.3fx",
+                                  ctx.world, ctx.trials, r->speedup())};
+}
+
+}  // namespace pkb

@@ -1,0 +1,87 @@
+// From what the rank processes wrote to the verdict of one evaluation.
+//
+// The rank processes run the submission in their own address space, so everything they hand
+// the engine — the report files and the progress lines on rank 0's stdout — may have been
+// written by the submission. Both are parsed here as untrusted input: every field is checked
+// against the job's own parameters, a malformed report makes the verdict REJECTED instead of
+// crashing or misleading the engine, and nothing here reads past what was checked. libFuzzer
+// drives both entry points (tests/fuzz/engine_reports_fuzz.cc).
+//
+//   VerdictContext ctx{.world = 2, .trials = 5, .iters = 100, ...};
+//   ParsedReports parsed = ParseRankReports(ctx, blobs);   // one blob per rank, or nullopt
+//   if (parsed.malformed.empty() && parsed.Complete()) {
+//     Verdict v = JudgeReports(ctx, parsed.reports, &result);
+//   }
+//
+// No libtorch: the problem's roofline comes in as numbers.
+#ifndef PKB_WORKER_ENGINE_VERDICT_H_
+#define PKB_WORKER_ENGINE_VERDICT_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pkb/v1/result.pb.h"
+
+namespace pkb {
+
+// The job's parameters that a report must agree with, and the problem's roofline.
+struct VerdictContext {
+  int world = 1;
+  int trials = 1;
+  int iters = 1;
+  bool baseline = true;       // the reference was timed too
+  bool baseline_only = false; // no candidate
+  bool cuda = true;           // GPU run: the timing-escape and physical-floor checks apply
+  double nvlink_bytes = 0;    // per rank, from Problem::GetRoofline
+  double hbm_bytes = 0;
+  double flops = 0;
+  double collective_bytes = 0;
+  double busbw_factor = 0;
+};
+
+struct ParsedReports {
+  std::vector<std::optional<v1::RankReport>> reports;  // by rank; nullopt: missing or malformed
+  std::vector<std::string> malformed;                  // one reason per malformed report
+  bool Complete() const;                                // every rank has a valid report
+};
+
+// Parses and checks one report per rank (nullopt where the rank wrote none). Oversized strings
+// are cut rather than rejected; anything the harness never writes (another rank's number,
+// more trials than were run, a timing count other than the iteration count, a negative or
+// non-finite time) marks the report malformed.
+ParsedReports ParseRankReports(const VerdictContext& ctx,
+                               const std::vector<std::optional<std::string>>& blobs);
+
+// One progress line of rank 0 ("PKB-PROGRESS " already stripped).
+struct Progress {
+  int trial = -1;  // a trial finished; -1 for a stage announcement
+  bool ok = false;
+  bool benchmarking = false;
+};
+// nullopt for anything that is not a line the harness writes (they are then ignored).
+std::optional<Progress> ParseProgress(std::string_view line, int trials);
+
+struct Verdict {
+  v1::Status status = v1::OK;
+  std::string message;
+  int log_rank = -1;  // whose log to attach to the result, -1 for none
+};
+
+// Judges a complete set of valid reports (ParsedReports::Complete): the first non-OK rank
+// decides, then the timing summary, speedup and roofline go into `result`, and the timing-escape
+// and physical-floor checks run. Also copies each rank's failed or detailed trials.
+Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport>& reports,
+                     v1::EvalResult* result);
+
+// Every rank's trials that failed or carry output details, for the result.
+void CollectRankTrials(const ParsedReports& parsed, v1::EvalResult* result);
+
+// Per-iteration slowest-rank times and their distribution (exposed for tests).
+v1::Timing SummarizeTiming(const std::vector<std::vector<double>>& per_rank,
+                           const std::vector<double>& wall_us, int sets, int spot_checks);
+
+}  // namespace pkb
+
+#endif  // PKB_WORKER_ENGINE_VERDICT_H_

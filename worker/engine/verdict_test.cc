@@ -1,0 +1,177 @@
+#include "worker/engine/verdict.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+
+namespace pkb {
+namespace {
+
+VerdictContext Ctx(int world) {
+  VerdictContext c;
+  c.world = world;
+  c.trials = 3;
+  c.iters = 4;
+  c.hbm_bytes = 4.3e6;  // a floor of 1 us
+  return c;
+}
+
+// What the harness of `rank` writes for a passing run of Ctx().
+v1::RankReport Passing(int rank, double us = 10) {
+  v1::RankReport r;
+  r.set_rank(rank);
+  r.set_status(v1::OK);
+  for (int t = 0; t < 3; ++t) {
+    auto* trial = r.add_trials();
+    trial->set_rank(rank);
+    trial->set_trial(t);
+    trial->set_ok(true);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r.add_candidate_us(us);
+    r.add_baseline_us(2 * us);
+  }
+  r.set_candidate_wall_us(4 * us);
+  r.set_baseline_wall_us(8 * us);
+  r.set_input_sets(2);
+  r.set_spot_checks(3);
+  r.set_device_name("test device");
+  return r;
+}
+
+std::vector<std::optional<std::string>> Blobs(const std::vector<v1::RankReport>& reports) {
+  std::vector<std::optional<std::string>> b;
+  for (const auto& r : reports) b.push_back(r.SerializeAsString());
+  return b;
+}
+
+std::string OnlyReason(const VerdictContext& ctx, const std::vector<v1::RankReport>& reports) {
+  ParsedReports p = ParseRankReports(ctx, Blobs(reports));
+  REQUIRE(p.malformed.size() == 1);
+  CHECK_FALSE(p.Complete());
+  return p.malformed[0];
+}
+
+TEST_CASE("reports the harness writes pass and give an OK verdict with the slowest rank's time") {
+  VerdictContext ctx = Ctx(2);
+  ParsedReports p = ParseRankReports(ctx, Blobs({Passing(0, 10), Passing(1, 12)}));
+  REQUIRE(p.malformed.empty());
+  REQUIRE(p.Complete());
+  std::vector<v1::RankReport> reports = {*p.reports[0], *p.reports[1]};
+  v1::EvalResult r;
+  Verdict v = JudgeReports(ctx, reports, &r);
+  CHECK(v.status == v1::OK);
+  CHECK(r.candidate().median_us() == 12);
+  CHECK(r.baseline().median_us() == 24);
+  CHECK(r.speedup() == 2);
+  CHECK(r.roofline().floor_us() == Approx(1.0));
+}
+
+TEST_CASE("a report the harness could not have written is malformed, with the reason") {
+  VerdictContext ctx = Ctx(2);
+  v1::RankReport other = Passing(0);  // rank 1's file claims to be rank 0
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), other}), Catch::Contains("names rank 0"));
+
+  v1::RankReport many = Passing(1);
+  for (int i = 0; i < 5; ++i) *many.add_trials() = many.trials(0);
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), many}), Catch::Contains("trials, but 3 were run"));
+
+  v1::RankReport far = Passing(1);
+  far.mutable_trials(1)->set_trial(99);
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), far}), Catch::Contains("out of range"));
+
+  v1::RankReport nan = Passing(1);
+  nan.set_candidate_us(2, std::nan(""));
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), nan}), Catch::Contains("timed iteration"));
+
+  v1::RankReport negative = Passing(1);
+  negative.set_baseline_us(0, -1);
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), negative}), Catch::Contains("timed iteration"));
+
+  v1::RankReport short_series = Passing(1);
+  short_series.mutable_candidate_us()->RemoveLast();
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), short_series}), Catch::Contains("3 timed iterations"));
+
+  v1::RankReport untimed = Passing(1);
+  untimed.clear_candidate_us();
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), untimed}), Catch::Contains("without the candidate"));
+
+  v1::RankReport wall = Passing(1);
+  wall.set_candidate_wall_us(std::numeric_limits<double>::infinity());
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), wall}), Catch::Contains("wall-clock"));
+
+  v1::RankReport stage = Passing(1);
+  stage.set_status(v1::TIMEOUT);
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), stage}), Catch::Contains("not a rank status"));
+
+  ParsedReports garbage = ParseRankReports(ctx, {Passing(0).SerializeAsString(), "\xff\xff\xff"});
+  REQUIRE(garbage.malformed.size() == 1);
+  CHECK_THAT(garbage.malformed[0], Catch::Contains("does not parse"));
+}
+
+TEST_CASE("missing reports leave the set incomplete without a reason; long text is cut") {
+  VerdictContext ctx = Ctx(3);
+  v1::RankReport chatty = Passing(1);
+  chatty.set_message(std::string(1 << 20, 'x'));
+  chatty.mutable_trials(0)->set_error(std::string(1 << 20, 'y'));
+  ParsedReports p =
+      ParseRankReports(ctx, {Passing(0).SerializeAsString(), chatty.SerializeAsString()});
+  CHECK(p.malformed.empty());
+  CHECK_FALSE(p.Complete());
+  REQUIRE(p.reports[1]);
+  CHECK(p.reports[1]->message().size() == 4096);
+  CHECK(p.reports[1]->trials(0).error().size() == 4096);
+  CHECK_FALSE(p.reports[2]);
+}
+
+TEST_CASE("the first failing rank decides; a mismatch attaches no log") {
+  VerdictContext ctx = Ctx(3);
+  v1::RankReport mismatch = Passing(1), crashed = Passing(2);
+  mismatch.set_status(v1::MISMATCH);
+  mismatch.set_message("rank 1 trial 0: output 0 differs");
+  crashed.set_status(v1::RUNTIME_ERROR);
+  crashed.set_message("rank 2: illegal address");
+  v1::EvalResult r;
+  Verdict v = JudgeReports(ctx, {Passing(0), mismatch, crashed}, &r);
+  CHECK(v.status == v1::RUNTIME_ERROR);
+  CHECK(v.log_rank == 2);
+  Verdict m = JudgeReports(ctx, {Passing(0), mismatch, Passing(2)}, &r);
+  CHECK(m.status == v1::MISMATCH);
+  CHECK(m.log_rank == -1);
+}
+
+TEST_CASE("GPU runs: hidden work and times below the physical floor are rejected") {
+  VerdictContext ctx = Ctx(1);
+  v1::RankReport hidden = Passing(0, 10);
+  hidden.set_candidate_wall_us(4 * 200);  // 200 us per iteration on the wall clock
+  v1::EvalResult r;
+  CHECK(JudgeReports(ctx, {hidden}, &r).status == v1::REJECTED);
+  ctx.cuda = false;  // the CPU backend's wall clock includes MPI: no such check there
+  v1::EvalResult r2;
+  CHECK(JudgeReports(ctx, {hidden}, &r2).status == v1::OK);
+  ctx.cuda = true;
+  v1::RankReport fast = Passing(0, 0.5);  // below the 1 us floor
+  v1::EvalResult r3;
+  Verdict v = JudgeReports(ctx, {fast}, &r3);
+  CHECK(v.status == v1::REJECTED);
+  CHECK_THAT(v.message, Catch::Contains("physical floor"));
+}
+
+TEST_CASE("progress lines: only what the harness writes is understood") {
+  auto trial = ParseProgress(R"({"trial": 2, "ok": true})", 3);
+  REQUIRE(trial);
+  CHECK(trial->trial == 2);
+  CHECK(trial->ok);
+  CHECK(ParseProgress(R"({"stage": "BENCHMARKING"})", 3)->benchmarking);
+  for (const char* bad :
+       {R"({"trial": "zero"})", R"({"trial": 3})", R"({"trial": -1})", R"({"trial": 1e300})",
+        R"({"trial": 1.5})", R"([1, 2])", R"({"stage": 7})", R"({"stage": "DONE"})", "not json",
+        "", R"({"trial": 0)"}) {
+    INFO(bad);
+    CHECK_FALSE(ParseProgress(bad, 3));
+  }
+  CHECK_FALSE(ParseProgress(R"({"trial": 0, "ok": "yes"})", 3)->ok);
+}
+
+}  // namespace
+}  // namespace pkb
