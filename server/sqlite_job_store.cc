@@ -367,11 +367,11 @@ SqliteJobStore::~SqliteJobStore() {
   writer_.join();  // commits what is still queued first
   absl::MutexLock wl(&write_mu_);
   absl::MutexLock rl(&read_mu_);
+  // Every statement, of both caches, is finalized first: sqlite3_close refuses (and leaks the
+  // connection) while one is left, and a ":memory:" store prepares both on one connection.
   for (auto& [sql, stmt] : write_stmts_) sqlite3_finalize(stmt);
-  if (read_db_ != write_db_) {
-    for (auto& [sql, stmt] : read_stmts_) sqlite3_finalize(stmt);
-    sqlite3_close(read_db_);
-  }
+  for (auto& [sql, stmt] : read_stmts_) sqlite3_finalize(stmt);
+  if (read_db_ != write_db_) sqlite3_close(read_db_);
   sqlite3_close(write_db_);
 }
 
