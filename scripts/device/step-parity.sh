@@ -1,36 +1,53 @@
 #!/usr/bin/env bash
-# Inputs bit-identical to PKB's: dump per-rank inputs drawn by libtorch C++ on the GPU and
-# redraw them with Python torch, the same calls in the same order, then compare bytes.
+# Inputs bit-identical to PKB's: dump every rank's inputs as pkb-eval draws them (libtorch C++, on
+# the GPU when there is one) and redraw them with Python torch as PKB does (scripts/device/parity.py),
+# then compare bytes. All ranks of a dump are drawn in one process on one device, so W=4 needs
+# no more GPUs than W=1.
+#   step-parity.sh BIN OUT          (PARITY_DEVICE=cpu for the CPU build; PARITY_DUMPS=folder)
+# Every problem in the binary is dumped at W=2 (W=1 where the problem cannot run at W=2), at a
+# small M, N where its shapes follow M, N; problems whose ranks differ in role or layout also at
+# W=4, and a few at trial 1 (--set-offset 1: the 1000003·t term of the seed).
+set -uo pipefail
 BIN=$1; OUT=$2
-rm -rf /tmp/dump && mkdir -p /tmp/dump
-"$BIN/pkb-eval" -p 13 -w 2 --dump-inputs /tmp/dump/p13
-"$BIN/pkb-eval" -p 49 -w 2 --dump-inputs /tmp/dump/p49
-"$BIN/pkb-eval" -p 54 -w 2 --dump-inputs /tmp/dump/p54
-python3 - <<'PY'
-import torch, math
-def seed(p, r, t=0): return 42 + 1000 * p + r + 1000003 * t
-M = N = 1024; bf = torch.bfloat16; dev = "cuda"
-def same(a, path):
-    b = torch.load(path)
-    ok = a.shape == b.shape and a.dtype == b.dtype and torch.equal(a.cpu().view(torch.uint8) if a.dtype != torch.bool else a.cpu(), b.view(torch.uint8) if b.dtype != torch.bool else b)
-    print(("PARITY OK  " if ok else "PARITY BAD ") + path, tuple(a.shape), a.dtype)
-for r in range(2):
-    torch.manual_seed(seed(13, r))
-    A = torch.randn(M, 512, dtype=bf, device=dev); B = torch.randn(512, N, dtype=bf, device=dev)
-    same(A, f"/tmp/dump/p13/rank{r}.input.A_local.pt"); same(B, f"/tmp/dump/p13/rank{r}.input.B_local.pt")
-for r in range(2):
-    torch.manual_seed(seed(54, r))
-    S = 16 // 2
-    q = torch.randn(16, S, 8, 64, dtype=bf, device=dev); k = torch.randn(16, S, 8, 64, dtype=bf, device=dev); v = torch.randn(16, S, 8, 64, dtype=bf, device=dev)
-    for n, t in (("q", q), ("k", k), ("v", v)): same(t, f"/tmp/dump/p54/rank{r}.input.{n}.pt")
-for r in range(2):
-    torch.manual_seed(seed(49, r))
-    E = 2
-    x = torch.randn(M, N, dtype=bf, device=dev); gw = torch.randn(E, N, dtype=bf, device=dev); gb = torch.randn(E, dtype=bf, device=dev)
-    g = torch.nn.Linear(N, 128); u = torch.nn.Linear(N, 128); d = torch.nn.Linear(128, N)
-    for n, t in (("hidden_states", x), ("gate_weight", gw), ("gate_bias", gb)):
-        same(t, f"/tmp/dump/p49/rank{r}.input.{n}.pt")
-    for mod, key in ((g, "gate_proj"), (u, "up_proj"), (d, "down_proj")):
-        for part in ("weight", "bias"):
-            same(getattr(mod, part).detach().to(bf).to(dev), f"/tmp/dump/p49/rank{r}.input.{key}.{part}.pt")
-PY
+DEVICE=${PARITY_DEVICE:-cuda}
+D=${PARITY_DUMPS:-/tmp/pkb-parity}
+HERE=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$D" && mkdir -p "$D"
+
+# Base shape per problem: small where the inputs follow M and N (the Python side redraws the same
+# shape from the folder name). 54 stays at 1024 x 1024: its C++ ignores M, N (see parity.py).
+shape() {
+  case $1 in
+    54) echo "1024 1024" ;;
+    *) echo "256 256" ;;
+  esac
+}
+W4="5 8 15 20 22 40 41 42 43 45 46 47 48 51 55 56 57"
+T1="9 13 24 28 29 49"
+
+dump() {  # id world trial -> 0 when written
+  local id=$1 w=$2 t=$3; read -r m n < <(shape "$id")
+  local dir="$D/p$id-w$w-m$m-n$n-t$t"
+  "$BIN/pkb-eval" -p "$id" -w "$w" --m "$m" --n "$n" --set-offset "$t" --dump-inputs "$dir" \
+    >/dev/null 2>"$D/err.txt" && return 0
+  rm -rf "$dir"; return 1
+}
+
+ids=$("$BIN/pkb-eval" --catalog | python3 -c \
+  'import json, sys; print(" ".join(str(p["id"]) for p in json.load(sys.stdin)["problems"]))')
+echo "problems in $BIN/pkb-eval: $ids"
+start=$(date +%s); failed=0
+for id in $ids; do
+  if ! dump "$id" 2 0; then
+    echo "p$id: W=2 refused ($(head -c 300 "$D/err.txt")); dumping W=1"
+    dump "$id" 1 0 || { failed=1; echo "PARITY BAD  p$id: pkb-eval --dump-inputs failed: $(head -c 300 "$D/err.txt")"; }
+  fi
+  if [[ " $W4 " == *" $id "* ]]; then dump "$id" 4 0 || echo "p$id: W=4 refused"; fi
+  if [[ " $T1 " == *" $id "* ]]; then dump "$id" 2 1 || echo "p$id: trial 1 refused"; fi
+done
+rm -f "$D/err.txt"
+echo "dumps written in $(( $(date +%s) - start )) s"
+python3 "$HERE/parity.py" --device "$DEVICE" --dumps "$D" 2>&1 | grep -v -e UserWarning -e _conversion_method_template
+rc=${PIPESTATUS[0]}; [ "$failed" = 0 ] || rc=1
+echo "parity step done in $(( $(date +%s) - start )) s, exit $rc"
+exit "$rc"
