@@ -26,26 +26,35 @@ W4="5 8 15 20 22 40 41 42 43 45 46 47 48 51 55 56 57"
 T1="9 13 24 28 29 49"
 
 dump() {  # id world trial -> 0 when written
-  local id=$1 w=$2 t=$3; read -r m n < <(shape "$id")
-  local dir="$D/p$id-w$w-m$m-n$n-t$t"
+  local id=$1 w=$2 t=$3 m n; read -r m n < <(shape "$id")
+  local dir="$D/p$id-w$w-m$m-n$n-t$t" err="$D/err-$id-$w-$t.txt"
   "$BIN/pkb-eval" -p "$id" -w "$w" --m "$m" --n "$n" --set-offset "$t" --dump-inputs "$dir" \
-    >/dev/null 2>"$D/err.txt" && return 0
+    >/dev/null 2>"$err" && { rm -f "$err"; return 0; }
   rm -rf "$dir"; return 1
+}
+dump_problem() {  # every dump of one problem; prints what was refused
+  local id=$1
+  if ! dump "$id" 2 0; then
+    echo "p$id: W=2 refused ($(head -c 300 "$D/err-$id-2-0.txt")); dumping W=1"
+    dump "$id" 1 0 || echo "PARITY BAD  p$id: pkb-eval --dump-inputs failed: $(head -c 300 "$D/err-$id-1-0.txt")"
+  fi
+  if [[ " $W4 " == *" $id "* ]]; then dump "$id" 4 0 || echo "p$id: W=4 refused"; fi
+  if [[ " $T1 " == *" $id "* ]]; then dump "$id" 2 1 || echo "p$id: trial 1 refused"; fi
 }
 
 ids=$("$BIN/pkb-eval" --catalog | python3 -c \
   'import json, sys; print(" ".join(str(p["id"]) for p in json.load(sys.stdin)["problems"]))')
 echo "problems in $BIN/pkb-eval: $ids"
-start=$(date +%s); failed=0
+start=$(date +%s)
+# A few problems at a time: each pkb-eval spends most of its time starting libtorch and CUDA.
 for id in $ids; do
-  if ! dump "$id" 2 0; then
-    echo "p$id: W=2 refused ($(head -c 300 "$D/err.txt")); dumping W=1"
-    dump "$id" 1 0 || { failed=1; echo "PARITY BAD  p$id: pkb-eval --dump-inputs failed: $(head -c 300 "$D/err.txt")"; }
-  fi
-  if [[ " $W4 " == *" $id "* ]]; then dump "$id" 4 0 || echo "p$id: W=4 refused"; fi
-  if [[ " $T1 " == *" $id "* ]]; then dump "$id" 2 1 || echo "p$id: trial 1 refused"; fi
+  while (( $(jobs -rp | wc -l) >= ${PARITY_JOBS:-6} )); do wait -n; done
+  dump_problem "$id" > "$D/log-$id.txt" &
 done
-rm -f "$D/err.txt"
+wait
+cat "$D"/log-*.txt 2>/dev/null
+failed=0; grep -q "PARITY BAD" "$D"/log-*.txt 2>/dev/null && failed=1
+rm -f "$D"/log-*.txt "$D"/err-*.txt
 echo "dumps written in $(( $(date +%s) - start )) s"
 python3 "$HERE/parity.py" --device "$DEVICE" --dumps "$D" 2>&1 | grep -v -e UserWarning -e _conversion_method_template
 rc=${PIPESTATUS[0]}; [ "$failed" = 0 ] || rc=1
