@@ -1,0 +1,133 @@
+// Hazard tests of 44-48: the quantized gradient all-reduce, the reduce-scatter + RMSNorm, the
+// decode GEMV and the FSDP x TP MLP (see hazards.h).
+#include <cmath>
+
+#include "problems/hazards/hazards.h"
+
+namespace pkb::hazards {
+namespace {
+
+// A dtype sum of `x` in `order`, rounded after every addition (NCCL's per-hop SUM).
+at::Tensor SumPerHop(const std::vector<at::Tensor>& x, const std::vector<int>& order) {
+  at::Tensor s = x[order[0]];
+  for (size_t k = 1; k < order.size(); ++k) s = s + x[order[k]];
+  return s;
+}
+
+// A dtype sum of `x` as a pairwise tree (every level rounds).
+at::Tensor SumTree(std::vector<at::Tensor> x) {
+  while (x.size() > 1) {
+    std::vector<at::Tensor> next;
+    for (size_t k = 0; k + 1 < x.size(); k += 2) next.push_back(x[k] + x[k + 1]);
+    if (x.size() % 2) next.push_back(x.back());
+    x = std::move(next);
+  }
+  return x[0];
+}
+
+std::vector<int> Iota(int w, int start = 0) {
+  std::vector<int> v;
+  for (int k = 0; k < w; ++k) v.push_back((start + k) % w);
+  return v;
+}
+
+// --- 44_quantized_grad_allreduce ----------------------------------------------------------
+
+enum class Quant { kExact, kTruncate, kPerTensor, kNone, kReciprocal };
+
+// One rank's dequantized gradient (fp32) under a quantization scheme.
+at::Tensor Dequant44(const at::Tensor& x, int64_t block, Quant scheme) {
+  at::Tensor f = x.to(at::kFloat).view({-1, block});
+  if (scheme == Quant::kNone) return f.reshape({-1});
+  at::Tensor amax = f.abs().amax(1, true).clamp_min(1e-8f);
+  if (scheme == Quant::kPerTensor) amax = at::full_like(amax, f.abs().max().item<float>());
+  at::Tensor s = amax * at::full({}, 1.0f / 127.0f);
+  at::Tensor r = scheme == Quant::kReciprocal ? f * (1.0 / s) : f / s;
+  at::Tensor q = (scheme == Quant::kTruncate ? r.trunc() : r.round()).clamp(-127, 127);
+  return (q * s).reshape({-1});
+}
+
+// Every rank's dequantized gradient, summed by `sum`, times 1/W, in the dtype.
+template <typename Sum>
+at::Tensor Mean44(const Case& c, Quant scheme, Sum sum) {
+  std::vector<at::Tensor> deq;
+  for (const auto& in : c.all) deq.push_back(Dequant44(in[0], in.scalars[0].i, scheme));
+  at::Tensor total = sum(deq);
+  return (total * (1.0f / c.cfg.world)).to(c.cfg.dtype);
+}
+
+TEST_CASE("p044 fp32 sums in any order pass; a plain mean, truncation, a per-tensor scale fail",
+          "[p044]") {
+  for (int w : {2, 8}) {
+    Case c = Prepare(44, 256, 512, w);
+    const at::Tensor& want = c.truth[0][0];
+    INFO("W = " << w);
+    auto fp32 = [&](const std::vector<int>& order) {
+      return [order](const std::vector<at::Tensor>& d) { return SumPerHop(d, order); };
+    };
+    std::vector<int> rev = Iota(w);
+    std::reverse(rev.begin(), rev.end());
+    CHECK(Passes(c, 0, Mean44(c, Quant::kExact, fp32(rev)), want));
+    CHECK(Passes(c, 0, Mean44(c, Quant::kExact, SumTree), want));
+    auto fp64 = [](const std::vector<at::Tensor>& d) {
+      at::Tensor s = at::zeros_like(d[0], at::kDouble);
+      for (const auto& t : d) s += t.to(at::kDouble);
+      return s.to(at::kFloat);
+    };
+    CHECK(Passes(c, 0, Mean44(c, Quant::kExact, fp64), want));
+    // x / W instead of x * fp32(1/W).
+    std::vector<at::Tensor> deq;
+    for (const auto& in : c.all) deq.push_back(Dequant44(in[0], in.scalars[0].i, Quant::kExact));
+    CHECK(Passes(c, 0, (SumPerHop(deq, Iota(w)) / w).to(c.cfg.dtype), want));
+
+    // No quantization at all: PKB's 1e-2 cannot tell, one ulp can.
+    at::Tensor plain = Mean44(c, Quant::kNone, fp32(Iota(w)));
+    if (w == 8) CHECK(PassesPkb(plain, want));  // at W = 2 the rounding is too coarse for it
+    CHECK_FALSE(Passes(c, 0, plain, want));
+    CHECK_FALSE(Passes(c, 0, Mean44(c, Quant::kTruncate, fp32(Iota(w))), want));
+    CHECK_FALSE(Passes(c, 0, Mean44(c, Quant::kPerTensor, fp32(Iota(w))), want));
+    // The dequantized values summed in bf16 (a bf16 all-reduce).
+    auto bf16 = [&](const std::vector<at::Tensor>& d) {
+      std::vector<at::Tensor> h;
+      for (const auto& t : d) h.push_back(t.to(at::kBFloat16));
+      return SumPerHop(h, Iota(w)).to(at::kFloat);
+    };
+    CHECK_FALSE(Passes(c, 0, Mean44(c, Quant::kExact, bf16), want));
+  }
+}
+
+TEST_CASE("p044 one code one step off fails where the output is small", "[p044]") {
+  Case c = Prepare(44, 64, 512, 8);
+  const at::Tensor& want = c.truth[0][0];
+  std::vector<at::Tensor> deq;
+  for (const auto& in : c.all) deq.push_back(Dequant44(in[0], in.scalars[0].i, Quant::kExact));
+  // The element with the smallest |output|; rank 0's code there moved by one step.
+  const int64_t k = want.to(at::kFloat).abs().argmin().item<int64_t>();
+  at::Tensor amax = c.all[0][0].to(at::kFloat).view({-1, 128})[k / 128].abs().max();
+  at::Tensor step = amax * at::full({}, 1.0f / 127.0f);
+  deq[0][k] += step;
+  at::Tensor off = (SumPerHop(deq, Iota(8)) * (1.0f / 8)).to(c.cfg.dtype);
+  CHECK_FALSE(Passes(c, 0, off, want));
+  CHECK(PassesPkb(off, want));
+}
+
+TEST_CASE("p044 a reciprocal-multiply quotient moves codes and fails", "[p044]") {
+  // x * (1/s) instead of x / s flips a code wherever x/s lies within an ulp of a half-integer:
+  // ~5e-4 of the elements (4066 of 8M at the default shape, W = 8).
+  Case c = Prepare(44, 256, 1024, 8);
+  int64_t flips = 0;
+  for (const auto& in : c.all) {
+    flips += Dequant44(in[0], 128, Quant::kExact)
+                 .ne(Dequant44(in[0], 128, Quant::kReciprocal))
+                 .sum()
+                 .item<int64_t>();
+  }
+  CHECK(flips > 100);
+  at::Tensor got = Mean44(c, Quant::kReciprocal,
+                          [](const std::vector<at::Tensor>& d) { return SumPerHop(d, Iota(8)); });
+  CHECK_FALSE(Passes(c, 0, got, c.truth[0][0]));
+  CHECK(PassesPkb(got, c.truth[0][0]));
+}
+
+}  // namespace
+}  // namespace pkb::hazards
