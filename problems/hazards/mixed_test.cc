@@ -1,5 +1,6 @@
 // Hazard tests of 44-48: the quantized gradient all-reduce, the reduce-scatter + RMSNorm, the
 // decode GEMV and the FSDP x TP MLP (see hazards.h).
+#include <algorithm>
 #include <cmath>
 
 #include "problems/hazards/hazards.h"
@@ -127,6 +128,94 @@ TEST_CASE("p044 a reciprocal-multiply quotient moves codes and fails", "[p044]")
                           [](const std::vector<at::Tensor>& d) { return SumPerHop(d, Iota(8)); });
   CHECK_FALSE(Passes(c, 0, got, c.truth[0][0]));
   CHECK(PassesPkb(got, c.truth[0][0]));
+}
+
+// --- 45_reducescatter_fused_rmsnorm -------------------------------------------------------
+
+// Rank r's output from its summed chunk `sum` (dtype or fp32), with the reference's norm steps;
+// `divide` false skips the /W, `layer_norm` subtracts the row mean, `gamma` false omits it.
+at::Tensor Norm45(const Case& c, int r, const at::Tensor& sum, bool divide = true,
+                  bool layer_norm = false, bool gamma = true) {
+  const at::Tensor& g = c.all[r][1];
+  at::Tensor x = sum.to(at::kFloat);
+  if (divide) x = (x * (1.0f / c.cfg.world)).to(sum.scalar_type()).to(at::kFloat);
+  x = x.view({-1, g.numel()});
+  if (layer_norm) x = x - x.mean(-1, true);
+  at::Tensor y = x * at::rsqrt(x.pow(2).mean(-1, true) + 1e-5);
+  if (gamma) y = y * g.to(at::kFloat);
+  return y.to(c.cfg.dtype);
+}
+
+// Chunk r of every rank's input.
+std::vector<at::Tensor> Chunks45(const Case& c, int r) {
+  std::vector<at::Tensor> x;
+  const int64_t chunk = c.all[0][0].numel() / c.cfg.world;
+  for (const auto& in : c.all) x.push_back(in[0].narrow(0, r * chunk, chunk));
+  return x;
+}
+
+TEST_CASE("p045 gamma is shared and the activations are per rank, as PKB seeds them", "[p045]") {
+  Case c = Prepare(45, 1024, 1024, 8, 1);
+  auto p = c.p;
+  at::manual_seed(p->Seed(0, 1));
+  at::Tensor gamma = at::randn({128}, at::kBFloat16);
+  for (int r = 0; r < 8; ++r) {
+    INFO("rank " << r);
+    CHECK(Same(c.all[r][1], gamma));
+    at::manual_seed(p->Seed(r, 1));
+    CHECK(Same(c.all[r][0], at::randn({8 * 128 * 128}, at::kBFloat16)));
+    if (r > 0) CHECK_FALSE(Same(c.all[r][0], c.all[0][0]));
+  }
+}
+
+TEST_CASE("p045 any summation order passes at W = 4 and 8; a missing rank or a wrong norm fails",
+          "[p045]") {
+  for (int w : {4, 8}) {
+    Case c = Prepare(45, 1024, 1024, w);
+    for (int r = 0; r < w; ++r) {
+      INFO("W = " << w << ", rank " << r);
+      const at::Tensor& want = c.truth[r][0];
+      std::vector<at::Tensor> x = Chunks45(c, r);
+      // NCCL's ring for chunk r starts after r; reversed; a tree; fp32 accumulation.
+      CHECK(Passes(c, 0, Norm45(c, r, SumPerHop(x, Iota(w, r + 1))), want));
+      std::vector<int> rev = Iota(w);
+      std::reverse(rev.begin(), rev.end());
+      CHECK(Passes(c, 0, Norm45(c, r, SumPerHop(x, rev)), want));
+      CHECK(Passes(c, 0, Norm45(c, r, SumTree(x)), want));
+      std::vector<at::Tensor> x32;
+      for (const auto& t : x) x32.push_back(t.to(at::kFloat));
+      CHECK(Passes(c, 0, Norm45(c, r, SumPerHop(x32, Iota(w))), want));
+      // The /W folded away (RMSNorm is scale-invariant up to eps).
+      CHECK(Passes(c, 0, Norm45(c, r, SumPerHop(x32, Iota(w)), false), want));
+
+      std::vector<at::Tensor> missing(x.begin(), x.end() - 1);
+      CHECK_FALSE(Passes(c, 0, Norm45(c, r, SumPerHop(missing, Iota(w - 1))), want));
+      CHECK_FALSE(Passes(c, 0, Norm45(c, r, SumTree(x), true, /*layer_norm=*/true), want));
+      CHECK_FALSE(Passes(c, 0, Norm45(c, r, SumTree(x), true, false, /*gamma=*/false), want));
+      CHECK_FALSE(Passes(c, 0, Norm45(c, r, SumTree(Chunks45(c, (r + 1) % w))), want));
+    }
+  }
+}
+
+TEST_CASE("p045 the worst ring-order error at W = 8 leaves a 1.5x margin", "[p045]") {
+  // Over 8 input sets x 8 ranks: the largest |d| - 0.01|ref| of the per-hop orders against the
+  // exact sum, relative to atol.
+  double worst = 0;
+  for (int set = 0; set < 8; ++set) {
+    Case c = Prepare(45, 1024, 1024, 8, set);
+    for (int r = 0; r < 8; ++r) {
+      std::vector<at::Tensor> x = Chunks45(c, r);
+      const at::Tensor want = c.truth[r][0].to(at::kDouble);
+      for (int start = 0; start < 8; ++start) {
+        at::Tensor got = Norm45(c, r, SumPerHop(x, Iota(8, start))).to(at::kDouble);
+        at::Tensor slack = (got - want).abs() - 0.01 * want.abs();
+        worst = std::max(worst, slack.max().item<double>());
+      }
+    }
+    const double atol = c.p->GetTolerance(c.cfg, 0).atol;
+    INFO("worst " << worst << " atol " << atol);
+    CHECK(worst * 1.5 < atol);
+  }
 }
 
 }  // namespace
