@@ -218,5 +218,55 @@ TEST_CASE("p045 the worst ring-order error at W = 8 leaves a 1.5x margin", "[p04
   }
 }
 
+// --- 46_gemv_decode -----------------------------------------------------------------------
+
+TEST_CASE("p046 every rank draws from the shared seed: shards tile one full draw", "[p046]") {
+  Case c = Prepare(46, 1024, 1024, 4, 2);
+  CHECK(c.p->Seed(3, 2) == c.p->Seed(0, 2));
+  at::manual_seed(42 + 46000 + 2 * 1000003ull);
+  at::Tensor hs = at::randn({1, 1024}, at::kBFloat16);
+  at::Tensor weight = at::randn({4096, 1024}, at::kBFloat16);
+  at::Tensor bias = at::randn({4096}, at::kBFloat16);
+  std::vector<at::Tensor> ws, bs;
+  for (int r = 0; r < 4; ++r) {
+    CHECK(Same(c.all[r][0], hs));
+    ws.push_back(c.all[r][1]);
+    bs.push_back(c.all[r][2]);
+  }
+  CHECK(Same(at::cat(ws, 0), weight));
+  CHECK(Same(at::cat(bs, 0), bias));
+  for (int r = 1; r < 4; ++r) CHECK(Same(c.truth[r][0], c.truth[0][0]));
+}
+
+TEST_CASE("p046 a fused bias and fp32 GEMV pass; a missing bias or swapped blocks fail", "[p046]") {
+  Case c = Prepare(46, 2048, 512, 8);
+  const at::Tensor& want = c.truth[0][0];
+  auto logits = [&](bool fused, bool bias, int shift) {
+    std::vector<at::Tensor> blocks;
+    for (int r = 0; r < 8; ++r) {
+      const Inputs& in = c.all[(r + shift) % 8];
+      at::Tensor g = at::matmul(in[0].to(at::kDouble), in[1].t().to(at::kDouble));
+      if (!fused) g = g.to(c.cfg.dtype);
+      if (bias) g = g + in[2].to(at::kDouble);
+      blocks.push_back(g.to(c.cfg.dtype));
+    }
+    return at::cat(blocks, 1);
+  };
+  CHECK(Passes(c, 0, logits(true, true, 0), want));
+  CHECK(Passes(c, 0, logits(false, true, 0), want));
+  CHECK_FALSE(Passes(c, 0, logits(true, false, 0), want));
+  CHECK_FALSE(Passes(c, 0, logits(true, true, 1), want));
+}
+
+TEST_CASE("p046 a bias that cancels the GEMV needs atol above 2^-6", "[p046]") {
+  // g = 5 + 1/64 rounds to 5 (bf16 ulp 1/32 in [4, 8)); with bias -5 the fused result is 1/64,
+  // the reference's 0: PKB's 1e-2 rejects the fused kernel, 0.02 does not.
+  Case c = Prepare(46, 1024, 128, 1);
+  at::Tensor want = at::zeros({1}, at::kBFloat16);
+  at::Tensor fused = at::full({1}, 1.0 / 64, at::kBFloat16);
+  CHECK_FALSE(PassesPkb(fused, want));
+  CHECK(Passes(c, 0, fused, want));
+}
+
 }  // namespace
 }  // namespace pkb::hazards
