@@ -268,5 +268,149 @@ TEST_CASE("p046 a bias that cancels the GEMV needs atol above 2^-6", "[p046]") {
   CHECK(Passes(c, 0, fused, want));
 }
 
+// --- 48_fsdp_and_tp -----------------------------------------------------------------------
+
+TEST_CASE("p048 groups: TP contiguous, FSDP strided, as PKB builds them", "[p048]") {
+  using Parts = std::vector<std::vector<int>>;
+  auto p = FindProblem(48);
+  REQUIRE(p.ok());
+  auto layout = [&](int w) {
+    RunConfig cfg;
+    cfg.world = w;
+    auto g = (*p)->Groups(cfg);
+    REQUIRE(g.size() == 2);
+    CHECK(g[0].name == "tp");
+    CHECK(g[1].name == "fsdp");
+    return g;
+  };
+  auto g8 = layout(8);
+  CHECK(g8[0].partition == Parts({{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
+  CHECK(g8[1].partition == Parts({{0, 2, 4, 6}, {1, 3, 5, 7}}));
+  auto g6 = layout(6);
+  CHECK(g6[0].partition == Parts({{0, 1}, {2, 3}, {4, 5}}));
+  CHECK(g6[1].partition == Parts({{0, 2, 4}, {1, 3, 5}}));
+  auto g4 = layout(4);
+  CHECK(g4[0].partition == Parts({{0, 1}, {2, 3}}));
+  CHECK(g4[1].partition == Parts({{0, 2}, {1, 3}}));
+  // No factor pair with both >= 2: TP of one rank, FSDP over WORLD.
+  auto g2 = layout(2);
+  CHECK(g2[0].partition == Parts({{0}, {1}}));
+  CHECK(g2[1].partition == Parts({{0, 1}}));
+  CHECK(layout(7)[1].partition == Parts({{0, 1, 2, 3, 4, 5, 6}}));
+  CHECK(layout(1)[0].partition == Parts({{0}}));
+}
+
+TEST_CASE("p048 every rank draws from the shared seed: shards tile one full draw", "[p048]") {
+  Case c = Prepare(48, 64, 64, 8, 3);  // (2, 4): D = 64, F = 64, B = 128, Bf = 32
+  at::manual_seed(42 + 48000 + 3 * 1000003ull);
+  at::Tensor x = at::randn({128, 64}, at::kBFloat16);
+  at::Tensor w1 = at::randn({64, 64}, at::kBFloat16);
+  at::Tensor w2 = at::randn({64, 64}, at::kBFloat16);
+  at::Tensor w3 = at::randn({64, 64}, at::kBFloat16);
+  for (int r = 0; r < 8; ++r) {
+    INFO("rank " << r);
+    const int i = r % 2, j = r / 2;
+    CHECK(Same(c.all[r][0], x.narrow(0, j * 32, 32)));
+    CHECK(Same(c.all[r][0], c.all[r ^ 1][0]));  // TP peers hold the same rows
+    CHECK(Same(c.all[r][1], w1.narrow(0, j * 16, 16).narrow(1, i * 32, 32)));
+    CHECK(Same(c.all[r][2], w2.narrow(0, j * 16, 16).narrow(1, i * 32, 32)));
+    CHECK(Same(c.all[r][3], w3.narrow(0, i * 32, 32).narrow(1, j * 16, 16)));
+    CHECK(Same(c.truth[r][0], c.truth[r ^ 1][0]));  // identical within a TP group
+  }
+}
+
+// Rank r's output with intermediates in `acc` (rounded to the dtype only at the end when acc is
+// fp32); `fold` computes the TP sum as one GEMM over the whole F; `swap` gathers over the
+// contiguous groups and sums over the strided ones (the layouts exchanged; needs n_tp = n_fsdp);
+// `drop_tp` skips the TP sum; `drop_shard` zeroes FSDP peer 1's W1 shard.
+struct Variant48 {
+  bool fp32 = false, fold = false, swap = false, drop_tp = false, drop_shard = false;
+};
+
+at::Tensor Mlp48(const Case& c, int r, Variant48 v, int tp = 2) {
+  const int w = c.cfg.world, fsdp = w / tp;
+  auto members = [&](int rank, bool tp_group) {
+    std::vector<int> m;
+    const bool contiguous = tp_group != v.swap;
+    for (int k = 0; k < (tp_group ? tp : fsdp); ++k) {
+      m.push_back(contiguous ? rank / tp * tp + k : k * tp + rank % tp);
+    }
+    return m;
+  };
+  const at::ScalarType t = v.fp32 ? at::kFloat : c.cfg.dtype;
+  auto partial = [&](int q, bool keep_z) {
+    std::vector<at::Tensor> w1, w2, w3;
+    for (int peer : members(q, false)) {
+      at::Tensor s1 = c.all[peer][1];
+      if (v.drop_shard && peer == members(q, false)[1]) s1 = at::zeros_like(s1);
+      w1.push_back(s1);
+      w2.push_back(c.all[peer][2]);
+      w3.push_back(c.all[peer][3]);
+    }
+    at::Tensor x = c.all[q][0].to(t);
+    at::Tensor z =
+        at::silu(at::matmul(x, at::cat(w1, 0).to(t))) * at::matmul(x, at::cat(w2, 0).to(t));
+    return keep_z ? z : at::matmul(z, at::cat(w3, 1).to(t));
+  };
+  if (v.drop_tp) return partial(r, false).to(c.cfg.dtype);
+  if (v.fold) {
+    std::vector<at::Tensor> z, w3;
+    for (int q : members(r, true)) {
+      z.push_back(partial(q, true));
+      std::vector<at::Tensor> cols;
+      for (int peer : members(q, false)) cols.push_back(c.all[peer][3]);
+      w3.push_back(at::cat(cols, 1));
+    }
+    return at::matmul(at::cat(z, 1), at::cat(w3, 0).to(t)).to(c.cfg.dtype);
+  }
+  at::Tensor y;
+  for (int q : members(r, true)) {
+    at::Tensor p = partial(q, false);
+    y = y.defined() ? y + p : p;
+  }
+  return y.to(c.cfg.dtype);
+}
+
+TEST_CASE("p048 other rounding points pass; a missing TP sum or FSDP shard, swapped groups fail",
+          "[p048]") {
+  for (int w : {4, 8}) {
+    Case c = Prepare(48, 1024, 1024, w);
+    const double atol = c.p->GetTolerance(c.cfg, 0).atol;
+    for (int r = 0; r < w; ++r) {
+      INFO("W = " << w << ", rank " << r << ", atol " << atol);
+      const at::Tensor& want = c.truth[r][0];
+      CHECK(Same(Mlp48(c, r, {}), want));
+      at::Tensor fp32 = Mlp48(c, r, {.fp32 = true});
+      CHECK(Passes(c, 0, fp32, want));
+      CHECK_FALSE(PassesPkb(fp32, want));  // PKB's 1e-2 rejects a correct fp32 kernel
+      CHECK(Passes(c, 0, Mlp48(c, r, {.fold = true}), want));
+      CHECK(Passes(c, 0, Mlp48(c, r, {.fp32 = true, .fold = true}), want));
+      CHECK_FALSE(Passes(c, 0, Mlp48(c, r, {.drop_tp = true}), want));
+      CHECK_FALSE(Passes(c, 0, Mlp48(c, r, {.drop_shard = true}), want));
+      if (w == 4) CHECK_FALSE(Passes(c, 0, Mlp48(c, r, {.swap = true}), want));
+    }
+  }
+}
+
+TEST_CASE("p048 the worst correct variant uses under 2/3 of atol beyond rtol", "[p048]") {
+  // Over 3 input sets x 8 ranks, the largest |d| - 0.01 |ref| of fp32 intermediates, a folded TP
+  // sum and both, against atol = 8 u sigma.
+  double worst = 0, atol = 0;
+  for (int set = 0; set < 3; ++set) {
+    Case c = Prepare(48, 1024, 1024, 8, set);
+    atol = c.p->GetTolerance(c.cfg, 0).atol;
+    for (int r = 0; r < 8; r += 2) {
+      for (Variant48 v : {Variant48{.fp32 = true}, Variant48{.fold = true},
+                          Variant48{.fp32 = true, .fold = true}}) {
+        at::Tensor want = c.truth[r][0].to(at::kDouble);
+        at::Tensor d = (Mlp48(c, r, v).to(at::kDouble) - want).abs() - 0.01 * want.abs();
+        worst = std::max(worst, d.max().item<double>());
+      }
+    }
+  }
+  INFO("worst slack " << worst << ", atol " << atol);
+  CHECK(worst < atol / 1.5);
+}
+
 }  // namespace
 }  // namespace pkb::hazards

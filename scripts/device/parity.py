@@ -466,7 +466,7 @@ def p048(c):
     dr, dc = d // n_fsdp, f // n_tp
     cols = slice(tp_rank * dc, (tp_rank + 1) * dc)
     rows = slice(fsdp_rank * dr, (fsdp_rank + 1) * dr)
-    return [("x", x), ("W1_shard", w1[rows, cols].contiguous()),
+    return [("x_local", x), ("W1_shard", w1[rows, cols].contiguous()),
             ("W2_shard", w2[rows, cols].contiguous()), ("W3_shard", w3[cols, rows].contiguous())]
 
 
