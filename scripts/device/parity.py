@@ -15,7 +15,9 @@ Usage:
 
 Output: one line per tensor, "PARITY OK" or "PARITY BAD" with shape and dtype (and the first
 differing element for BAD ones), then a summary. Exit status 1 if any tensor is BAD.
-Non-tensor arguments (Python numbers, lists, groups) are not dumped and not checked.
+Non-tensor arguments (Python numbers, lists, groups) are not dumped and not checked. Tensor names
+are the C++ dump's; for problems not yet ported they are PKB's variable names (a name mismatch
+shows as "not in the dump" plus "dumped, but PKB has no such tensor").
 """
 import argparse
 import math
@@ -365,7 +367,7 @@ def mlp_data_and_params(c, d_in, hid, d_out):
     rows = n_tot // c.W
     x_full, y_full = c.randn(n_tot, d_in), c.randn(n_tot, d_out)
     sl = slice(c.r * rows, (c.r + 1) * rows)
-    out = [("X", x_full[sl].contiguous()), ("y", y_full[sl].contiguous())]
+    out = [("X_local", x_full[sl].contiguous()), ("y_local", y_full[sl].contiguous())]
     for name, shape in (("W1", (hid, d_in)), ("b1", (hid,)), ("W2", (d_out, hid)), ("b2", (d_out,))):
         out.append((name, c.randn(*shape) if c.r == 0 else c.zeros(*shape)))
     return out
@@ -377,7 +379,7 @@ def p040(c):
     d_in, hid, d_out = max(16, min(c.N, 256)), max(32, min(c.N // 2, 512)), max(8, min(c.N // 4, 256))
     out = mlp_data_and_params(c, d_in, hid, d_out)
     shapes = [(hid, d_in), (hid,), (d_out, hid), (d_out,)]
-    for moment in ("m", "v"):
+    for moment in ("exp_avg", "exp_avg_sq"):
         for pname, shape in zip(("W1", "b1", "W2", "b2"), shapes):
             out.append((f"{moment}_{pname}", c.zeros(*shape)))
     return out
@@ -389,8 +391,8 @@ def p041(c):
     c.seed(rank=0)
     d_in, hid, d_out = mlp_dims_divisible(c)
     part = (hid * d_in + hid + d_out * hid + d_out) // c.W
-    return mlp_data_and_params(c, d_in, hid, d_out) + [("m_part", c.zeros(part)),
-                                                        ("v_part", c.zeros(part))]
+    return mlp_data_and_params(c, d_in, hid, d_out) + [("exp_avg_part", c.zeros(part)),
+                                                        ("exp_avg_sq_part", c.zeros(part))]
 
 
 @problem(43)
