@@ -57,8 +57,9 @@ at::Tensor Mean44(const Case& c, Quant scheme, Sum sum) {
   return (total * (1.0f / c.cfg.world)).to(c.cfg.dtype);
 }
 
-TEST_CASE("p044 fp32 sums in any order pass; a plain mean, truncation, a per-tensor scale fail",
-          "[p044]") {
+TEST_CASE(
+    "p044 fp32 sums in any order pass, while a plain mean, truncation, a per-tensor scale fail",
+    "[p044]") {
   for (int w : {2, 8}) {
     Case c = Prepare(44, 256, 512, w);
     const at::Tensor& want = c.truth[0][0];
@@ -168,7 +169,7 @@ TEST_CASE("p045 gamma is shared and the activations are per rank, as PKB seeds t
   }
 }
 
-TEST_CASE("p045 any summation order passes at W = 4 and 8; a missing rank or a wrong norm fails",
+TEST_CASE("p045 any summation order passes at W = 4 and 8, a missing rank or a wrong norm fails",
           "[p045]") {
   for (int w : {4, 8}) {
     Case c = Prepare(45, 1024, 1024, w);
@@ -238,7 +239,7 @@ TEST_CASE("p046 every rank draws from the shared seed: shards tile one full draw
   for (int r = 1; r < 4; ++r) CHECK(Same(c.truth[r][0], c.truth[0][0]));
 }
 
-TEST_CASE("p046 a fused bias and fp32 GEMV pass; a missing bias or swapped blocks fail", "[p046]") {
+TEST_CASE("p046 a fused bias and fp32 GEMV pass, a missing bias or swapped blocks fail", "[p046]") {
   Case c = Prepare(46, 2048, 512, 8);
   const at::Tensor& want = c.truth[0][0];
   auto logits = [&](bool fused, bool bias, int shift) {
@@ -371,7 +372,7 @@ at::Tensor Mlp48(const Case& c, int r, Variant48 v, int tp = 2) {
   return y.to(c.cfg.dtype);
 }
 
-TEST_CASE("p048 other rounding points pass; a missing TP sum or FSDP shard, swapped groups fail",
+TEST_CASE("p048 other rounding points pass, a missing TP sum or FSDP shard, swapped groups fail",
           "[p048]") {
   for (int w : {4, 8}) {
     Case c = Prepare(48, 1024, 1024, w);
