@@ -15,6 +15,7 @@ apt_pkgs=(
   libopenmpi-dev openmpi-bin
   bubblewrap
   libcpp-httplib-dev
+  prometheus-cpp-dev libsystemd-dev
   chromium
 )
 missing=()

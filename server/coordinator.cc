@@ -40,8 +40,14 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
     PKB_ASSIGN_OR_RETURN(c->auth_,
                          TokenAuth::FromFile(o.tokens_file, o.submit_rate, o.submit_burst));
   }
+  SchedulerOptions scheduler_options = o.scheduler;
+  if (!o.metrics_listen.empty()) {
+    c->metrics_ = std::make_unique<CoordinatorMetrics>(o.scheduler.harness_version);
+    scheduler_options.observer = c->metrics_.get();
+  }
   c->scheduler_ =
-      std::make_unique<Scheduler>(c->store_.get(), &c->clock_, c->catalog_.get(), o.scheduler);
+      std::make_unique<Scheduler>(c->store_.get(), &c->clock_, c->catalog_.get(),
+                                  scheduler_options);
   PKB_RETURN_IF_ERROR(c->scheduler_->Recover());
   c->evaluation_ =
       std::make_unique<EvaluationService>(c->scheduler_.get(), c->catalog_.get(), c->auth_.get());
@@ -77,6 +83,18 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
     web.tls_key = o.tls_key;
     PKB_ASSIGN_OR_RETURN(c->http_, HttpFrontend::Start(web, c->store_.get(), c->catalog_.get()));
   }
+  if (c->metrics_) {
+    Coordinator* raw = c.get();
+    MetricsHooks hooks;
+    hooks.before_scrape = [raw] { raw->metrics_->Refresh(raw->scheduler_->Stats()); };
+    // Serving once Start returns; /healthz is what a probe asks before and after that.
+    hooks.health = [raw] {
+      return raw->stop_.HasBeenNotified() ? absl::UnavailableError("shutting down")
+                                          : absl::OkStatus();
+    };
+    PKB_ASSIGN_OR_RETURN(c->metrics_server_,
+                         MetricsServer::Start(o.metrics_listen, c->metrics_->registry(), hooks));
+  }
   c->ticker_ = std::thread([raw = c.get()] {
     while (!raw->stop_.WaitForNotificationWithTimeout(raw->options_.tick)) raw->scheduler_->Tick();
   });
@@ -90,6 +108,7 @@ void Coordinator::Shutdown() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (ticker_.joinable()) ticker_.join();
   if (http_) http_->Stop();
+  metrics_server_.reset();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 

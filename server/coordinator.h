@@ -19,6 +19,8 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "common/metrics_server.h"
+#include "server/coordinator_metrics.h"
 #include "server/evaluation_service.h"
 #include "server/http_frontend.h"
 #include "server/leaderboard_service.h"
@@ -43,6 +45,8 @@ struct CoordinatorOptions {
   SchedulerOptions scheduler;
   std::string http_listen;  // host:port of the web leaderboard (server/http_frontend.h); empty: off
   std::string web_root;     // its pages from this folder instead of the built-in copies
+  // host:port of Prometheus /metrics and /healthz (common/metrics_server.h); empty: off.
+  std::string metrics_listen;
 };
 
 class Coordinator {
@@ -52,6 +56,7 @@ class Coordinator {
 
   int port() const { return port_; }
   int http_port() const { return http_ ? http_->port() : 0; }
+  int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
   Scheduler* scheduler() { return scheduler_.get(); }
   void Wait();
   void Shutdown();
@@ -64,12 +69,14 @@ class Coordinator {
   RealClock clock_;
   std::unique_ptr<ProblemCatalogIndex> catalog_;
   std::unique_ptr<TokenAuth> auth_;
+  std::unique_ptr<CoordinatorMetrics> metrics_;  // outlives the scheduler that reports to it
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<EvaluationService> evaluation_;
   std::unique_ptr<WorkerService> worker_;
   std::unique_ptr<LeaderboardService> leaderboard_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<HttpFrontend> http_;
+  std::unique_ptr<MetricsServer> metrics_server_;
   int port_ = 0;
   absl::Notification stop_;
   std::thread ticker_;

@@ -6,7 +6,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "common/config.h"
 #include "common/files.h"
+#include "common/systemd.h"
 #include "server/coordinator.h"
 #include "spdlog/spdlog.h"
 
@@ -21,6 +23,7 @@ int main(int argc, char** argv) {
   double heartbeat_s = 2, lease_timeout_s = 10, job_deadline_s = 1800;
   std::string port_file;
   CLI::App app{"PKB coordinator: queues evaluations, leases them to workers, streams their events"};
+  pkb::PrepareConfig(app);
   app.add_option("--listen", o.listen, "host:port to serve on (port 0: pick one)")
       ->capture_default_str();
   app.add_option("--db", o.db_path, "SQLite file holding every job and event")
@@ -62,7 +65,10 @@ int main(int argc, char** argv) {
   app.add_option("--secret-seed-file", secret_seed_file,
                  "file holding the secret input seed offset (a non-zero integer) of ranked "
                  "submissions; without it, ranked submissions are refused");
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--metrics-listen", o.metrics_listen,
+                 "host:port of Prometheus /metrics and /healthz (empty: off)");
+  int exit_code = 0;
+  if (!pkb::ParseConfig(app, argc, argv, "PKB_COORDINATOR", &exit_code)) return exit_code;
   // Abseil's lock-cycle detection showed in profiles of the coordinator under load.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   o.scheduler.heartbeat_interval = absl::Seconds(heartbeat_s);
@@ -102,7 +108,9 @@ int main(int argc, char** argv) {
   }
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
+  pkb::NotifySystemd("READY=1");
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  pkb::NotifySystemd("STOPPING=1");
   spdlog::info("shutting down");
   (*c)->Shutdown();
   return 0;

@@ -232,6 +232,7 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
     if (it != inflight_by_key_.end()) {
       out.job_id = it->second;
       out.joined = true;
+      if (options_.observer) options_.observer->JobSubmitted("joined");
       return absl::OkStatus();
     }
     PKB_ASSIGN_OR_RETURN(cached, store_->FindCachedJob(key));
@@ -284,6 +285,10 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
     *done.mutable_result() = job.result();
     Persist(job, /*create=*/false, &done, updated);
     out.cached = true;
+    if (options_.observer) {
+      options_.observer->JobSubmitted("cached");
+      options_.observer->JobFinished(job, /*cached=*/true, clock_->Now());
+    }
     // In memory until its DONE is durable (Deliver drops it), so SubmitAndWatch can follow it.
     JobState js;
     js.job = std::move(job);
@@ -294,6 +299,7 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
   }
 
   Persist(job, /*create=*/true, &queued, created);
+  if (options_.observer) options_.observer->JobSubmitted("new");
   JobState js;
   js.next_sequence = 2;
   if (!job.request().no_cache()) inflight_by_key_[key] = job.job_id();
@@ -413,6 +419,7 @@ void Scheduler::Finish(const std::string& job_id, v1::EvalResult result,
   v1::EvalEvent event;
   *event.mutable_result() = result;
   Emit(js, v1::DONE, message, std::move(event));
+  if (options_.observer) options_.observer->JobFinished(js.job, /*cached=*/false, clock_->Now());
   // Deliver drops it from jobs_ and the dedup map once DONE is durable; until then an identical
   // submission joins it and hears its DONE.
   queue_.erase(std::remove(queue_.begin(), queue_.end(), job_id), queue_.end());
@@ -426,6 +433,7 @@ void Scheduler::LoseLease(const std::string& job_id, const std::string& reason) 
   js.job.set_last_loss_reason(reason);
   js.orphan_deadline = absl::InfiniteFuture();
   spdlog::warn("job {}: lease {} lost: {}", job_id, js.job.attempts(), reason);
+  if (options_.observer) options_.observer->LeaseLost();
   if (js.job.attempts() >= options_.max_attempts) {
     v1::EvalResult result;
     result.set_status(v1::WORKER_LOST);
@@ -751,6 +759,7 @@ SchedulerStats Scheduler::Stats() {
   s.workers = workers_.size();
   s.idle_workers = idle_count_;
   for (const auto& [id, js] : jobs_) s.watchers += js.sinks.size();
+  for (const auto& [id, w] : workers_) s.unhealthy_workers += !w.healthy;
   return s;
 }
 

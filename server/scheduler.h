@@ -50,6 +50,8 @@
 
 namespace pkb {
 
+class SchedulerObserver;
+
 struct SchedulerOptions {
   absl::Duration heartbeat_interval = absl::Seconds(2);
   // Silence of a connected worker, or absence of a disconnected one, for this long loses its lease.
@@ -61,6 +63,7 @@ struct SchedulerOptions {
   // The input seed offset of ranked submissions (pkb-eval --set-offset); 0: ranked submissions are
   // refused (FAILED_PRECONDITION). Never logged or shown.
   int64_t secret_set_offset = 0;  // ranked jobs run on JobSetOffset(this, job id)
+  SchedulerObserver* observer = nullptr;  // metrics; must outlive the scheduler
 };
 
 // Receives one job's events, history first, the last one DONE.
@@ -87,12 +90,24 @@ struct SubmitOutcome {
   bool cached = false;  // answered from the result cache: the job is already DONE
 };
 
+// What the scheduler reports to its metrics (server/coordinator_metrics.h). Called with the
+// scheduler's lock held: implementations must be quick and must not call the scheduler.
+class SchedulerObserver {
+ public:
+  virtual ~SchedulerObserver() = default;
+  virtual void JobSubmitted(const char* outcome) {}  // "new", "joined" or "cached"
+  // A job reached DONE (`job` carries its result; `cached` for an answer from the cache).
+  virtual void JobFinished(const v1::Job& job, bool cached, absl::Time now) {}
+  virtual void LeaseLost() {}
+};
+
 struct SchedulerStats {
   int queued = 0;
   int leased = 0;
   int workers = 0;
   int idle_workers = 0;
   int watchers = 0;
+  int unhealthy_workers = 0;
 };
 
 // The input-set offset of one ranked job: derived from the coordinator's secret and the job id,

@@ -340,7 +340,10 @@ TEST_CASE("identical submissions are deduplicated in flight and cached once done
 
 TEST_CASE("kill -9 of the coordinator mid-job: after a restart the job completes", "[service]") {
   Cluster c;
-  c.StartCoordinator(PKB_FAKE_ENGINE);
+  // The worker must be back before its lease times out: on a loaded machine a restart plus the
+  // worker's reconnect backoff can pass the fixture's 1.5 s (the last --lease-timeout wins).
+  const std::vector<std::string> patient = {"--lease-timeout", "8"};
+  c.StartCoordinator(PKB_FAKE_ENGINE, patient);
   c.StartWorker("w1", {{"FAKE_PKB_EVAL_DELAY", "0.4"}});
   std::string job_id;
   {
@@ -351,7 +354,7 @@ TEST_CASE("kill -9 of the coordinator mid-job: after a restart the job completes
     REQUIRE(e.stage() == v1::VERIFYING);
     c.coordinator->Kill(SIGKILL);
   }
-  c.StartCoordinator(PKB_FAKE_ENGINE);  // same port, same SQLite file
+  c.StartCoordinator(PKB_FAKE_ENGINE, patient);  // same port, same SQLite file
   grpc::Status st;
   auto events = Watch(c, job_id, &st);
   INFO(Slurp(c.dir + "/coordinator.log"));

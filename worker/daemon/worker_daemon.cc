@@ -116,6 +116,7 @@ void WorkerDaemon::Session() {
     }
     FlushLocked();
   }
+  if (options_.observer) options_.observer->Connected(true);
   std::atomic<bool> stop{false};
   std::thread heartbeat([&] {
     HeartbeatLoop(absl::Milliseconds(std::max<int64_t>(ack.heartbeat_interval_ms(), 50)), &stop);
@@ -149,6 +150,7 @@ void WorkerDaemon::Session() {
     stream_ = nullptr;
     context_ = nullptr;
   }
+  if (options_.observer) options_.observer->Connected(false);
   grpc::Status st = stream->Finish();
   if (!st.ok() && !(drain_requested_ && st.error_code() == grpc::StatusCode::CANCELLED)) {
     spdlog::warn("stream to the coordinator ended: {} ({})", st.error_message(),
@@ -204,7 +206,10 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
       *je.mutable_event() = e;
       Post(std::move(je));
     };
+    if (options_.observer) options_.observer->JobStarted();
+    const absl::Time started = absl::Now();
     v1::EvalResult result = executor_->Run(lease, post, cancel.get());
+    if (options_.observer) options_.observer->JobFinished(result, absl::Now() - started);
     spdlog::info("job {}: {} {}", lease.job_id(), v1::Status_Name(result.status()),
                  result.message());
     v1::EvalEvent done;
@@ -218,6 +223,7 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
                                                                  : options_.health_check;
     if (check && options_.healthy) {
       absl::Status health = check();
+      if (options_.observer) options_.observer->HealthChecked(health.ok());
       if (!health.ok())
         spdlog::error("health check failed: {}; taking no more jobs",
                       std::string(health.message()));

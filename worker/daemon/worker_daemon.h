@@ -27,6 +27,17 @@
 
 namespace pkb {
 
+// Told of the daemon's life: metrics (worker/daemon/worker_metrics.h) and systemd readiness.
+// Called from the daemon's threads without its lock held; implementations must be thread-safe.
+class WorkerObserver {
+ public:
+  virtual ~WorkerObserver() = default;
+  virtual void Connected(bool connected) {}  // registered with the coordinator, or the stream ended
+  virtual void JobStarted() {}
+  virtual void JobFinished(const v1::EvalResult& result, absl::Duration took) {}
+  virtual void HealthChecked(bool healthy) {}
+};
+
 struct WorkerDaemonOptions {
   std::string coordinator = "127.0.0.1:7311";
   std::string worker_id;
@@ -41,6 +52,7 @@ struct WorkerDaemonOptions {
   // Run instead after a job that ended RUNTIME_ERROR, TIMEOUT or INTERNAL (a crash, a fault or a
   // hang may have left the GPU unusable): known-good work on the GPUs (pkb-eval --gpu-selftest).
   std::function<absl::Status()> failure_health_check;
+  WorkerObserver* observer = nullptr;  // must outlive the daemon
   absl::Duration min_backoff = absl::Milliseconds(100);
   absl::Duration max_backoff = absl::Seconds(5);
 };

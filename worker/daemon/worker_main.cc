@@ -9,10 +9,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/config.h"
 #include "common/files.h"
+#include "common/metrics_server.h"
 #include "common/subprocess.h"
+#include "common/systemd.h"
 #include "spdlog/spdlog.h"
 #include "worker/daemon/worker_daemon.h"
+#include "worker/daemon/worker_metrics.h"
 
 namespace {
 
@@ -70,6 +74,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{
       "PKB worker daemon: takes evaluations from the coordinator and runs them with pkb-eval"};
+  pkb::PrepareConfig(app);
   app.add_option("--coordinator", o.coordinator, "host:port of the coordinator")
       ->capture_default_str();
   app.add_option("--worker-id", o.worker_id, "stable name of this worker")->capture_default_str();
@@ -91,7 +96,11 @@ int main(int argc, char** argv) {
   app.add_option("--tls-ca", tls_ca, "PEM root certificates: connect with TLS");
   app.add_option("--token-file", token_file,
                  "file holding this worker's bearer token (role worker)");
-  CLI11_PARSE(app, argc, argv);
+  std::string metrics_listen;
+  app.add_option("--metrics-listen", metrics_listen,
+                 "host:port of Prometheus /metrics and /healthz (empty: off)");
+  int exit_code = 0;
+  if (!pkb::ParseConfig(app, argc, argv, "PKB_WORKER", &exit_code)) return exit_code;
   if (!token_file.empty()) {
     auto token = pkb::ReadFile(token_file);
     if (!token.ok()) {
@@ -159,11 +168,24 @@ int main(int argc, char** argv) {
                                                  r->Describe(), "): ", r->out.substr(0, 500)));
     };
   }
+  // READY=1 for systemd once registered; metrics when asked for.
+  pkb::WorkerMetrics metrics(o.capabilities, [] { pkb::NotifySystemd("READY=1"); });
+  o.observer = &metrics;
+  std::unique_ptr<pkb::MetricsServer> metrics_server;
+  if (!metrics_listen.empty()) {
+    auto started = pkb::MetricsServer::Start(metrics_listen, metrics.registry(), {});
+    if (!started.ok()) {
+      spdlog::error("{}", started.status().ToString());
+      return 2;
+    }
+    metrics_server = std::move(*started);
+  }
   pkb::EngineExecutor executor(e);
   pkb::WorkerDaemon daemon(o, &executor);
   g_daemon = &daemon;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   daemon.Run();
+  pkb::NotifySystemd("STOPPING=1");
   return 0;
 }
