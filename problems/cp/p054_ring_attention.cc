@@ -1,8 +1,9 @@
 // Problem 54 — causal ring attention forward (ring-flash-attention's RingComm schedule and lse
 // merge), context parallel over WORLD.
-#include <cmath>
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "problems/cp/ring_attention.h"
 #include "problems/harness/common.h"
 #include "problems/harness/registry.h"
 
@@ -12,46 +13,7 @@ namespace {
 constexpr int64_t kB = 16, kT = 16, kH = 8, kD = 64;  // PKB's fixed sizes; M and N are unused
 
 int64_t LocalSeq(int world) { return std::max<int64_t>(1, kT / world); }
-double Scale() { return std::pow(static_cast<double>(kD), -0.5); }
-
-struct Block {
-  at::Tensor out;  // (B, S, H, D) fp32
-  at::Tensor lse;  // (B, H, S) fp32
-};
-
-// One attention block in fp32. With `causal`, query i (at position i + q_offset in k's frame)
-// does not see keys j > i + q_offset; q_offset = 0 is the ring's diagonal block.
-Block LocalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
-                     int64_t q_offset = 0) {
-  at::Tensor qh = q.transpose(1, 2).to(at::kFloat);
-  at::Tensor kh = k.transpose(1, 2).to(at::kFloat);
-  at::Tensor vh = v.transpose(1, 2).to(at::kFloat);
-  at::Tensor scores = at::matmul(qh, kh.transpose(-2, -1)) * Scale();
-  if (causal) {
-    at::Tensor mask =
-        at::ones({q.size(1), k.size(1)}, q.options().dtype(at::kBool)).triu(1 + q_offset);
-    scores.masked_fill_(mask.unsqueeze(0).unsqueeze(0), -INFINITY);
-  }
-  at::Tensor lse = at::logsumexp(scores, -1);
-  at::Tensor out = at::matmul(at::softmax(scores, -1), vh).transpose(1, 2).contiguous();
-  return {out, lse};
-}
-
-// The running (out, lse) of the ring, merged in step order through sigmoid / logsigmoid.
-struct Merged {
-  at::Tensor out;  // (B, S, H, D) fp32
-  at::Tensor lse;  // (B, S, H, 1) fp32
-  void Add(const Block& b) {
-    at::Tensor block_lse = b.lse.transpose(-2, -1).unsqueeze(-1);
-    if (!out.defined()) {
-      out = b.out;
-      lse = block_lse;
-      return;
-    }
-    out = out - at::sigmoid(block_lse - lse) * (out - b.out);
-    lse = lse - at::log_sigmoid(lse - block_lse);
-  }
-};
+double Scale() { return ring::DefaultScale(kD); }
 
 class RingAttention : public Problem {
  public:
@@ -114,29 +76,9 @@ class RingAttention : public Problem {
 
   absl::StatusOr<std::vector<at::Tensor>> Reference(Comm& comm, const Inputs& in,
                                                     const RunConfig& cfg) const override {
-    const int w = comm.size(), r = comm.rank();
-    const at::Tensor& q = in[0];
-    at::Tensor k = in[1].contiguous(), v = in[2].contiguous();
-    Merged merged;
-    for (int step = 0; step < w; ++step) {
-      at::Tensor next_k, next_v;
-      if (step + 1 != w) {
-        next_k = at::empty_like(k);
-        next_v = at::empty_like(v);
-        PKB_RETURN_IF_ERROR(comm.BatchP2P({{P2POp::kSend, k, (r + 1) % w},
-                                           {P2POp::kRecv, next_k, (r - 1 + w) % w},
-                                           {P2POp::kSend, v, (r + 1) % w},
-                                           {P2POp::kRecv, next_v, (r - 1 + w) % w}}));
-      }
-      if (step <= r) {
-        merged.Add(LocalAttention(q, k, v, /*causal=*/step == 0));
-      }
-      if (step + 1 != w) {
-        k = next_k;
-        v = next_v;
-      }
-    }
-    return std::vector<at::Tensor>{merged.out.to(cfg.dtype)};
+    PKB_ASSIGN_OR_RETURN(at::Tensor out,
+                         ring::Forward(comm, in[0], in[1], in[2], Scale(), /*causal=*/true));
+    return std::vector<at::Tensor>{out.to(cfg.dtype)};
   }
 
   // Exact causal attention over the global sequence in fp32, one softmax per rank: rank r's
@@ -147,24 +89,17 @@ class RingAttention : public Problem {
   // inputs (the CPU check's "rank s missing" answer for s > r is then the truth itself).
   absl::StatusOr<std::vector<std::vector<at::Tensor>>> Oracle(const std::vector<Inputs>& all,
                                                               const RunConfig& cfg) const override {
-    const int64_t s = LocalSeq(cfg.world);
-    std::vector<at::Tensor> ks, vs;
+    std::vector<at::Tensor> qs, ks, vs;
+    for (const Inputs& in : all) {
+      qs.push_back(in[0]);
+      ks.push_back(in[1]);
+      vs.push_back(in[2]);
+    }
     std::vector<std::vector<at::Tensor>> result;
-    for (size_t r = 0; r < all.size(); ++r) {
-      ks.push_back(all[r][1]);
-      vs.push_back(all[r][2]);
-      Block exact = LocalAttention(all[r][0], at::cat(ks, 1), at::cat(vs, 1), /*causal=*/true,
-                                   /*q_offset=*/static_cast<int64_t>(r) * s);
-      Merged ring;
-      for (size_t step = 0; step <= r; ++step) {
-        ring.Add(LocalAttention(all[r][0], all[r - step][1], all[r - step][2], step == 0));
-      }
-      double err = (ring.out - exact.out).abs().max().item<double>();
-      if (!(err <= 1e-4)) {
-        return absl::InternalError(absl::StrCat("ring merge of rank ", r, " differs from exact ",
-                                                "attention by ", err, " (fp32)"));
-      }
-      result.push_back({ring.out.to(cfg.dtype)});
+    for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+      PKB_ASSIGN_OR_RETURN(at::Tensor out,
+                           ring::ForwardOracle(qs, ks, vs, r, Scale(), /*causal=*/true));
+      result.push_back({out.to(cfg.dtype)});
     }
     return result;
   }
