@@ -74,6 +74,13 @@ struct Tolerance {
   double rtol = 1e-2;
   bool exact = false;
   std::string rationale = "PKB's default for bf16: atol = rtol = 1e-2.";
+  // An outlier budget, for outputs where a correct candidate may miss the bound above on a few
+  // elements by a bounded amount (an Adam step's sign where the averaged gradient is zero within
+  // rounding): up to ceil(outlier_fraction * numel) elements may exceed atol + rtol * |expected|
+  // if every element stays within outlier_atol + outlier_rtol * |expected|. 0: no outliers.
+  double outlier_fraction = 0;
+  double outlier_atol = 0;
+  double outlier_rtol = 0;
 };
 
 // A named sub-group layout: the disjoint rank sets that `name` splits WORLD into.
