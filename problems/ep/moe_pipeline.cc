@@ -169,26 +169,129 @@ absl::StatusOr<at::Tensor> MoeEpForward(Comm& comm, const at::Tensor& x,
 at::Tensor MoeEpOracle(const at::Tensor& x, const at::Tensor& gate_weight,
                        const at::Tensor& gate_bias, int64_t num_experts, int64_t top_k,
                        const std::vector<ExpertFn>& experts) {
+  at::Tensor x2 = x.reshape({-1, x.size(-1)});
+  Routing route = Route(x2, gate_weight, gate_bias, top_k);
+  return MoeEpCombine(x2, route.weights, route.selected, num_experts, experts);
+}
+
+at::Tensor MoeEpCombine(const at::Tensor& x2d, const at::Tensor& weights,
+                        const at::Tensor& selected, int64_t num_experts,
+                        const std::vector<ExpertFn>& experts) {
   const int64_t world = static_cast<int64_t>(experts.size());
   const int64_t local = num_experts / world;
-  const int64_t hidden = x.size(-1);
-  at::Tensor x2 = x.reshape({-1, hidden});
-  Routing route = Route(x2, gate_weight, gate_bias, top_k);
+  const int64_t tokens = x2d.size(0), hidden = x2d.size(1), top_k = selected.size(1);
   // Ascending expert order per token: the order in which the scatter-add meets the pairs.
-  auto [sel, order] = at::sort(route.selected, 1);
-  at::Tensor w = route.weights.gather(1, order);
-  std::vector<at::Tensor> per_owner;
-  for (const auto& f : experts) per_owner.push_back(f(x2));  // every token through every owner
-  const int64_t tokens = x2.size(0);
-  at::Tensor all = at::cat(per_owner, 0);           // (W T, N): owner-major
+  auto [sel, order] = at::sort(selected, 1);
+  at::Tensor w = weights.gather(1, order);
   at::Tensor owner = at::floor_divide(sel, local);  // (T, k)
+  // Row d T + t holds owner d's expert applied to token t, for the pairs that need it; the
+  // buffer takes the experts' output dtype.
+  at::Tensor all;
+  for (int64_t d = 0; d < world; ++d) {
+    at::Tensor needed = owner.eq(d).any(1).nonzero().reshape({-1});
+    if (needed.numel() == 0) continue;
+    at::Tensor y = experts[d](x2d.index_select(0, needed));
+    if (!all.defined()) all = at::zeros({world * tokens, hidden}, y.options());
+    all.index_copy_(0, needed + d * tokens, y);
+  }
+  if (!all.defined()) all = at::zeros({world * tokens, hidden}, x2d.options());
   at::Tensor token = at::arange(tokens, sel.options());
-  at::Tensor out = at::zeros({tokens, hidden}, x2.options());
+  at::Tensor out = at::zeros({tokens, hidden}, all.options());
   for (int64_t j = 0; j < top_k; ++j) {
     at::Tensor y = all.index_select(0, owner.select(1, j) * tokens + token);  // (T, N)
     out = out + y * w.select(1, j).unsqueeze(-1);
   }
   return out;
+}
+
+std::vector<GroupLayout> MoeEpProblem::Groups(const RunConfig& cfg) const {
+  const int ep = EpSize(cfg.world);
+  if (ep >= cfg.world) return {};
+  GroupLayout layout{"ep", {}};
+  for (int g = 0; g < cfg.world / ep; ++g) {
+    layout.partition.emplace_back();
+    for (int i = 0; i < ep; ++i) layout.partition.back().push_back(g * ep + i);
+  }
+  return {layout};
+}
+
+Inputs MoeEpProblem::MakeInputs(const RunConfig& cfg, int rank, int set) const {
+  const int64_t e = NumExperts(cfg.world);
+  auto opts = at::TensorOptions().dtype(cfg.dtype).device(cfg.device);
+  Inputs in;
+  in.Add("hidden_states", at::randn({cfg.m, cfg.n}, opts));
+  in.Add("gate_weight", at::randn({e, cfg.n}, opts));
+  in.Add("gate_bias", at::randn({e}, opts));
+  LinearWeights gate = DrawLinear(cfg, cfg.n, kMoeInter);
+  LinearWeights up = DrawLinear(cfg, cfg.n, kMoeInter);
+  LinearWeights down = DrawLinear(cfg, kMoeInter, cfg.n);
+  in.Add("gate_proj.weight", gate.weight);
+  in.Add("gate_proj.bias", gate.bias);
+  in.Add("up_proj.weight", up.weight);
+  in.Add("up_proj.bias", up.bias);
+  in.Add("down_proj.weight", down.weight);
+  in.Add("down_proj.bias", down.bias);
+  AddExpertExtras(cfg, set, in);
+  in.scalars.push_back(ScalarArg::Int("num_experts", e));
+  in.scalars.push_back(ScalarArg::Int("top_k", TopK(cfg.world)));
+  return in;
+}
+
+std::vector<OutputDecl> MoeEpProblem::Outputs(const RunConfig& cfg, int rank) const {
+  return {{"out", {cfg.m, cfg.n}, cfg.dtype}};
+}
+
+ExpertFn MoeEpProblem::ExpertOf(const Inputs& in) const {
+  LinearWeights gate{in[kMoeGpW], in[kMoeGpB]}, up{in[kMoeUpW], in[kMoeUpB]},
+      down{in[kMoeDnW], in[kMoeDnB]};
+  return [gate, up, down](const at::Tensor& x) { return SwiGluExpert(x, gate, up, down); };
+}
+
+absl::StatusOr<std::vector<at::Tensor>> MoeEpProblem::Reference(Comm& comm, const Inputs& in,
+                                                                const RunConfig& cfg) const {
+  Comm* ep = &comm;
+  if (EpSize(comm.size()) < comm.size()) {
+    ep = comm.Group("ep");
+    if (ep == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(info().slug, ": this rank has no communicator for its EP group \"ep\""));
+    }
+  }
+  PKB_ASSIGN_OR_RETURN(at::Tensor out,
+                       MoeEpForward(*ep, in[kMoeX], in[kMoeGateW], in[kMoeGateB],
+                                    NumExperts(cfg.world), TopK(cfg.world), ExpertOf(in)));
+  return std::vector<at::Tensor>{out};
+}
+
+absl::StatusOr<std::vector<std::vector<at::Tensor>>> MoeEpProblem::Oracle(
+    const std::vector<Inputs>& all, const RunConfig& cfg) const {
+  const int world = static_cast<int>(all.size()), ep = EpSize(world);
+  const int64_t e = NumExperts(world), k = TopK(world);
+  std::vector<std::vector<at::Tensor>> result;
+  for (int g = 0; g < world / ep; ++g) {
+    std::vector<ExpertFn> experts;  // group rank i hosts experts [i L, (i+1) L)
+    for (int i = 0; i < ep; ++i) experts.push_back(ExpertOf(all[g * ep + i]));
+    for (int i = 0; i < ep; ++i) {
+      const Inputs& in = all[g * ep + i];
+      result.push_back({MoeEpOracle(in[kMoeX], in[kMoeGateW], in[kMoeGateB], e, k, experts)});
+    }
+  }
+  return result;
+}
+
+Roofline MoeEpProblem::GetRoofline(const RunConfig& cfg) const {
+  const double b = c10::elementSize(cfg.dtype);
+  const double p = EpSize(cfg.world), e = NumExperts(cfg.world), k = TopK(cfg.world);
+  const double m = cfg.m, n = cfg.n, inter = kMoeInter;
+  const double rows = k * m;  // rows each rank's experts receive on average
+  Roofline r;
+  // Dispatch and combine each send (P-1)/P of the k M routed rows; the counts all-gather P E.
+  r.nvlink_bytes = 2 * (p - 1) / p * k * m * n * b + p * e * 8;
+  // x and the router, permuted rows out and back, expert weights, expert in/out, output.
+  r.hbm_bytes =
+      (m * n + e * n) * b + 4 * k * m * n * b + 3 * inter * n * b + 2 * rows * n * b + m * n * b;
+  r.flops = 2 * m * n * e + rows * (6 * n * inter + ExtraExpertFlopsPerRow(cfg)) + 2 * k * m * n;
+  return r;
 }
 
 }  // namespace pkb

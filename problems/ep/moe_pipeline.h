@@ -101,6 +101,49 @@ at::Tensor MoeEpOracle(const at::Tensor& x, const at::Tensor& gate_weight,
                        const at::Tensor& gate_bias, int64_t num_experts, int64_t top_k,
                        const std::vector<ExpertFn>& experts);
 
+// The closed form for given routing (weights, selected) (T, k) of the tokens x2d (T, N): each
+// pair's expert output times its weight (in the experts' output dtype, promoted with the
+// weights'), summed per token in ascending expert order. Hazard tests pass other routings and
+// experts (fp32 chains, standard mistakes) through it.
+at::Tensor MoeEpCombine(const at::Tensor& x2d, const at::Tensor& weights,
+                        const at::Tensor& selected, int64_t num_experts,
+                        const std::vector<ExpertFn>& experts);
+
+// The end-to-end problems 31, 32, 50 and 51 (VeOmni's fused EP MoE forward), which differ only in
+// the expert count, top-k, the EP group layout and the expert MLP. Each rank's inputs, in call
+// order: hidden_states x (M, N), gate_weight (E, N), gate_bias (E) (randn on the device), then
+// default nn.Linear gate_proj N -> 128, up_proj N -> 128, down_proj 128 -> N from the CPU
+// generator (each as its weight and bias), then any expert extras (32's LoRA factors); scalars
+// num_experts, top_k. The EP groups are contiguous blocks of EpSize ranks ("ep"; WORLD when a
+// block is all of WORLD). The output is out (M, N) in the run dtype.
+enum : size_t { kMoeX, kMoeGateW, kMoeGateB, kMoeGpW, kMoeGpB, kMoeUpW, kMoeUpB, kMoeDnW, kMoeDnB };
+constexpr int64_t kMoeInter = 128;  // I, the experts' intermediate size
+
+class MoeEpProblem : public Problem {
+ public:
+  std::vector<GroupLayout> Groups(const RunConfig& cfg) const override;
+  Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override;
+  std::vector<OutputDecl> Outputs(const RunConfig& cfg, int rank) const override;
+  absl::StatusOr<std::vector<at::Tensor>> Reference(Comm& comm, const Inputs& in,
+                                                    const RunConfig& cfg) const override;
+  absl::StatusOr<std::vector<std::vector<at::Tensor>>> Oracle(const std::vector<Inputs>& all,
+                                                              const RunConfig& cfg) const override;
+  Roofline GetRoofline(const RunConfig& cfg) const override;
+
+  virtual int64_t NumExperts(int world) const = 0;
+  virtual int64_t TopK(int world) const { return 2; }
+  // Ranks per EP group; the groups are the blocks {g P, ..., g P + P - 1}. WORLD by default.
+  virtual int EpSize(int world) const { return world; }
+
+ protected:
+  // Draws the expert's inputs after the three Linear layers (none by default).
+  virtual void AddExpertExtras(const RunConfig& cfg, int set, Inputs& in) const {}
+  // The expert of the rank whose inputs are `in` (the SwiGLU MLP by default).
+  virtual ExpertFn ExpertOf(const Inputs& in) const;
+  // FLOPs of the expert per received row beyond the SwiGLU's 6 N I.
+  virtual double ExtraExpertFlopsPerRow(const RunConfig& cfg) const { return 0; }
+};
+
 }  // namespace pkb
 
 #endif  // PKB_PROBLEMS_EP_MOE_PIPELINE_H_
