@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/config.h"
 #include "common/files.h"
+#include "common/logging.h"
 #include "common/systemd.h"
 #include "server/coordinator.h"
 #include "spdlog/spdlog.h"
@@ -67,8 +68,15 @@ int main(int argc, char** argv) {
                  "submissions; without it, ranked submissions are refused");
   app.add_option("--metrics-listen", o.metrics_listen,
                  "host:port of Prometheus /metrics and /healthz (empty: off)");
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format, "text, or json: one object per line")
+      ->capture_default_str();
   int exit_code = 0;
   if (!pkb::ParseConfig(app, argc, argv, "PKB_COORDINATOR", &exit_code)) return exit_code;
+  if (absl::Status st = pkb::ConfigureLogging(log_format, "pkb-coordinator"); !st.ok()) {
+    spdlog::error("{}", std::string(st.message()));
+    return 2;
+  }
   // Abseil's lock-cycle detection showed in profiles of the coordinator under load.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   o.scheduler.heartbeat_interval = absl::Seconds(heartbeat_s);

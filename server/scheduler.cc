@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/hash.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -426,6 +427,7 @@ void Scheduler::Finish(const std::string& job_id, v1::EvalResult result,
 }
 
 void Scheduler::LoseLease(const std::string& job_id, const std::string& reason) {
+  LogScope log_scope(job_id);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end() || it->second.finished) return;
   JobState& js = it->second;
@@ -643,6 +645,7 @@ absl::Status Scheduler::OnJobEvent(uint64_t connection_id, const v1::JobEvent& j
   if (wit == workers_.end())
     return absl::FailedPreconditionError("not registered (or expired): reconnect");
   WorkerState& w = wit->second;
+  LogScope log_scope(je.job_id(), w.worker_id);
   w.last_heard = clock_->Now();
   const bool done = je.event().stage() == v1::DONE;
   const bool own_lease = w.job_id == je.job_id() && w.attempt == je.attempt();

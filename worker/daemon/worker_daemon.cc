@@ -3,6 +3,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "spdlog/spdlog.h"
 
 namespace pkb {
@@ -199,6 +200,7 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
   spdlog::info("job {} (attempt {}): problem {} at W={}", lease.job_id(), lease.attempt(),
                lease.problem_id(), lease.world_size());
   job_thread_ = std::thread([this, lease, cancel] {
+    LogScope log_scope(lease.job_id());
     auto post = [&](const v1::EvalEvent& e) {
       v1::JobEvent je;
       je.set_job_id(lease.job_id());

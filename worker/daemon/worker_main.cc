@@ -11,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "common/config.h"
 #include "common/files.h"
+#include "common/logging.h"
 #include "common/metrics_server.h"
 #include "common/subprocess.h"
 #include "common/systemd.h"
@@ -99,8 +100,15 @@ int main(int argc, char** argv) {
   std::string metrics_listen;
   app.add_option("--metrics-listen", metrics_listen,
                  "host:port of Prometheus /metrics and /healthz (empty: off)");
+  std::string log_format = "text";
+  app.add_option("--log-format", log_format, "text, or json: one object per line")
+      ->capture_default_str();
   int exit_code = 0;
   if (!pkb::ParseConfig(app, argc, argv, "PKB_WORKER", &exit_code)) return exit_code;
+  if (absl::Status st = pkb::ConfigureLogging(log_format, "pkb-worker", o.worker_id); !st.ok()) {
+    spdlog::error("{}", std::string(st.message()));
+    return 2;
+  }
   if (!token_file.empty()) {
     auto token = pkb::ReadFile(token_file);
     if (!token.ok()) {
