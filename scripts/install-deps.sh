@@ -12,6 +12,7 @@ apt_pkgs=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev
   libsqlite3-dev sqlite3
+  libpqxx-dev postgresql
   libopenmpi-dev openmpi-bin
   bubblewrap
   libcpp-httplib-dev

@@ -7,12 +7,20 @@
 // Writes are group-committed: Write() queues and returns at once; many queued writes share one
 // transaction, and each write's callback runs once its transaction is durable (or failed), in the
 // order the writes were queued. Readers see only committed writes.
+//
+// Two implementations, one contract (server/job_store_test.cc runs the same cases on both):
+// SqliteJobStore, the embedded default, and PostgresJobStore, for a coordinator that must move
+// between hosts. OpenJobStore picks one from a location string. Both version their schema the
+// same way: a schema_migrations (version, applied_at) table, numbered migration steps applied at
+// open in one transaction each, and a refusal (FAILED_PRECONDITION) to open a store whose version
+// is newer than the binary knows, so an old coordinator never writes rows it does not understand.
 #ifndef PKB_SERVER_JOB_STORE_H_
 #define PKB_SERVER_JOB_STORE_H_
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -104,6 +112,13 @@ class JobStore {
 // A result may be served again for the same job key unless the service, not the submission,
 // caused it (WORKER_LOST, INTERNAL), it was cut short (CANCELLED) or no GPU ran it (NO_DEVICE).
 bool IsCacheable(v1::Status status);
+
+// A store at `location`: a "postgresql://" (or "postgres://") URI opens PostgresJobStore; anything
+// else is a SQLite file path (":memory:" for a throwaway one).
+absl::StatusOr<std::unique_ptr<JobStore>> OpenJobStore(const std::string& location);
+bool IsPostgresLocation(const std::string& location);
+// `location` with any password in it replaced by "***", for logs.
+std::string RedactStoreLocation(const std::string& location);
 
 }  // namespace pkb
 

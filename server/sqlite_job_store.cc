@@ -6,27 +6,15 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 
 namespace pkb {
 
-bool IsCacheable(v1::Status status) {
-  switch (status) {
-    case v1::WORKER_LOST:
-    case v1::INTERNAL:
-    case v1::CANCELLED:
-    case v1::NO_DEVICE:
-    case v1::STATUS_UNSPECIFIED:
-      return false;
-    default:
-      return true;
-  }
-}
-
 namespace {
 
-constexpr const char* kSchema = R"sql(
+// The tables as the first coordinators made them (before schema_migrations; PRAGMA user_version
+// 0). Migration 1 creates them where missing, so a new file and an old one take the same path.
+constexpr const char* kBaseTables = R"sql(
 CREATE TABLE IF NOT EXISTS jobs (
   id TEXT PRIMARY KEY,
   job_key TEXT NOT NULL,
@@ -49,8 +37,8 @@ CREATE TABLE IF NOT EXISTS events (
 ) WITHOUT ROWID;
 )sql";
 
-// Schema version 1 (PRAGMA user_version): the columns the leaderboard filters on, copied out of
-// the record. A version-0 file (from before) gets them added and filled from its records.
+// Migration 1 adds the columns the leaderboard filters on, copied out of the record, and fills
+// them from the records already there.
 constexpr const char* kAddMetadataColumns[] = {
     "ALTER TABLE jobs ADD COLUMN world_size INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE jobs ADD COLUMN dtype TEXT NOT NULL DEFAULT ''",
@@ -67,7 +55,6 @@ constexpr const char* kAddMetadataColumns[] = {
     "CREATE INDEX IF NOT EXISTS jobs_by_submitter ON jobs(submitter, created)",
     "CREATE INDEX IF NOT EXISTS jobs_by_source ON jobs(problem_id, source_sha256)",
 };
-constexpr int kSchemaVersion = 1;
 
 // Tags as one column: each wrapped in \x1f, so `instr(tags, '\x1f' || tag || '\x1f')` finds one.
 std::string TagsColumn(const v1::Job& job) {
@@ -200,51 +187,111 @@ absl::Status WriteJob(sqlite3* db, StmtCache* cache, const v1::Job& job, bool in
   return absl::OkStatus();
 }
 
-// Brings a file of an older schema version to kSchemaVersion, in one transaction.
-absl::Status Migrate(sqlite3* db) {
-  // The version is read inside the write transaction, so two processes opening one old file
-  // migrate it once.
-  PKB_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
-  int64_t version = 0;
+// Reads one integer (the first column of the first row; 0 for none or NULL).
+absl::StatusOr<int64_t> QueryInt(sqlite3* db, const char* sql) {
+  StmtCache cache;
+  absl::StatusOr<int64_t> out = int64_t{0};
   {
-    StmtCache cache;
-    {
-      Stmt s(db, &cache, "PRAGMA user_version");
-      if (s.status().ok() && s.Step() == SQLITE_ROW) version = s.Int(0);
+    Stmt s(db, &cache, sql);
+    int rc = s.status().ok() ? s.Step() : SQLITE_ERROR;
+    if (!s.status().ok()) {
+      out = s.status();
+    } else if (rc == SQLITE_ROW) {
+      out = s.Int(0);
+    } else if (rc != SQLITE_DONE) {
+      out = s.Error(sql);
     }
-    for (auto& [sql, stmt] : cache) sqlite3_finalize(stmt);
   }
-  if (version >= kSchemaVersion) return Exec(db, "COMMIT");
+  for (auto& [sql, stmt] : cache) sqlite3_finalize(stmt);
+  return out;
+}
+
+// Migration 1: the base tables where missing, the metadata columns, and those columns filled from
+// the records of a file that had the base tables only.
+absl::Status MigrateTo1(sqlite3* db) {
+  PKB_RETURN_IF_ERROR(Exec(db, kBaseTables));
+  for (const char* sql : kAddMetadataColumns) PKB_RETURN_IF_ERROR(Exec(db, sql));
+  std::vector<v1::Job> jobs;
+  StmtCache cache;
   absl::Status st;
-  for (const char* sql : kAddMetadataColumns) {
-    st = Exec(db, sql);
+  {
+    Stmt s(db, &cache, "SELECT record FROM jobs");
+    st = s.status();
+    int rc = SQLITE_DONE;
+    while (st.ok() && (rc = s.Step()) == SQLITE_ROW) {
+      v1::Job job;
+      if (!job.ParseFromString(s.Blob(0))) st = absl::DataLossError("corrupt job record");
+      jobs.push_back(std::move(job));
+    }
+    if (st.ok() && rc != SQLITE_DONE) st = s.Error("migrate: read jobs");
+  }
+  for (const v1::Job& job : jobs) {
     if (!st.ok()) break;
+    st = WriteJob(db, &cache, job, /*insert=*/false);
   }
-  if (st.ok()) {
-    // Fill the new columns of the rows already there.
-    std::vector<v1::Job> jobs;
-    StmtCache cache;
-    {
-      Stmt s(db, &cache, "SELECT record FROM jobs");
-      st = s.status();
-      int rc = SQLITE_DONE;
-      while (st.ok() && (rc = s.Step()) == SQLITE_ROW) {
-        v1::Job job;
-        if (!job.ParseFromString(s.Blob(0))) st = absl::DataLossError("corrupt job record");
-        jobs.push_back(std::move(job));
-      }
-      if (st.ok() && rc != SQLITE_DONE) st = s.Error("migrate: read jobs");
-    }
-    for (const v1::Job& job : jobs) {
-      if (!st.ok()) break;
-      st = WriteJob(db, &cache, job, /*insert=*/false);
-    }
-    for (auto& [sql, stmt] : cache) sqlite3_finalize(stmt);
-  }
-  if (st.ok()) st = Exec(db, absl::StrCat("PRAGMA user_version=", kSchemaVersion).c_str());
-  if (st.ok()) return Exec(db, "COMMIT");
-  Exec(db, "ROLLBACK").IgnoreError();
+  for (auto& [sql, stmt] : cache) sqlite3_finalize(stmt);
   return st;
+}
+
+// The numbered steps, in order: migrations[i] brings version i to i + 1. Append only; a step that
+// shipped is never edited, since files out there already went through it.
+struct Migration {
+  const char* what;
+  absl::Status (*apply)(sqlite3* db);
+};
+constexpr Migration kMigrations[] = {
+    {"jobs and events with the leaderboard's metadata columns", MigrateTo1},
+};
+constexpr int64_t kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
+
+// Brings the file to kLatestVersion, one transaction per step, each recorded in schema_migrations
+// (and in PRAGMA user_version, which the coordinators from before schema_migrations read).
+absl::Status Migrate(sqlite3* db, const std::string& path) {
+  for (;;) {
+    // The version is read inside the write transaction, so two processes opening one old file
+    // migrate it once.
+    PKB_RETURN_IF_ERROR(Exec(db, "BEGIN IMMEDIATE"));
+    absl::Status st = Exec(db,
+                           "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY "
+                           "KEY, applied_at TEXT NOT NULL DEFAULT "
+                           "(strftime('%Y-%m-%dT%H:%M:%fZ', 'now')))");
+    absl::StatusOr<int64_t> version =
+        st.ok() ? QueryInt(db, "SELECT max(version) FROM schema_migrations")
+                : absl::StatusOr<int64_t>(st);
+    if (version.ok() && *version == 0) {
+      // A file from before schema_migrations knew its version by user_version only: adopt it.
+      version = QueryInt(db, "PRAGMA user_version");
+      for (int64_t v = 1; version.ok() && v <= *version; ++v) {
+        st = Exec(db,
+                  absl::StrCat("INSERT INTO schema_migrations(version) VALUES(", v, ")").c_str());
+        if (!st.ok()) version = st;
+      }
+    }
+    if (version.ok() && *version > kLatestVersion) {
+      version = absl::FailedPreconditionError(absl::StrCat(
+          "job store ", path, " is at schema version ", *version, ", newer than this binary's ",
+          kLatestVersion, ": run a coordinator at least as new as the one that last opened it"));
+    }
+    if (!version.ok()) {
+      Exec(db, "ROLLBACK").IgnoreError();
+      return version.status();
+    }
+    if (*version == kLatestVersion) return Exec(db, "COMMIT");
+    const Migration& m = kMigrations[*version];
+    int64_t next = *version + 1;
+    st = m.apply(db);
+    if (st.ok()) {
+      st = Exec(db, absl::StrCat("INSERT INTO schema_migrations(version) VALUES(", next,
+                                 "); PRAGMA user_version=", next)
+                        .c_str());
+    }
+    if (st.ok()) st = Exec(db, "COMMIT");
+    if (!st.ok()) {
+      Exec(db, "ROLLBACK").IgnoreError();
+      return absl::Status(st.code(), absl::StrCat("job store ", path, ": migration ", next, " (",
+                                                  m.what, "): ", st.message()));
+    }
+  }
 }
 
 absl::Status WriteEvent(sqlite3* db, StmtCache* cache, const v1::EvalEvent& event) {
@@ -290,54 +337,11 @@ absl::StatusOr<sqlite3*> OpenConnection(const std::string& path) {
 
 }  // namespace
 
-absl::Status JobStore::CreateJob(const v1::Job& job, const v1::EvalEvent* first_event) {
-  JobWrite w{job, /*create=*/true, std::nullopt};
-  if (first_event) w.event = *first_event;
-  absl::Notification done;
-  absl::Status result;
-  Write(std::move(w), [&](const absl::Status& st) {
-    result = st;
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return result;
-}
-
-absl::Status JobStore::UpdateJob(const v1::Job& job, const v1::EvalEvent* event) {
-  JobWrite w{job, /*create=*/false, std::nullopt};
-  if (event) w.event = *event;
-  absl::Notification done;
-  absl::Status result;
-  Write(std::move(w), [&](const absl::Status& st) {
-    result = st;
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return result;
-}
-
-int64_t JobStore::AddCommitObserver(std::function<void()> observer) {
-  absl::MutexLock lock(&observer_mu_);
-  observers_.emplace(++next_observer_id_, std::move(observer));
-  return next_observer_id_;
-}
-
-void JobStore::RemoveCommitObserver(int64_t id) {
-  absl::MutexLock lock(&observer_mu_);
-  observers_.erase(id);
-}
-
-void JobStore::NotifyCommitObserver() {
-  absl::MutexLock lock(&observer_mu_);
-  for (auto& [id, observer] : observers_) observer();
-}
-
 absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::string& path) {
   PKB_ASSIGN_OR_RETURN(sqlite3 * write_db, OpenConnection(path));
   absl::Status st = Exec(write_db, "PRAGMA journal_mode=WAL");
   if (st.ok()) st = Exec(write_db, "PRAGMA synchronous=NORMAL");
-  if (st.ok()) st = Exec(write_db, kSchema);
-  if (st.ok()) st = Migrate(write_db);
+  if (st.ok()) st = Migrate(write_db, path);
   if (!st.ok()) {
     sqlite3_close(write_db);
     return st;

@@ -12,6 +12,10 @@
 // connection, so they do not wait behind a commit (WAL readers see the last committed state).
 // A ":memory:" store has one connection, shared by reads and the writer.
 //
+// Schema: versioned as job_store.h says (schema_migrations, mirrored in PRAGMA user_version). A
+// file from before schema_migrations is adopted at the version its user_version names (0: the
+// first coordinators' tables, which migration 1 extends).
+//
 // Thread-safe.
 #ifndef PKB_SERVER_SQLITE_JOB_STORE_H_
 #define PKB_SERVER_SQLITE_JOB_STORE_H_
