@@ -19,7 +19,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   if (o.scheduler.harness_version.empty()) {
     return absl::InvalidArgumentError("the harness version is not set");
   }
-  PKB_ASSIGN_OR_RETURN(c->store_, SqliteJobStore::Open(o.db_path));
+  PKB_ASSIGN_OR_RETURN(c->store_, OpenJobStore(o.store));
   absl::StatusOr<ProblemCatalogIndex> catalog = absl::FailedPreconditionError(
       "no problem catalog: give --catalog-json FILE or --engine PATH (pkb-eval, run with "
       "--catalog)");
@@ -98,7 +98,8 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   c->ticker_ = std::thread([raw = c.get()] {
     while (!raw->stop_.WaitForNotificationWithTimeout(raw->options_.tick)) raw->scheduler_->Tick();
   });
-  spdlog::info("coordinator listening on port {} (store {})", c->port_, o.db_path);
+  spdlog::info("coordinator listening on port {} (store {})", c->port_,
+               RedactStoreLocation(o.store));
   return c;
 }
 

@@ -4,7 +4,7 @@
 //
 //   CoordinatorOptions opts;
 //   opts.listen = "127.0.0.1:0";
-//   opts.db_path = "/tmp/pkb.db";
+//   opts.store = "/tmp/pkb.db";                      // or "postgresql://pkb@db/pkb"
 //   opts.engine = "build/worker/engine/pkb-eval";   // its --catalog lists the problems
 //   PKB_ASSIGN_OR_RETURN(std::unique_ptr<Coordinator> c, Coordinator::Start(opts));
 //   int port = c->port();
@@ -23,17 +23,19 @@
 #include "server/coordinator_metrics.h"
 #include "server/evaluation_service.h"
 #include "server/http_frontend.h"
+#include "server/job_store.h"
 #include "server/leaderboard_service.h"
 #include "server/problem_catalog.h"
 #include "server/scheduler.h"
-#include "server/sqlite_job_store.h"
 #include "server/worker_service.h"
 
 namespace pkb {
 
 struct CoordinatorOptions {
   std::string listen = "127.0.0.1:7311";  // host:port; port 0 picks a free one
-  std::string db_path = "pkb-coordinator.db";
+  // Where jobs are kept: a SQLite file (the default), or a PostgreSQL database named by a
+  // "postgresql://" URI (see OpenJobStore in server/job_store.h).
+  std::string store = "pkb-coordinator.db";
   std::string catalog_json;  // a file with a pkb.v1.ProblemCatalog as JSON, or ...
   std::string engine;        // ... the engine binary, run with --catalog
   absl::Duration tick = absl::Milliseconds(200);
@@ -65,7 +67,7 @@ class Coordinator {
   Coordinator() = default;
 
   CoordinatorOptions options_;
-  std::unique_ptr<SqliteJobStore> store_;
+  std::unique_ptr<JobStore> store_;
   RealClock clock_;
   std::unique_ptr<ProblemCatalogIndex> catalog_;
   std::unique_ptr<TokenAuth> auth_;

@@ -27,7 +27,12 @@ int main(int argc, char** argv) {
   pkb::PrepareConfig(app);
   app.add_option("--listen", o.listen, "host:port to serve on (port 0: pick one)")
       ->capture_default_str();
-  app.add_option("--db", o.db_path, "SQLite file holding every job and event")
+  // From the environment as PKB_COORDINATOR_STORE (common/config.h), which keeps a URI that holds
+  // a password out of `ps`.
+  app.add_option("--store,--db", o.store,
+                 "where every job and event is kept: a SQLite file, or a PostgreSQL database as "
+                 "postgresql://[user@][host][:port]/dbname[?param=value...] (libpq's PG* "
+                 "variables and ~/.pgpass fill in what the URI leaves out)")
       ->capture_default_str();
   app.add_option("--catalog-json", o.catalog_json, "pkb.v1.ProblemCatalog as JSON");
   app.add_option("--engine", o.engine, "pkb-eval binary whose --catalog lists the problems");
