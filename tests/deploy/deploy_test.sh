@@ -45,6 +45,8 @@ expect "workers only on NVIDIA nodes" "key: nvidia.com/gpu.present" "$m"
 expect "workers tolerate the GPU taint" "key: nvidia.com/gpu$" "$m"
 expect "workers update one node at a time" "maxUnavailable: 1" "$m"
 expect "PostgreSQL URI from its Secret" "name: pkb-pg" "$m"
+expect "PostgreSQL URI in the environment, not the command line" "name: PKB_COORDINATOR_STORE" "$m"
+if grep -q -- "--store" "$m"; then bad "a --store flag rendered for PostgreSQL"; else ok "no store flag on the PostgreSQL command line"; fi
 expect "ServiceMonitor rendered" "kind: ServiceMonitor" "$m"
 expect "TLS probes use /healthz" "path: /healthz" "$m"
 expect "plaintext coordinator probes speak gRPC health" "grpc:" "$work/plaintext-no-workers.yaml"
