@@ -46,7 +46,8 @@ class InstantWorker : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Coor
       m.mutable_event()->set_job_id(in_.lease().job_id());
       m.mutable_event()->set_attempt(in_.lease().attempt());
       m.mutable_event()->mutable_event()->set_stage(v1::DONE);
-      m.mutable_event()->mutable_event()->mutable_result()->set_status(Verdict(in_.lease().source()));
+      m.mutable_event()->mutable_event()->mutable_result()->set_status(
+          Verdict(in_.lease().source()));
       m.mutable_event()->mutable_event()->mutable_result()->set_speedup(1.0);
       Enqueue(m);
     }

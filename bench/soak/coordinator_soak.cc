@@ -9,8 +9,9 @@
 //   - latency stable: submit-to-verdict p50 / p99 per time bin (by submission time), so drift
 //     shows.
 // The mix of submissions (by index i mod 100): unique sources that pass, fail to compile or are
-// REJECTED by the (simulated) harness; repeats of a few popular sources (join one in flight or hit
-// the cache); and submissions the coordinator refuses outright (world size 3, unsupported).
+// REJECTED by the (simulated) harness (80 %); twins, a new source sent twice back to back, the
+// second joining the first in flight (2 %); repeats of 8 popular sources that hit the cache (13 %);
+// and submissions the coordinator refuses outright (world size 3, unsupported: 5 %).
 //
 //   bench/soak/run.sh BUILD_DIR --duration 600 --rate 100 --workers 50
 //
@@ -43,13 +44,14 @@
 namespace pkb {
 namespace {
 
-enum class Kind { kUnique, kCompileError, kRejectedVerdict, kPopular, kRefused };
+enum class Kind { kUnique, kCompileError, kRejectedVerdict, kTwin, kPopular, kRefused };
 
 Kind KindOf(int64_t i) {
   int r = static_cast<int>(i % 100);
   if (r < 70) return Kind::kUnique;
   if (r < 77) return Kind::kCompileError;
   if (r < 80) return Kind::kRejectedVerdict;
+  if (r < 82) return Kind::kTwin;
   if (r < 95) return Kind::kPopular;
   return Kind::kRefused;
 }
@@ -186,7 +188,8 @@ int Main(int argc, char** argv) {
   app.add_option("--max-rss-growth-mib", max_rss_growth_mib,
                  "fail when RSS after warm-up grows by more than this (0: report only)")
       ->capture_default_str();
-  app.add_option("--drain", drain_s, "seconds to wait for the last verdicts")->capture_default_str();
+  app.add_option("--drain", drain_s, "seconds to wait for the last verdicts")
+      ->capture_default_str();
   app.add_option("--channels", channels)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -222,8 +225,8 @@ int Main(int argc, char** argv) {
 
   std::vector<std::unique_ptr<InstantWorker>> ws;
   for (int i = 0; i < workers; ++i)
-    ws.push_back(std::make_unique<InstantWorker>(wstubs[i % channels].get(),
-                                                 absl::StrCat("soak-", i)));
+    ws.push_back(
+        std::make_unique<InstantWorker>(wstubs[i % channels].get(), absl::StrCat("soak-", i)));
   for (int i = 0; i < 600; ++i) {
     int n = 0;
     for (auto& w : ws) n += w->registered;
@@ -249,8 +252,12 @@ int Main(int argc, char** argv) {
   for (int64_t i = 0; i < total; ++i) {
     absl::Time due = start + absl::Seconds(i / rate);
     absl::Time now = absl::Now();
-    if (now < due) absl::SleepFor(due - now);
-    max_lag_ms = std::max(max_lag_ms, absl::ToDoubleMilliseconds(absl::Now() - due));
+    // The second of two twins leaves right after the first (same new source), so it finds that
+    // job in flight and joins it.
+    bool back_to_back = KindOf(i) == Kind::kTwin && i % 2 == 1;
+    if (now < due && !back_to_back) absl::SleepFor(due - now);
+    if (!back_to_back)
+      max_lag_ms = std::max(max_lag_ms, absl::ToDoubleMilliseconds(absl::Now() - due));
     Kind kind = KindOf(i);
     v1::SubmitRequest r;
     r.set_problem_id(1);
@@ -266,7 +273,10 @@ int Main(int argc, char** argv) {
       case Kind::kRejectedVerdict:
         r.set_source(absl::StrCat("// FAKE_REJECT soak ", nonce, " ", i));
         break;
-      case Kind::kPopular:  // 8 sources: the first runs, later ones join or hit the cache
+      case Kind::kTwin:  // a new source, sent twice back to back: the second joins the first
+        r.set_source(absl::StrCat("// FAKE_OK twin ", nonce, " ", i / 100));
+        break;
+      case Kind::kPopular:  // 8 sources: the first of each runs, the rest hit the cache
         r.set_source(absl::StrCat("// FAKE_OK popular ", nonce, " ", (i / 100) % 8));
         break;
       case Kind::kRefused:
@@ -327,7 +337,8 @@ int Main(int argc, char** argv) {
   double m_joined = MetricSum(text, "pkb_jobs_submitted_total", "outcome=\"joined\"");
   double m_cached = MetricSum(text, "pkb_jobs_submitted_total", "outcome=\"cached\"");
   double m_finished = MetricSum(text, "pkb_jobs_finished_total");
-  double m_queue = MetricSum(text, "pkb_queue_depth"), m_running = MetricSum(text, "pkb_jobs_running");
+  double m_queue = MetricSum(text, "pkb_queue_depth"),
+         m_running = MetricSum(text, "pkb_jobs_running");
   double m_lost = MetricSum(text, "pkb_leases_lost_total");
   int64_t lost = tally.accepted - tally.done;
   std::cout << absl::StrFormat(
@@ -339,8 +350,8 @@ int Main(int argc, char** argv) {
   std::cout << absl::StrFormat(
       "coordinator /metrics: submitted new %.0f + joined %.0f + cached %.0f = %.0f; finished %.0f "
       "(expected new + cached = %.0f); queue depth %.0f, running %.0f, leases lost %.0f\n",
-      m_new, m_joined, m_cached, m_new + m_joined + m_cached, m_finished, m_new + m_cached,
-      m_queue, m_running, m_lost);
+      m_new, m_joined, m_cached, m_new + m_joined + m_cached, m_finished, m_new + m_cached, m_queue,
+      m_running, m_lost);
 
   bool ok = true;
   auto check = [&](bool c, const std::string& what) {
