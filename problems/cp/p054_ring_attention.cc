@@ -10,9 +10,12 @@
 namespace pkb {
 namespace {
 
-constexpr int64_t kB = 16, kT = 16, kH = 8, kD = 64;  // PKB's fixed sizes; M and N are unused
+constexpr int64_t kH = 8, kD = 64;
 
-int64_t LocalSeq(int world) { return std::max<int64_t>(1, kT / world); }
+// PKB's _common_attn_dims: B = max(1, M / 64), T = max(1, N / 64); 16 and 16 at the default shape.
+int64_t Batch(const RunConfig& cfg) { return std::max<int64_t>(1, cfg.m / 64); }
+int64_t Seq(const RunConfig& cfg) { return std::max<int64_t>(1, cfg.n / 64); }
+int64_t LocalSeq(const RunConfig& cfg) { return std::max<int64_t>(1, Seq(cfg) / cfg.world); }
 double Scale() { return ring::DefaultScale(kD); }
 
 class RingAttention : public Problem {
@@ -21,12 +24,13 @@ class RingAttention : public Problem {
     static const ProblemInfo i{
         54,
         "54_ring_attention",
-        1,
+        2,  // 2: B and T follow M and N as in PKB (version 1 fixed them at 16)
         "ring-flash-attention (zhuzilin): RingComm + lse merge",
         "context parallel",
-        "Causal ring attention forward over WORLD (context parallel). Fixed sizes, whatever M and "
-        "N:\n"
-        "B = 16, T = 16 (global sequence), H = 8, Dh = 64, S = T / W local positions per rank.\n"
+        "Causal ring attention forward over WORLD (context parallel). Sizes from M and N as PKB "
+        "derives them:\n"
+        "B = max(1, M / 64), T = max(1, N / 64) (global sequence; 16 and 16 at M = N = 1024), "
+        "H = 8,\nDh = 64, S = max(1, T / W) local positions per rank.\n"
         "Rank r owns global positions [r S, (r+1) S) (contiguous, no zig-zag).\n\n"
         "- Inputs per rank r (seed 42 + 54000 + r + 1000003*set), randn in the run dtype on the\n"
         "  device, in order: `q`, `k`, `v`, each (B, S, H, Dh). softmax_scale = Dh^-0.5 = 0.125,\n"
@@ -52,26 +56,26 @@ class RingAttention : public Problem {
   absl::Status CanImplement(const RunConfig& cfg) const override {
     if (8 % cfg.world != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "54_ring_attention splits T = 16 positions into equal contiguous blocks and PKB's "
-          "builder requires 8 % W == 0; W = ",
+          "54_ring_attention splits its 8 heads' sequence into equal contiguous blocks and PKB's "
+          "builder requires 8 % W == 0 (heads divisible by W); W = ",
           cfg.world, " is not one of 1, 2, 4, 8"));
     }
     return absl::OkStatus();
   }
 
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {
-    const int64_t s = LocalSeq(cfg.world);
+    const int64_t b = Batch(cfg), s = LocalSeq(cfg);
     Inputs in;
-    in.Add("q", at::randn({kB, s, kH, kD}, Opts(cfg)));
-    in.Add("k", at::randn({kB, s, kH, kD}, Opts(cfg)));
-    in.Add("v", at::randn({kB, s, kH, kD}, Opts(cfg)));
+    in.Add("q", at::randn({b, s, kH, kD}, Opts(cfg)));
+    in.Add("k", at::randn({b, s, kH, kD}, Opts(cfg)));
+    in.Add("v", at::randn({b, s, kH, kD}, Opts(cfg)));
     in.scalars.push_back(ScalarArg::Float("softmax_scale", Scale()));
     in.scalars.push_back(ScalarArg::Int("causal", 1));
     return in;
   }
 
   std::vector<OutputDecl> Outputs(const RunConfig& cfg, int rank) const override {
-    return {{"out", {kB, LocalSeq(cfg.world), kH, kD}, cfg.dtype}};
+    return {{"out", {Batch(cfg), LocalSeq(cfg), kH, kD}, cfg.dtype}};
   }
 
   absl::StatusOr<std::vector<at::Tensor>> Reference(Comm& comm, const Inputs& in,
@@ -115,14 +119,15 @@ class RingAttention : public Problem {
   Roofline GetRoofline(const RunConfig& cfg) const override {
     const double b = ElementBytes(cfg.dtype);
     const double w = cfg.world;
-    const double s = static_cast<double>(LocalSeq(cfg.world));
-    const double shard = kB * s * kH * kD * b;
+    const double s = static_cast<double>(LocalSeq(cfg));
+    const double batch = static_cast<double>(Batch(cfg));
+    const double shard = batch * s * kH * kD * b;
     Roofline r;
     r.nvlink_bytes = 2 * (w - 1) * shard;
     // q, k, v read; every received k, v written and read once; out written.
     r.hbm_bytes = 3 * shard + 4 * (w - 1) * shard + shard;
     // The busiest rank (W - 1) computes W blocks of QK^T and PV.
-    r.flops = w * 4.0 * kB * kH * s * s * kD;
+    r.flops = w * 4.0 * batch * kH * s * s * kD;
     return r;
   }
 };

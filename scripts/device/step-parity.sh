@@ -15,10 +15,10 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$D" && mkdir -p "$D"
 
 # Base shape per problem: small where the inputs follow M and N (the Python side redraws the same
-# shape from the folder name). 54 stays at 1024 x 1024: its C++ ignores M, N (see parity.py).
+# shape from the folder name); 54 at 256 x 512 so that its B and T differ.
 shape() {
   case $1 in
-    54) echo "1024 1024" ;;
+    54) echo "256 512" ;;
     *) echo "256 256" ;;
   esac
 }
