@@ -8,7 +8,7 @@ TORCH_VERSION="${PKB_TORCH_VERSION:-2.11.0}"
 apt_pkgs=(
   build-essential cmake ninja-build ccache pkg-config git
   clang libclang-rt-14-dev
-  shellcheck systemd
+  shellcheck systemd curl
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev catch2 nlohmann-json3-dev libcli11-dev
   libsqlite3-dev sqlite3
