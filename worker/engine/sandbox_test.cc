@@ -227,18 +227,18 @@ TEST_CASE("sandbox: the wall-clock limit kills the whole sandbox", "[sandbox]") 
   SandboxPolicy policy;
   policy.read_only = {std::filesystem::path(PKB_RANK_GROUP_BINARY).parent_path().string()};
   // A rank that forks a grandchild which ignores SIGTERM and detaches into its own session.
-  auto spec = GroupedShellRanks("setsid sh -c 'trap \"\" TERM; sleep 300' & sleep 300", 2, s.dir,
+  auto spec = GroupedShellRanks("setsid sh -c 'trap \"\" TERM; sleep 317' & sleep 317", 2, s.dir,
                                 &policy);
   spec.timeout = absl::Milliseconds(800);
   auto r = RankLauncher().Run(spec);
   REQUIRE(r.ok());
   CHECK(r->timed_out);
   CHECK(r->elapsed < absl::Seconds(5));
-  // Nothing of the sandbox is left: no process runs `sleep 300` (the kernel tears the pid
+  // Nothing of the sandbox is left: no process runs `sleep 317` (the kernel tears the pid
   // namespace down asynchronously after its init dies: allow it a moment).
   std::string left;
-  for (int i = 0; i < 50; ++i) {
-    auto ps = RunSubprocess({.argv = {"pgrep", "-f", "sleep 300"}});
+  for (int i = 0; i < 200; ++i) {  // up to 20 s: CI runs this beside MPI tests
+    auto ps = RunSubprocess({.argv = {"pgrep", "-f", "sleep 317"}});
     REQUIRE(ps.ok());
     left = ps->out;
     if (left.empty()) break;
