@@ -61,10 +61,18 @@ struct Inputs {
 };
 
 // An output the candidate must produce: exact shape and dtype.
+//
+// Outputs whose length depends on the data (rows received by an all-to-all-v) name a row count:
+// with `rows_from` = k, shape[0] is a capacity the problem guarantees is never exceeded, and the
+// candidate writes the number of rows it produced into output k, a 0-d int64 output that the
+// reference returns too and that is compared exactly. Only the first rows are compared (and
+// must be written); the reference returns exactly those rows. Several outputs may share one
+// count. -1: the shape is exact.
 struct OutputDecl {
   std::string name;
   std::vector<int64_t> shape;
   at::ScalarType dtype;
+  int rows_from = -1;
 };
 
 // How an output is compared: |actual - expected| <= atol + rtol * |expected| element-wise, or
@@ -134,8 +142,14 @@ class Problem {
   // that a candidate cannot pass by producing a constant answer.
   virtual Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const = 0;
 
-  // The outputs of rank `rank`, in the reference's return order.
+  // The outputs of rank `rank`, in the reference's return order (for input set 0).
   virtual std::vector<OutputDecl> Outputs(const RunConfig& cfg, int rank) const = 0;
+
+  // The outputs on input set `set`, for problems whose output shapes depend on the set (a
+  // trial's per-rank counts, empty shards on some trials). The harness allocates from this.
+  virtual std::vector<OutputDecl> OutputsOfSet(const RunConfig& cfg, int rank, int set) const {
+    return Outputs(cfg, rank);
+  }
 
   // The reference: libtorch math and collectives through `comm` (NCCL on GPU, MPI on CPU).
   // Must not modify `in` (clone first where PKB's reference works in place).
