@@ -578,6 +578,68 @@ def p058(c):
             ("text_features", norm(txt, dim=-1).contiguous())]
 
 
+@problem(59)
+def p059(c):
+    c.seed(rank=0)  # shared seed: one global field, each rank passes its column slab
+    b, h, l = max(1, c.M // 64), round_up(max(16, c.M), c.W), round_up(max(16, c.N), c.W)
+    lw = l // c.W
+    field = c.randn(b, h, l, dtype=torch.float32)
+    return [("x", field[:, :, c.r * lw:(c.r + 1) * lw].contiguous())]
+
+
+@problem(60)
+def p060(c):
+    # PKB's sizes are fixed (2 x 10 x 720 x 1440); parity runs at M = N = 1024 where ours are too.
+    c.seed(rank=0)
+    hw = 720 // c.W
+    field = c.randn(2, 10, 720, 1440, dtype=torch.float32)
+    spectrum = torch.fft.rfft2(field, s=(720, 1440), dim=(-2, -1), norm="ortho")
+    return [("x", spectrum[:, :, c.r * hw:(c.r + 1) * hw, :].contiguous())]
+
+
+@problem(71)
+def p071(c):
+    c.seed()
+    return [("x", c.randn(1, 1024, 2048)), ("weight", c.randn(1024, 1, 7))]
+
+
+@problem(73)
+def p073(c):
+    c.seed()
+    logits = c.randn(8, 1024, 512 // c.W)
+    tokens = torch.arange(8 * 1024, dtype=torch.int64, device=c.dev)
+    target = ((tokens * 13 + 7 + c.t) % 512).reshape(8, 1024)
+    return [("vocab_parallel_logits", logits), ("target", target)]
+
+
+@problem(76)
+def p076(c):
+    c.seed()
+    cout = next((x for x in (512, 256, 128) if x % c.W == 0), 512)
+    cl = cout // c.W
+    x = c.randn(1, cl, 19, 66, 66)
+    weight = c.randn(cout, cl, 3, 3, 3)
+    bias = torch.linspace(-0.1, 0.1, cout, dtype=c.dt, device=c.dev)
+    return [("x", x), ("weight", weight), ("bias", bias)]
+
+
+@problem(86)
+def p086(c):
+    c.seed()
+    cg = round_up(512 if c.N < 4096 else 1024, c.W)
+    x = c.randn(512, cg // c.W, dtype=torch.bfloat16) + 0.01 * c.r
+    return [("x", x)]
+
+
+@problem(87)
+def p087(c):
+    c.seed()
+    ch = (320, 640, 1280)[min(c.N // 512, 2)]
+    hl = max(3, 128 // max(1, c.W // 2))
+    return [("x", c.randn(1, ch, hl, 128)), ("weight", c.randn(ch, ch, 3, 3)),
+            ("bias", c.randn(ch))]
+
+
 # ---------------------------------------------------------------- comparison
 
 INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}

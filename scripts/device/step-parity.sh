@@ -5,7 +5,7 @@
 # no more GPUs than W=1.
 #   step-parity.sh BIN OUT          (PARITY_DEVICE=cpu for the CPU build; PARITY_DUMPS=folder)
 # Every problem in the binary is dumped at W=2 (W=1 where the problem cannot run at W=2), at a
-# small M, N where its shapes follow M, N; problems whose ranks differ in role or layout also at
+# small M, N where its shapes follow M, N (PKB's defaults where its sizes are fixed); problems whose ranks differ in role or layout also at
 # W=4, and a few at trial 1 (--set-offset 1: the 1000003·t term of the seed).
 set -uo pipefail
 BIN=$1; OUT=$2
@@ -19,6 +19,7 @@ rm -rf "$D" && mkdir -p "$D"
 shape() {
   case $1 in
     54) echo "256 512" ;;
+    60|71|76|87) echo "1024 1024" ;;  # PKB's sizes are fixed; ours shrink only below 1024
     *) echo "256 256" ;;
   esac
 }
