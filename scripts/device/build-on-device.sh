@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The GPU binaries built on the GPU node itself (16 cores) rather than on a 2-core CPU machine:
+# pkb-eval, pkb-rank and pkb-rank-group of one commit, then packed into .carry/ for gpu-run.sh.
+#
+# The node has libtorch (its torch wheel), CUDA, NCCL, cmake and ninja, but none of our Debian
+# libraries. prepare (here) puts in .devdeps/ (git-ignored, carried by the device tool):
+#   - the source of one commit (git archive), so the binaries are of that commit exactly;
+#   - the Debian packages of Abseil, protobuf, spdlog/fmt, nlohmann-json, CLI11 and the OpenSSL
+#     headers, unpacked there into a private prefix (never into /);
+#   - bubblewrap and the libraries it needs.
+#   scripts/device/build-on-device.sh prepare [commit]      here
+#   scripts/device/build-on-device.sh build                 there (then gpu-run.sh as usual)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+DEPS=.devdeps
+PACKAGES="libabsl-dev libabsl20220623 libprotobuf-dev libprotobuf32 protobuf-compiler libprotoc32
+  libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 nlohmann-json3-dev libcli11-dev libssl-dev"
+
+prepare() {
+  local commit; commit=$(git rev-parse "${1:-HEAD}")
+  grep -qx "/$DEPS/" .git/info/exclude 2>/dev/null || echo "/$DEPS/" >> .git/info/exclude
+  mkdir -p "$DEPS/debs" "$DEPS/bin" "$DEPS/lib"
+  if ! ls "$DEPS"/debs/*.deb >/dev/null 2>&1; then
+    # shellcheck disable=SC2086
+    (cd "$DEPS/debs" && apt-get download $PACKAGES)
+  fi
+  git archive --format=tar.gz -o "$DEPS/src.tar.gz" "$commit"
+  echo "$commit" > "$DEPS/COMMIT"
+  cp "$(command -v bwrap)" "$DEPS/bin/"
+  ldd "$(command -v bwrap)" | awk '/=> \//{print $3}' | while read -r lib; do
+    case "$(basename "$lib")" in libc.so*|ld-linux*) ;; *) cp -L "$lib" "$DEPS/lib/" ;; esac
+  done
+  du -sh "$DEPS"
+  echo "prepared $commit in $DEPS/"
+}
+
+build() {
+  local sr=/tmp/pkb-sysroot src=/tmp/pkb-src
+  rm -rf "$sr" "$src" && mkdir -p "$sr" "$src"
+  for f in "$DEPS"/debs/*.deb; do dpkg -x "$f" "$sr"; done
+  tar xzf "$DEPS/src.tar.gz" -C "$src"
+  local lib=$sr/usr/lib/x86_64-linux-gnu
+  export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"  # protoc
+  local crypto; crypto=$(ls /usr/lib/x86_64-linux-gnu/libcrypto.so.3 /lib/x86_64-linux-gnu/libcrypto.so.3 2>/dev/null | head -1)
+  local ssl; ssl=$(ls /usr/lib/x86_64-linux-gnu/libssl.so.3 /lib/x86_64-linux-gnu/libssl.so.3 2>/dev/null | head -1)
+  cmake -S "$src" -B "$src/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DPKB_WITH_SERVICE=OFF -DPKB_WITH_CUDA=ON -DPKB_WITH_MPI=OFF -DPKB_BUILD_TESTS=OFF \
+    -DPKB_WERROR=OFF \
+    -DCMAKE_PREFIX_PATH="$sr/usr;$lib/cmake;$sr/usr/share/cmake" \
+    -DCMAKE_CXX_FLAGS="-isystem $sr/usr/include -isystem $sr/usr/include/x86_64-linux-gnu" \
+    -DProtobuf_INCLUDE_DIR="$sr/usr/include" -DProtobuf_LIBRARY="$lib/libprotobuf.so" \
+    -DProtobuf_PROTOC_EXECUTABLE="$sr/usr/bin/protoc" \
+    -DOPENSSL_INCLUDE_DIR="$sr/usr/include" -DOPENSSL_CRYPTO_LIBRARY="$crypto" \
+    -DOPENSSL_SSL_LIBRARY="$ssl" >/dev/null
+  cmake --build "$src/build-gpu" -j "$(nproc)" --target pkb-eval pkb-rank pkb-rank-group
+  rm -rf .carry && mkdir -p .carry/bin .carry/lib
+  for b in pkb-eval pkb-rank pkb-rank-group; do
+    cp "$src/build-gpu/worker/engine/$b" .carry/bin/
+  done
+  strip --strip-debug .carry/bin/*
+  cp "$DEPS"/bin/bwrap .carry/bin/
+  cp -L "$DEPS"/lib/* .carry/lib/
+  for b in .carry/bin/*; do
+    ldd "$b" | awk -v lib="$lib" '$3 ~ "^"lib {print $3}'
+  done | sort -u | xargs -r -I{} cp -L {} .carry/lib/
+  cp "$DEPS/COMMIT" .carry/COMMIT
+  du -sh .carry
+  echo "built $(cat .carry/COMMIT) on $(nproc) cores"
+}
+
+case "${1:-}" in
+  prepare) shift; prepare "$@" ;;
+  build) build ;;
+  *) echo "usage: $0 prepare [commit] | build" >&2; exit 2 ;;
+esac
