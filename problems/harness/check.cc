@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace pkb {
 namespace {
@@ -144,6 +145,95 @@ v1::OutputCheck CompareOutput(const at::Tensor& actual, const at::Tensor& expect
   r.set_ok(bad_count == 0 && r.unwritten_count() == 0);
   if (!r.ok() && bad_count == 0) r.set_bad_count(r.unwritten_count());
   return r;
+}
+
+namespace {
+
+absl::StatusOr<int64_t> RowCount(const std::vector<at::Tensor>& outs, int k, size_t of) {
+  if (k < 0 || static_cast<size_t>(k) >= outs.size() || outs[k].dim() != 0 ||
+      outs[k].scalar_type() != at::kLong) {
+    return absl::InternalError(absl::StrCat("output ", of, " takes its row count from output ", k,
+                                            ", which is not a 0-d int64 output"));
+  }
+  return outs[k].item<int64_t>();
+}
+
+}  // namespace
+
+absl::Status CheckAgainstDeclaration(const std::vector<OutputDecl>& decls,
+                                     const std::vector<at::Tensor>& outputs) {
+  if (outputs.size() != decls.size()) {
+    return absl::InternalError(absl::StrCat(outputs.size(), " outputs returned, ", decls.size(),
+                                            " declared"));
+  }
+  for (size_t i = 0; i < decls.size(); ++i) {
+    const OutputDecl& d = decls[i];
+    const at::Tensor& t = outputs[i];
+    if (t.scalar_type() != d.dtype) {
+      return absl::InternalError(absl::StrCat("output ", i, " (", d.name, ") is ",
+                                              DtypeName(t.scalar_type()), ", declared ",
+                                              DtypeName(d.dtype)));
+    }
+    std::vector<int64_t> shape = t.sizes().vec();
+    if (d.rows_from >= 0) {
+      PKB_ASSIGN_OR_RETURN(int64_t rows, RowCount(outputs, d.rows_from, i));
+      if (shape.empty() || shape[0] != rows || rows > d.shape.at(0)) {
+        return absl::InternalError(absl::StrCat(
+            "output ", i, " (", d.name, ") has shape [", absl::StrJoin(shape, ", "),
+            "]: its row count says ", rows, " and its capacity is ", d.shape.at(0)));
+      }
+      shape[0] = d.shape[0];
+    }
+    if (shape != d.shape) {
+      return absl::InternalError(absl::StrCat("output ", i, " (", d.name, ") has shape [",
+                                              absl::StrJoin(t.sizes(), ", "), "], declared [",
+                                              absl::StrJoin(d.shape, ", "), "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(
+    const Problem& p, const RunConfig& cfg, const std::vector<OutputDecl>& decls,
+    const std::vector<at::Tensor>& actual, const std::vector<at::Tensor>& expected,
+    int poison_variant) {
+  PKB_RETURN_IF_ERROR(CheckAgainstDeclaration(decls, expected));
+  if (actual.size() != decls.size()) {
+    return absl::InternalError(absl::StrCat(actual.size(), " outputs allocated, ", decls.size(),
+                                            " declared"));
+  }
+  std::vector<bool> is_count(decls.size(), false);
+  for (const auto& d : decls) {
+    if (d.rows_from >= 0) is_count[d.rows_from] = true;
+  }
+  std::vector<v1::OutputCheck> checks;
+  for (size_t i = 0; i < decls.size(); ++i) {
+    Tolerance tol = p.GetTolerance(cfg, static_cast<int>(i));
+    if (is_count[i]) tol.exact = true;  // a row count is never approximately right
+    at::Tensor got = actual[i];
+    v1::OutputCheck c;
+    if (decls[i].rows_from >= 0) {
+      const int k = decls[i].rows_from;
+      const int64_t want = expected[k].item<int64_t>();
+      // The candidate's count sits in its own output k (poison if it never wrote one).
+      const int64_t have = actual[k].item<int64_t>();
+      if (have != want) {
+        c = CompareOutput(got, expected[i], tol, poison_variant);  // shapes differ: fails
+        c.set_problem(absl::StrCat("row count ", have, " (output '", decls[k].name,
+                                   "') != expected ", want));
+        c.set_ok(false);
+        c.set_bad_count(expected[i].numel());
+      } else {
+        c = CompareOutput(got.narrow(0, 0, want), expected[i], tol, poison_variant);
+      }
+    } else {
+      c = CompareOutput(got, expected[i], tol, poison_variant);
+    }
+    c.set_index(static_cast<int>(i));
+    c.set_name(decls[i].name);
+    checks.push_back(std::move(c));
+  }
+  return checks;
 }
 
 std::string DtypeName(at::ScalarType t) {

@@ -65,8 +65,17 @@ v1::ProblemCatalog BuildCatalog() {
         } catch (const std::exception&) {
           // Problems that cannot draw on the meta device still list their outputs.
         }
-        for (const auto& o : p->Outputs(cfg, rank))
-          *sig.add_outputs() = Decl(o.name, o.shape, o.dtype);
+        const std::vector<OutputDecl> outs = p->Outputs(cfg, rank);
+        for (const auto& o : outs) {
+          v1::TensorDecl* d = sig.add_outputs();
+          *d = Decl(o.name, o.shape, o.dtype);
+          if (o.rows_from >= 0 && static_cast<size_t>(o.rows_from) < outs.size()) {
+            d->set_rows_from(outs[o.rows_from].name);
+            d->set_note(absl::StrCat("data-dependent length: at most ", o.shape[0],
+                                     " rows; write the row count to '", outs[o.rows_from].name,
+                                     "'"));
+          }
+        }
         bool same_as_rank0 =
             rank > 0 && layout->ranks_size() > 0 &&
             sig.SerializeAsString().substr(2) == layout->ranks(0).SerializeAsString().substr(2);

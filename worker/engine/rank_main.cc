@@ -90,9 +90,10 @@ struct OutputSet {
   std::vector<at::Tensor> tensors;
 };
 
-OutputSet AllocateOutputs(const Problem& p, const RunConfig& cfg, int rank) {
+// Outputs with a data-dependent row count are allocated at their capacity.
+OutputSet AllocateOutputs(const Problem& p, const RunConfig& cfg, int rank, int set) {
   OutputSet o;
-  for (const auto& d : p.Outputs(cfg, rank)) {
+  for (const auto& d : p.OutputsOfSet(cfg, rank, set)) {
     o.tensors.push_back(at::empty(d.shape, at::TensorOptions().dtype(d.dtype).device(cfg.device)));
   }
   return o;
@@ -143,7 +144,7 @@ class RankRunner {
       Inputs pristine;
       for (size_t i = 0; i < in.tensors.size(); ++i) pristine.Add(in.names[i], in[i].clone());
       pristine.scalars = in.scalars;
-      OutputSet out = AllocateOutputs(p_, cfg_, comm_->rank());
+      OutputSet out = AllocateOutputs(p_, cfg_, comm_->rank(), set);
       for (auto& t : out.tensors) Poison(t, trial % 2);
       PKB_RETURN_IF_ERROR(comm_->Barrier());
       v1::RankTrial* rt = report->add_trials();
@@ -168,16 +169,14 @@ class RankRunner {
           rt->set_error(absl::StrCat("the candidate modified its input '", in.names[i], "'"));
         }
       }
-      auto decls = p_.Outputs(cfg_, comm_->rank());
-      for (size_t i = 0; i < expected.size(); ++i) {
-        v1::OutputCheck c = CompareOutput(out.tensors[i], expected[i],
-                                          p_.GetTolerance(cfg_, static_cast<int>(i)), trial % 2);
-        c.set_index(static_cast<int>(i));
-        c.set_name(i < decls.size() ? decls[i].name : "");
+      PKB_ASSIGN_OR_RETURN(
+          auto checks, CompareOutputs(p_, cfg_, p_.OutputsOfSet(cfg_, comm_->rank(), set),
+                                      out.tensors, expected, trial % 2));
+      for (auto& c : checks) {
         ok = ok && c.ok();
-        *rt->add_outputs() = c;
-        Poison(expected[i], 0);  // no answer is left behind in freed memory
+        *rt->add_outputs() = std::move(c);
       }
+      for (auto& e : expected) Poison(e, 0);  // no answer is left behind in freed memory
       rt->set_ok(ok);
       PKB_ASSIGN_OR_RETURN(bool everyone, AllOk(ok));
       Progress(comm_->rank(),
@@ -203,7 +202,7 @@ class RankRunner {
     int64_t bytes = 0;
     Inputs in = DrawInputs(p_, cfg_, comm_->rank(), 0);
     for (const auto& t : in.tensors) bytes += t.nbytes();
-    for (const auto& d : p_.Outputs(cfg_, comm_->rank())) {
+    for (const auto& d : p_.OutputsOfSet(cfg_, comm_->rank(), 0)) {
       int64_t n = 1;
       for (auto s : d.shape) n *= s;
       bytes += n * c10::elementSize(d.dtype);
@@ -264,9 +263,9 @@ class RankRunner {
     std::vector<Inputs> inputs;
     std::vector<OutputSet> outputs;
     for (int s = 0; s < sets; ++s) {
-      inputs.push_back(
-          DrawInputs(p_, cfg_, comm_->rank(), static_cast<int>(1000 + s + o_.set_offset)));
-      outputs.push_back(AllocateOutputs(p_, cfg_, comm_->rank()));
+      const int set = static_cast<int>(1000 + s + o_.set_offset);
+      inputs.push_back(DrawInputs(p_, cfg_, comm_->rank(), set));
+      outputs.push_back(AllocateOutputs(p_, cfg_, comm_->rank(), set));
     }
     std::vector<double> us;
     double wall = 0;
@@ -308,13 +307,15 @@ class RankRunner {
       for (int i : picks) {
         int s = i % sets;
         PKB_ASSIGN_OR_RETURN(auto expected, p_.Reference(*comm_, inputs[s], cfg_));
-        for (size_t k = 0; k < expected.size(); ++k) {
-          v1::OutputCheck c = CompareOutput(snapshots[i].tensors[k], expected[k],
-                                            p_.GetTolerance(cfg_, static_cast<int>(k)), 1);
-          c.set_index(static_cast<int>(k));
+        const int set = static_cast<int>(1000 + s + o_.set_offset);
+        PKB_ASSIGN_OR_RETURN(
+            auto checks, CompareOutputs(p_, cfg_, p_.OutputsOfSet(cfg_, comm_->rank(), set),
+                                        snapshots[i].tensors, expected, 1));
+        for (auto& c : checks) {
           c.set_name(absl::StrCat(c.name(), " (timed iteration ", i, ")"));
           if (!c.ok()) *report->add_spot_failures() = c;
         }
+        for (auto& e : expected) Poison(e, 0);
       }
       report->set_spot_checks(checks);
     }

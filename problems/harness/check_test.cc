@@ -1,0 +1,155 @@
+// The harness's comparison of a whole output set, in particular outputs of data-dependent length
+// (OutputDecl::rows_from): the candidate's row count is checked first, then only the counted
+// rows, and a reference that breaks its own declaration is an error, not a verdict.
+#include "problems/hazards/hazards.h"
+
+namespace pkb {
+namespace {
+
+// A test double: a problem with two ragged outputs sharing one row count, and a fixed one.
+class RaggedToy : public Problem {
+ public:
+  const ProblemInfo& info() const override { return info_; }
+  Inputs MakeInputs(const RunConfig&, int, int) const override { return {}; }
+  std::vector<OutputDecl> Outputs(const RunConfig&, int) const override {
+    return {{"ids", {8}, at::kLong, 2}, {"rows", {8, 3}, at::kFloat, 2}, {"count", {}, at::kLong},
+            {"scale", {2}, at::kFloat}};
+  }
+  absl::StatusOr<std::vector<at::Tensor>> Reference(Comm&, const Inputs&,
+                                                    const RunConfig&) const override {
+    return absl::UnimplementedError("not used");
+  }
+  absl::StatusOr<std::vector<std::vector<at::Tensor>>> Oracle(
+      const std::vector<Inputs>&, const RunConfig&) const override {
+    return absl::UnimplementedError("not used");
+  }
+  Tolerance GetTolerance(const RunConfig&, int index) const override {
+    Tolerance t;
+    t.atol = t.rtol = 1e-3;
+    t.exact = index == 0;
+    if (index == 2) t.atol = 2;  // deliberately loose for the count: the harness makes it exact
+    return t;
+  }
+  Roofline GetRoofline(const RunConfig&) const override { return {}; }
+
+ private:
+  ProblemInfo info_{999, "999_ragged_toy"};
+};
+
+// The reference's answer with `r` rows.
+std::vector<at::Tensor> Expected(int64_t r) {
+  auto ids = at::arange(r, at::kLong) * 7;
+  auto rows = at::arange(r * 3, at::kFloat).reshape({r, 3}) / 3;
+  return {ids, rows, at::scalar_tensor(r, at::kLong), at::full({2}, 0.5f)};
+}
+
+// A candidate's buffers at capacity, poisoned, with the first `r` rows of `want` written and
+// `count` as its row count.
+std::vector<at::Tensor> Candidate(const std::vector<at::Tensor>& want, int64_t r, int64_t count) {
+  std::vector<at::Tensor> out = {at::empty({8}, at::kLong), at::empty({8, 3}, at::kFloat),
+                                 at::empty({}, at::kLong), at::empty({2}, at::kFloat)};
+  for (auto& t : out) Poison(t);
+  out[0].narrow(0, 0, r).copy_(want[0].narrow(0, 0, r));
+  out[1].narrow(0, 0, r).copy_(want[1].narrow(0, 0, r));
+  out[2].fill_(count);
+  out[3].copy_(want[3]);
+  return out;
+}
+
+bool AllOk(const std::vector<v1::OutputCheck>& checks) {
+  for (const auto& c : checks) {
+    if (!c.ok()) return false;
+  }
+  return true;
+}
+
+TEST_CASE("ragged outputs: the counted rows are compared and the rest is never read") {
+  RaggedToy p;
+  RunConfig cfg;
+  auto want = Expected(5);
+  auto got = Candidate(want, 5, 5);
+  auto checks = CompareOutputs(p, cfg, p.Outputs(cfg, 0), got, want);
+  REQUIRE(checks.ok());
+  CHECK(AllOk(*checks));
+  CHECK((*checks)[1].numel() == 15);
+  CHECK((*checks)[1].name() == "rows");
+  CHECK((*checks)[1].unwritten_count() == 0);  // rows 5..7 hold poison and do not count
+
+  // Zero rows received is a legal answer too.
+  auto none = Expected(0);
+  auto checks0 = CompareOutputs(p, cfg, p.Outputs(cfg, 0), Candidate(none, 0, 0), none);
+  REQUIRE(checks0.ok());
+  CHECK(AllOk(*checks0));
+}
+
+TEST_CASE("ragged outputs: a wrong, missing or oversized row count fails every counted output") {
+  RaggedToy p;
+  RunConfig cfg;
+  auto want = Expected(5);
+  for (int64_t count : {4, 6, 9, -1}) {
+    auto got = Candidate(want, 5, count);
+    auto checks = CompareOutputs(p, cfg, p.Outputs(cfg, 0), got, want);
+    REQUIRE(checks.ok());
+    CHECK_FALSE((*checks)[0].ok());
+    CHECK_FALSE((*checks)[1].ok());
+    CHECK((*checks)[1].problem().find("row count") != std::string::npos);
+    CHECK_FALSE((*checks)[2].ok());
+    CHECK((*checks)[3].ok());
+  }
+  // A count never written: the poison pattern is no count.
+  auto got = Candidate(want, 5, 5);
+  Poison(got[2]);
+  auto checks = CompareOutputs(p, cfg, p.Outputs(cfg, 0), got, want);
+  REQUIRE(checks.ok());
+  CHECK_FALSE(AllOk(*checks));
+}
+
+TEST_CASE("ragged outputs: the count is exact whatever the problem's tolerance says") {
+  RaggedToy p;
+  RunConfig cfg;
+  auto want = Expected(5);
+  auto got = Candidate(want, 5, 6);  // within the count's declared atol of 2
+  auto checks = CompareOutputs(p, cfg, p.Outputs(cfg, 0), got, want);
+  REQUIRE(checks.ok());
+  CHECK_FALSE((*checks)[2].ok());
+}
+
+TEST_CASE("ragged outputs: a wrong or unwritten counted row fails") {
+  RaggedToy p;
+  RunConfig cfg;
+  auto want = Expected(5);
+  auto got = Candidate(want, 5, 5);
+  got[1][4][2] = want[1][4][2].item<float>() + 0.5f;
+  auto checks = CompareOutputs(p, cfg, p.Outputs(cfg, 0), got, want);
+  REQUIRE(checks.ok());
+  CHECK_FALSE((*checks)[1].ok());
+  CHECK((*checks)[1].first_bad_index() == 14);
+  auto partial = Candidate(want, 4, 5);
+  auto checks2 = CompareOutputs(p, cfg, p.Outputs(cfg, 0), partial, want);
+  REQUIRE(checks2.ok());
+  CHECK_FALSE((*checks2)[0].ok());
+  CHECK_FALSE((*checks2)[1].ok());
+}
+
+TEST_CASE("a reference that breaks its declaration is an error, not a verdict") {
+  RaggedToy p;
+  RunConfig cfg;
+  auto decls = p.Outputs(cfg, 0);
+  auto over = Expected(9);  // capacity 8
+  auto got = Candidate(Expected(8), 8, 9);
+  CHECK_FALSE(CompareOutputs(p, cfg, decls, got, over).ok());
+  auto inconsistent = Expected(5);
+  inconsistent[2].fill_(4);  // count says 4, rows say 5
+  CHECK_FALSE(CheckAgainstDeclaration(decls, inconsistent).ok());
+  auto wrong_dtype = Expected(5);
+  wrong_dtype[3] = wrong_dtype[3].to(at::kDouble);
+  CHECK_FALSE(CheckAgainstDeclaration(decls, wrong_dtype).ok());
+  auto missing = Expected(5);
+  missing.pop_back();
+  CHECK_FALSE(CheckAgainstDeclaration(decls, missing).ok());
+  CHECK(CheckAgainstDeclaration(decls, Expected(5)).ok());
+  CHECK(CheckAgainstDeclaration(decls, Expected(8)).ok());
+}
+
+}  // namespace
+}  // namespace pkb
