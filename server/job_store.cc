@@ -98,4 +98,36 @@ void JobStore::NotifyCommitObserver() {
   for (auto& [id, observer] : observers_) observer();
 }
 
+void GroupCommitJobStore::StartWriter() {
+  writer_ = std::thread([this] { WriterLoop(); });
+}
+
+void GroupCommitJobStore::StopWriter() {
+  {
+    absl::MutexLock lock(&queue_mu_);
+    stopping_ = true;
+  }
+  if (writer_.joinable()) writer_.join();  // commits what is still queued first
+}
+
+void GroupCommitJobStore::Write(JobWrite write, Committed committed) {
+  absl::MutexLock lock(&queue_mu_);
+  queue_.push_back(Pending{std::move(write), std::move(committed)});
+}
+
+void GroupCommitJobStore::WriterLoop() {
+  std::vector<Pending> batch;
+  for (;;) {
+    {
+      absl::MutexLock lock(&queue_mu_, absl::Condition(this, &GroupCommitJobStore::HasWork));
+      if (queue_.empty()) return;  // stopping, nothing left
+      batch.swap(queue_);
+    }
+    std::vector<absl::Status> results = CommitBatch(batch);
+    for (size_t i = 0; i < batch.size(); ++i) batch[i].committed(results[i]);
+    NotifyCommitObserver();
+    batch.clear();
+  }
+}
+
 }  // namespace pkb

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -107,6 +108,38 @@ class JobStore {
   absl::Mutex observer_mu_;
   int64_t next_observer_id_ ABSL_GUARDED_BY(observer_mu_) = 0;
   std::map<int64_t, std::function<void()>> observers_ ABSL_GUARDED_BY(observer_mu_);
+};
+
+// The group-commit queue both stores share: Write() queues, one writer thread takes everything
+// queued since its last commit, hands it to CommitBatch (one transaction), runs the callbacks in
+// order and notifies the commit observers. A subclass calls StartWriter() once it is fully built
+// and StopWriter() first thing in its destructor (the writer calls CommitBatch, which must not run
+// on a half-destroyed store); StopWriter commits what is still queued before it returns.
+class GroupCommitJobStore : public JobStore {
+ public:
+  void Write(JobWrite write, Committed committed) final;
+
+ protected:
+  struct Pending {
+    JobWrite write;
+    Committed committed;
+  };
+  // Commits `batch` in one transaction; the status of each write, in order. Runs on the writer
+  // thread only.
+  virtual std::vector<absl::Status> CommitBatch(const std::vector<Pending>& batch) = 0;
+  void StartWriter();
+  void StopWriter();
+
+ private:
+  void WriterLoop();
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+    return !queue_.empty() || stopping_;
+  }
+
+  absl::Mutex queue_mu_;
+  std::vector<Pending> queue_ ABSL_GUARDED_BY(queue_mu_);
+  bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
+  std::thread writer_;
 };
 
 // A result may be served again for the same job key unless the service, not the submission,

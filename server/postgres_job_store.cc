@@ -272,37 +272,11 @@ absl::StatusOr<std::unique_ptr<PostgresJobStore>> PostgresJobStore::Open(
     absl::MutexLock lock(&store->read_mu_);
     PKB_RETURN_IF_ERROR(store->Connect(&store->read_conn_));
   }
-  store->writer_ = std::thread([raw = store.get()] { raw->WriterLoop(); });
+  store->StartWriter();
   return store;
 }
 
-PostgresJobStore::~PostgresJobStore() {
-  {
-    absl::MutexLock lock(&queue_mu_);
-    stopping_ = true;
-  }
-  if (writer_.joinable()) writer_.join();  // commits what is still queued first
-}
-
-void PostgresJobStore::Write(JobWrite write, Committed committed) {
-  absl::MutexLock lock(&queue_mu_);
-  queue_.push_back(Pending{std::move(write), std::move(committed)});
-}
-
-void PostgresJobStore::WriterLoop() {
-  std::vector<Pending> batch;
-  for (;;) {
-    {
-      absl::MutexLock lock(&queue_mu_, absl::Condition(this, &PostgresJobStore::HasWork));
-      if (queue_.empty()) return;  // stopping, nothing left
-      batch.swap(queue_);
-    }
-    std::vector<absl::Status> results = CommitBatch(batch);
-    for (size_t i = 0; i < batch.size(); ++i) batch[i].committed(results[i]);
-    NotifyCommitObserver();
-    batch.clear();
-  }
-}
+PostgresJobStore::~PostgresJobStore() { StopWriter(); }
 
 std::vector<absl::Status> PostgresJobStore::CommitBatch(const std::vector<Pending>& batch) {
   absl::MutexLock lock(&write_mu_);

@@ -33,7 +33,6 @@
 
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -41,12 +40,11 @@
 
 namespace pkb {
 
-class PostgresJobStore : public JobStore {
+class PostgresJobStore : public GroupCommitJobStore {
  public:
   static absl::StatusOr<std::unique_ptr<PostgresJobStore>> Open(const std::string& conninfo);
   ~PostgresJobStore() override;
 
-  void Write(JobWrite write, Committed committed) override;
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id) override;
   absl::StatusOr<std::string> GetSource(const std::string& job_id) override;
   absl::StatusOr<std::vector<v1::EvalEvent>> ListEvents(const std::string& job_id,
@@ -60,10 +58,6 @@ class PostgresJobStore : public JobStore {
 
  private:
   struct Connection;  // a pqxx::connection with the store's statements prepared
-  struct Pending {
-    JobWrite write;
-    Committed committed;
-  };
   // The serialized values of one result column, with a read's error.
   using Rows = absl::StatusOr<std::vector<std::string>>;
 
@@ -73,18 +67,10 @@ class PostgresJobStore : public JobStore {
   // Runs one statement on the read connection (retried once on a fresh one if the connection was
   // lost): the first column of each row, unescaped. `params` are text parameters $1, $2, ...
   Rows Read(const std::string& sql, const std::vector<std::string>& params, const char* what);
-  void WriterLoop();
-  std::vector<absl::Status> CommitBatch(const std::vector<Pending>& batch);
-  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
-    return !queue_.empty() || stopping_;
-  }
+  std::vector<absl::Status> CommitBatch(const std::vector<Pending>& batch) override;
 
   const std::string conninfo_;
   const std::string where_;  // conninfo_ without its password, for messages
-
-  absl::Mutex queue_mu_;
-  std::vector<Pending> queue_ ABSL_GUARDED_BY(queue_mu_);
-  bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
 
   absl::Mutex write_mu_;  // held by the writer for a commit
   std::unique_ptr<Connection> write_conn_ ABSL_GUARDED_BY(write_mu_);
@@ -92,7 +78,6 @@ class PostgresJobStore : public JobStore {
   absl::Mutex read_mu_;
   std::unique_ptr<Connection> read_conn_ ABSL_GUARDED_BY(read_mu_);
 
-  std::thread writer_;
 };
 
 }  // namespace pkb

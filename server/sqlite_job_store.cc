@@ -360,15 +360,11 @@ absl::StatusOr<std::unique_ptr<SqliteJobStore>> SqliteJobStore::Open(const std::
 
 SqliteJobStore::SqliteJobStore(sqlite3* write_db, sqlite3* read_db)
     : write_db_(write_db), read_db_(read_db) {
-  writer_ = std::thread([this] { WriterLoop(); });
+  StartWriter();
 }
 
 SqliteJobStore::~SqliteJobStore() {
-  {
-    absl::MutexLock lock(&queue_mu_);
-    stopping_ = true;
-  }
-  writer_.join();  // commits what is still queued first
+  StopWriter();
   absl::MutexLock wl(&write_mu_);
   absl::MutexLock rl(&read_mu_);
   // Every statement, of both caches, is finalized first: sqlite3_close refuses (and leaks the
@@ -377,26 +373,6 @@ SqliteJobStore::~SqliteJobStore() {
   for (auto& [sql, stmt] : read_stmts_) sqlite3_finalize(stmt);
   if (read_db_ != write_db_) sqlite3_close(read_db_);
   sqlite3_close(write_db_);
-}
-
-void SqliteJobStore::Write(JobWrite write, Committed committed) {
-  absl::MutexLock lock(&queue_mu_);
-  queue_.push_back(Pending{std::move(write), std::move(committed)});
-}
-
-void SqliteJobStore::WriterLoop() {
-  std::vector<Pending> batch;
-  for (;;) {
-    {
-      absl::MutexLock lock(&queue_mu_, absl::Condition(this, &SqliteJobStore::HasWork));
-      if (queue_.empty()) return;  // stopping, nothing left
-      batch.swap(queue_);
-    }
-    std::vector<absl::Status> results = CommitBatch(batch);
-    for (size_t i = 0; i < batch.size(); ++i) batch[i].committed(results[i]);
-    NotifyCommitObserver();
-    batch.clear();
-  }
 }
 
 std::vector<absl::Status> SqliteJobStore::CommitBatch(const std::vector<Pending>& batch) {

@@ -23,7 +23,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -34,12 +33,11 @@ struct sqlite3_stmt;
 
 namespace pkb {
 
-class SqliteJobStore : public JobStore {
+class SqliteJobStore : public GroupCommitJobStore {
  public:
   static absl::StatusOr<std::unique_ptr<SqliteJobStore>> Open(const std::string& path);
   ~SqliteJobStore() override;
 
-  void Write(JobWrite write, Committed committed) override;
   absl::StatusOr<v1::Job> GetJob(const std::string& job_id) override;
   absl::StatusOr<std::string> GetSource(const std::string& job_id) override;
   absl::StatusOr<std::vector<v1::EvalEvent>> ListEvents(const std::string& job_id,
@@ -50,21 +48,9 @@ class SqliteJobStore : public JobStore {
 
  private:
   using StmtCache = std::map<std::string, sqlite3_stmt*>;  // prepared once, reused
-  struct Pending {
-    JobWrite write;
-    Committed committed;
-  };
   SqliteJobStore(sqlite3* write_db, sqlite3* read_db);
-  void WriterLoop();
   // Commits `batch` in one transaction; the status of each write, in order.
-  std::vector<absl::Status> CommitBatch(const std::vector<Pending>& batch);
-  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
-    return !queue_.empty() || stopping_;
-  }
-
-  absl::Mutex queue_mu_;
-  std::vector<Pending> queue_ ABSL_GUARDED_BY(queue_mu_);
-  bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
+  std::vector<absl::Status> CommitBatch(const std::vector<Pending>& batch) override;
 
   absl::Mutex write_mu_;  // held by the writer for a commit
   sqlite3* const write_db_;
@@ -75,7 +61,6 @@ class SqliteJobStore : public JobStore {
   sqlite3* const read_db_;
   StmtCache read_stmts_ ABSL_GUARDED_BY(read_mu_);
 
-  std::thread writer_;
 };
 
 }  // namespace pkb
