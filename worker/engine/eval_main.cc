@@ -42,9 +42,7 @@ std::string InstalledDir(const std::string& rel) {
   return "";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Main(int argc, char** argv) {
   pkb::EvalOptions o;
   std::string source_path, dump_dir;
   bool json = false, events = false, catalog = false, strict = false;
@@ -155,4 +153,17 @@ int main(int argc, char** argv) {
   if (r.status() == pkb::v1::INTERNAL) return 3;
   if (strict && r.status() != pkb::v1::OK) return 1;
   return 0;
+}
+
+}  // namespace
+
+// The verdict is complete once Main returns (its locals, temporary folders included, are gone),
+// so the process ends without running the libraries' static destructors. libtorch's teardown of
+// its operator registry aborted ("free(): invalid pointer", in TorchLibraryInit's destructor) in
+// a build with Ubuntu's gcc 13 on the H200 node, after every verdict had been written; the worker
+// reads pkb-eval's exit status, and a finished evaluation must not end as a crash.
+int main(int argc, char** argv) {
+  const int rc = Main(argc, argv);
+  std::fflush(nullptr);
+  std::_Exit(rc);
 }
