@@ -1,5 +1,5 @@
 // Hazard tests of the problems whose output shapes depend on the rank or the input set, and of
-// their set-specific inputs: 85 (see hazards.h).
+// their set-specific inputs: 69, 85 (see hazards.h).
 #include <cmath>
 #include <tuple>
 
@@ -111,6 +111,73 @@ TEST_CASE("p085 rebalancing gives the remainder to the first ranks", "[p085]") {
   CHECK_FALSE(Passes(c, 0, sorted.narrow(0, 0, 15), c.truth[0][0]));
   CHECK(Passes(c, 0, sorted.narrow(0, 16, 15), c.truth[1][0]));
   CHECK_FALSE(Passes(c, 0, sorted.narrow(0, 15, 15), c.truth[1][0]));
+}
+
+// --- 69_gnn_negative_scoring -----------------------------------------------------------------
+
+// 1 + #{j : s(neg_j) > s(pos)} for a sigmoid `s` given as a function of fp32 scores.
+template <typename Sigmoid>
+at::Tensor RankWith(const at::Tensor& pos, const at::Tensor& neg, Sigmoid s, bool ties = false) {
+  at::Tensor sp = s(pos.to(at::kFloat)).view({-1, 1}), sn = s(neg.to(at::kFloat));
+  at::Tensor above = ties ? sn.ge(sp) : sn.gt(sp);
+  return above.sum(1).to(at::kLong) + 1;
+}
+
+TEST_CASE("p069 the bf16 sigmoid is the spec: another fp32 formula passes, an fp32 sigmoid fails",
+          "[p069]") {
+  const int w = 8;
+  Case c = Prepare(69, 1024, 1024, w, 0);
+  CheckDeclaredShapes(c, 0);
+  std::vector<at::Tensor> pos, neg;
+  for (int r = 0; r < w; ++r) {
+    CHECK(c.all[r][0].numel() == 128 + r % 3);  // P_r depends on the rank
+    pos.push_back(c.all[r][0]);
+    neg.push_back(c.all[r][1]);
+  }
+  at::Tensor p = at::cat(pos), n = at::cat(neg);
+  const at::Tensor& want = c.truth[0][0];
+  REQUIRE(want.numel() == 1031);
+  auto bf16_tanh = [](const at::Tensor& x) {
+    return (at::tanh(x * 0.5) * 0.5 + 0.5).to(at::kBFloat16);
+  };
+  auto bf16_fp64 = [](const at::Tensor& x) {
+    return at::sigmoid(x.to(at::kDouble)).to(at::kBFloat16);
+  };
+  auto fp32 = [](const at::Tensor& x) { return at::sigmoid(x); };
+  auto bf16 = [](const at::Tensor& x) { return at::sigmoid(x).to(at::kBFloat16); };
+  auto raw = [](const at::Tensor& x) { return x; };
+  // Rounded sigmoids from another formula or precision: within the +-1 outlier budget.
+  at::Tensor tanh_form = RankWith(p, n, bf16_tanh), fp64_form = RankWith(p, n, bf16_fp64);
+  CHECK(Passes(c, 0, tanh_form, want));
+  CHECK(Passes(c, 0, fp64_form, want));
+  CHECK(Passes(c, 0, RankWith(p, n, bf16), want));
+  // An fp32 sigmoid counts the negatives tied with the positive in bf16: most rows move.
+  at::Tensor f32 = RankWith(p, n, fp32);
+  const double moved = f32.ne(want).to(at::kDouble).mean().item<double>();
+  INFO("rows an fp32 sigmoid moves: " << moved);
+  CHECK(moved > 0.3);
+  CHECK_FALSE(Passes(c, 0, f32, want));
+  CHECK_FALSE(Passes(c, 0, RankWith(p, n, raw), want));
+  // Ties counted as above the positive (an unstable sort putting equal negatives first).
+  CHECK_FALSE(Passes(c, 0, RankWith(p, n, bf16, /*ties=*/true), want));
+  // PKB's rtol = 1e-2 accepts the fp32 sigmoid on the rows it moves only where the rank is
+  // large; it still fails here because low ranks move too.
+  CHECK_FALSE(PassesPkb(f32, want));
+  // Rows in another rank order (the gather in reverse).
+  std::vector<at::Tensor> rp(pos.rbegin(), pos.rend()), rn(neg.rbegin(), neg.rend());
+  CHECK_FALSE(Passes(c, 0, RankWith(at::cat(rp), at::cat(rn), bf16), want));
+  // Beyond the budget: +1 on 2% of the rows.
+  at::Tensor shifted = want.clone();
+  shifted.narrow(0, 0, 21) += 1;
+  CHECK_FALSE(Passes(c, 0, shifted, want));
+  shifted = want.clone();
+  shifted.narrow(0, 0, 10) += 1;
+  CHECK(Passes(c, 0, shifted, want));
+}
+
+TEST_CASE("p069 inputs draw on the meta device with rank-dependent shapes", "[p069]") {
+  CheckMetaDraw(69, 1024, 1024, 8, 0);
+  CheckMetaDraw(69, 64, 64, 3, 1);
 }
 
 }  // namespace
