@@ -209,7 +209,24 @@ class Scheduler {
   void DropUnstoredJob(const std::string& job_id, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Deliver(const v1::EvalEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  class WritingLock;
+  // Holds mu_ for one call; on the way out, releases it and waits until the store writes the call
+  // queued are durable and delivered, so a caller (and a test) sees the call's effects.
+  class ABSL_SCOPED_LOCKABLE WritingLock {
+   public:
+    explicit WritingLock(Scheduler* s) ABSL_EXCLUSIVE_LOCK_FUNCTION(s->mu_) : s_(s) {
+      s_->mu_.Lock();
+      start_ = s_->writes_queued_;
+    }
+    ~WritingLock() ABSL_UNLOCK_FUNCTION() {
+      int64_t end = s_->writes_queued_;
+      s_->mu_.Unlock();
+      if (end > start_) s_->WaitForWrites(end);
+    }
+
+   private:
+    Scheduler* const s_;
+    int64_t start_;
+  };
   // Validation and the job key, outside the mutex.
   absl::StatusOr<std::pair<std::string, const v1::ProblemSpec*>> Prepare(
       v1::SubmitRequest& request);

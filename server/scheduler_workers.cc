@@ -1,0 +1,323 @@
+// The scheduler's worker half: matching jobs to workers, dispatch, and the worker stream's
+// messages (register, heartbeats, job events, drain, disconnect) and lease expiry. The job half
+// (submit, watch, cancel, finish, recovery) is in scheduler.cc; both implement server/scheduler.h.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "server/scheduler.h"
+#include "spdlog/spdlog.h"
+
+namespace pkb {
+
+bool Scheduler::Matches(const v1::WorkerCapabilities& caps, const v1::Job& job) {
+  const auto& r = job.request();
+  if (r.world_size() > caps.max_world_size()) return false;
+  if (r.gpu_class() != "any" && r.gpu_class() != caps.gpu_class()) return false;
+  return caps.harness_version() == job.harness_version();
+}
+
+bool Scheduler::AnyConnectedCanRun(const v1::Job& job) const {
+  const auto& r = job.request();
+  auto fits = [&](const std::multiset<int32_t>& max_ws) {
+    return !max_ws.empty() && *max_ws.rbegin() >= r.world_size();
+  };
+  if (r.gpu_class() != "any") {
+    auto it = connected_.find({job.harness_version(), r.gpu_class()});
+    return it != connected_.end() && fits(it->second);
+  }
+  for (auto it = connected_.lower_bound({job.harness_version(), ""});
+       it != connected_.end() && it->first.first == job.harness_version(); ++it) {
+    if (fits(it->second)) return true;
+  }
+  return false;
+}
+
+std::optional<uint64_t> Scheduler::PickIdle(const v1::Job& job) const {
+  const auto& r = job.request();
+  std::optional<std::pair<int32_t, uint64_t>> best;
+  auto consider = [&](const std::set<std::pair<int32_t, uint64_t>>& idle) {
+    auto w = idle.lower_bound({r.world_size(), 0});
+    if (w != idle.end() && (!best || *w < *best)) best = *w;
+  };
+  if (r.gpu_class() != "any") {
+    auto it = idle_.find({job.harness_version(), r.gpu_class()});
+    if (it != idle_.end()) consider(it->second);
+  } else {
+    for (auto it = idle_.lower_bound({job.harness_version(), ""});
+         it != idle_.end() && it->first.first == job.harness_version(); ++it) {
+      consider(it->second);
+    }
+  }
+  if (!best) return std::nullopt;
+  return best->second;
+}
+
+void Scheduler::Reindex(uint64_t connection_id, WorkerState& w) {
+  const bool idle = w.healthy && !w.draining && w.job_id.empty();
+  if (idle == w.indexed) return;
+  const CapsKey key = KeyOf(w.caps);
+  const std::pair<int32_t, uint64_t> entry{w.caps.max_world_size(), connection_id};
+  if (idle) {
+    idle_[key].insert(entry);
+    ++idle_count_;
+  } else {
+    auto it = idle_.find(key);
+    it->second.erase(entry);
+    if (it->second.empty()) idle_.erase(it);
+    --idle_count_;
+  }
+  w.indexed = idle;
+}
+
+void Scheduler::Dispatch() {
+  for (auto q = queue_.begin(); q != queue_.end() && idle_count_ > 0;) {
+    JobState& js = jobs_.at(*q);
+    std::optional<uint64_t> conn = PickIdle(js.job);
+    if (!conn) {
+      ++q;
+      continue;
+    }
+    WorkerState* chosen = &workers_.at(*conn);
+    v1::Job& job = js.job;
+    job.set_attempts(job.attempts() + 1);
+    job.set_worker_id(chosen->worker_id);
+    job.set_gpu_class(chosen->caps.gpu_class());
+    chosen->job_id = job.job_id();
+    chosen->attempt = job.attempts();
+    Reindex(*conn, *chosen);
+    q = queue_.erase(q);
+    Emit(js, v1::QUEUED,
+         absl::StrCat("leased to worker ", chosen->worker_id, " (", chosen->caps.gpu_class(),
+                      ", attempt ", job.attempts(), ")"),
+         {});
+    v1::CoordinatorMessage m;
+    v1::Lease* lease = m.mutable_lease();
+    const auto& r = job.request();
+    lease->set_job_id(job.job_id());
+    lease->set_attempt(job.attempts());
+    lease->set_problem_id(r.problem_id());
+    lease->set_world_size(r.world_size());
+    lease->set_dtype(r.dtype());
+    lease->set_m(r.m());
+    lease->set_n(r.n());
+    lease->set_trials(r.trials());
+    lease->set_warmup(r.warmup());
+    lease->set_iters(r.iters());
+    lease->set_source(r.source());
+    lease->set_job_key(job.job_key());
+    lease->set_deadline_ms(absl::ToInt64Milliseconds(options_.job_deadline));
+    if (r.ranked()) lease->set_set_offset(JobSetOffset(options_.secret_set_offset, job.job_id()));
+    chosen->connection->Send(m);
+  }
+}
+
+absl::Status Scheduler::Connect(uint64_t connection_id, const v1::Register& reg,
+                                std::shared_ptr<WorkerConnection> connection) {
+  if (reg.worker_id().empty()) return absl::InvalidArgumentError("Register.worker_id is empty");
+  absl::MutexLock lock(&mu_);
+  absl::Time now = clock_->Now();
+  auto old = connection_of_worker_.find(reg.worker_id());
+  if (old != connection_of_worker_.end() && old->second != connection_id) {
+    // The same worker on a new stream: the old one is dead, whether or not we noticed yet.
+    uint64_t old_conn = old->second;
+    auto ow = workers_.find(old_conn);
+    if (ow != workers_.end()) {
+      ow->second.connection->Close(
+          absl::AbortedError("replaced by a newer stream of the same worker"));
+      if (!ow->second.job_id.empty()) {
+        auto j = jobs_.find(ow->second.job_id);
+        if (j != jobs_.end()) j->second.orphan_deadline = now + options_.lease_timeout;
+      }
+      DropWorker(old_conn);
+    }
+  }
+  DropWorker(connection_id);  // a second Register on one stream replaces the first
+  WorkerState& w = workers_[connection_id];
+  w.worker_id = reg.worker_id();
+  w.caps = reg.capabilities();
+  w.connection = std::move(connection);
+  w.last_heard = now;
+  w.healthy = reg.healthy();
+  connection_of_worker_[w.worker_id] = connection_id;
+  connected_[KeyOf(w.caps)].insert(w.caps.max_world_size());
+
+  v1::CoordinatorMessage ack_msg;
+  v1::RegisterAck* ack = ack_msg.mutable_register_ack();
+  ack->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(options_.heartbeat_interval));
+  ack->set_lease_timeout_ms(absl::ToInt64Milliseconds(options_.lease_timeout));
+  // Resume what it still runs and we still lease to it; stop the rest.
+  for (const std::string& id : reg.running_job_ids()) {
+    auto j = jobs_.find(id);
+    if (j != jobs_.end() && j->second.job.worker_id() == w.worker_id && w.job_id.empty()) {
+      w.job_id = id;
+      w.attempt = j->second.job.attempts();
+      j->second.orphan_deadline = absl::InfiniteFuture();
+      spdlog::info("worker {} resumed job {}", w.worker_id, id);
+    } else {
+      ack->add_cancel_job_ids(id);
+    }
+  }
+  Reindex(connection_id, w);
+  w.connection->Send(ack_msg);
+  std::vector<std::string> lost;
+  for (const auto& [id, js] : jobs_) {
+    if (js.job.worker_id() == w.worker_id && id != w.job_id) lost.push_back(id);
+  }
+  for (const auto& id : lost)
+    LoseLease(id, absl::StrCat("worker ", w.worker_id, " reconnected without it"));
+  spdlog::info("worker {} connected: {} x{} (max W {}), {}", w.worker_id, w.caps.gpu_class(),
+               w.caps.gpu_count(), w.caps.max_world_size(),
+               w.healthy ? "healthy" : "unhealthy: " + reg.unhealthy_reason());
+  Dispatch();
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::OnHeartbeat(uint64_t connection_id, const v1::Heartbeat& heartbeat) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(connection_id);
+  if (it == workers_.end())
+    return absl::FailedPreconditionError("not registered (or expired): reconnect");
+  WorkerState& w = it->second;
+  w.last_heard = clock_->Now();
+  bool was_healthy = w.healthy;
+  w.healthy = heartbeat.healthy();
+  Reindex(connection_id, w);
+  v1::CoordinatorMessage m;
+  m.mutable_heartbeat_ack()->set_deadline_unix_micros(
+      absl::ToUnixMicros(w.last_heard + options_.lease_timeout));
+  w.connection->Send(m);
+  if (!was_healthy && w.healthy) Dispatch();
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::OnJobEvent(uint64_t connection_id, const v1::JobEvent& je) {
+  absl::MutexLock lock(&mu_);
+  auto wit = workers_.find(connection_id);
+  if (wit == workers_.end())
+    return absl::FailedPreconditionError("not registered (or expired): reconnect");
+  WorkerState& w = wit->second;
+  LogScope log_scope(je.job_id(), w.worker_id);
+  w.last_heard = clock_->Now();
+  const bool done = je.event().stage() == v1::DONE;
+  const bool own_lease = w.job_id == je.job_id() && w.attempt == je.attempt();
+  if (own_lease && done) {
+    w.job_id.clear();  // the lease ends with its DONE event, cancelled or not
+    Reindex(connection_id, w);
+  }
+  auto jit = jobs_.find(je.job_id());
+  if (!own_lease || jit == jobs_.end() || jit->second.job.worker_id() != w.worker_id ||
+      jit->second.job.attempts() != je.attempt()) {
+    // A lease we took back (expired, cancelled, finished): its events are stale.
+    if (done) Dispatch();
+    return absl::OkStatus();
+  }
+  JobState& js = jit->second;
+  if (done) {
+    v1::EvalResult result = je.event().result();
+    if (result.status() == v1::STATUS_UNSPECIFIED) {
+      result.set_status(v1::INTERNAL);
+      if (result.message().empty())
+        result.set_message("the worker sent a DONE event without a verdict");
+    }
+    std::string message = je.event().message().empty() ? result.message() : je.event().message();
+    Finish(je.job_id(), std::move(result), message);
+    Dispatch();
+    return absl::OkStatus();
+  }
+  v1::Stage stage = je.event().stage();
+  if (stage == v1::STAGE_UNSPECIFIED || stage == v1::QUEUED) stage = js.job.stage();
+  js.job.set_stage(stage);
+  v1::EvalEvent e = je.event();
+  e.clear_result();
+  Emit(js, stage, "", std::move(e));
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::OnDrain(uint64_t connection_id, const v1::Drain& drain) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(connection_id);
+  if (it == workers_.end())
+    return absl::FailedPreconditionError("not registered (or expired): reconnect");
+  it->second.draining = true;
+  it->second.last_heard = clock_->Now();
+  Reindex(connection_id, it->second);
+  spdlog::info("worker {} drains: {}", it->second.worker_id, drain.reason());
+  return absl::OkStatus();
+}
+
+void Scheduler::DropWorker(uint64_t connection_id) {
+  auto it = workers_.find(connection_id);
+  if (it == workers_.end()) return;
+  WorkerState& w = it->second;
+  w.healthy = false;
+  Reindex(connection_id, w);
+  auto caps = connected_.find(KeyOf(w.caps));
+  caps->second.erase(caps->second.find(w.caps.max_world_size()));
+  if (caps->second.empty()) connected_.erase(caps);
+  auto c = connection_of_worker_.find(it->second.worker_id);
+  if (c != connection_of_worker_.end() && c->second == connection_id)
+    connection_of_worker_.erase(c);
+  workers_.erase(it);
+}
+
+void Scheduler::Disconnect(uint64_t connection_id, const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(connection_id);
+  if (it == workers_.end()) return;
+  WorkerState& w = it->second;
+  spdlog::info("worker {} disconnected: {}", w.worker_id, reason);
+  if (!w.job_id.empty()) {
+    auto j = jobs_.find(w.job_id);
+    if (j != jobs_.end() && j->second.job.worker_id() == w.worker_id) {
+      // Give it one lease timeout to reconnect and resume before the job is queued again.
+      j->second.orphan_deadline = clock_->Now() + options_.lease_timeout;
+    }
+  }
+  DropWorker(connection_id);
+}
+
+void Scheduler::Tick() {
+  WritingLock lock(this);
+  absl::Time now = clock_->Now();
+  std::vector<uint64_t> silent;
+  for (const auto& [conn, w] : workers_) {
+    if (now - w.last_heard > options_.lease_timeout) silent.push_back(conn);
+  }
+  for (uint64_t conn : silent) {
+    WorkerState& w = workers_.at(conn);
+    std::string worker = w.worker_id, job = w.job_id;
+    w.connection->Close(absl::DeadlineExceededError("missed the heartbeat deadline"));
+    DropWorker(conn);
+    if (!job.empty()) {
+      LoseLease(job, absl::StrCat("worker ", worker, " missed its heartbeat deadline (",
+                                  absl::FormatDuration(options_.lease_timeout), ")"));
+    }
+  }
+  std::vector<std::string> orphans;
+  for (const auto& [id, js] : jobs_) {
+    if (js.orphan_deadline <= now) orphans.push_back(id);
+  }
+  for (const auto& id : orphans) {
+    LoseLease(id, absl::StrCat("worker ", jobs_.at(id).job.worker_id(),
+                               " went away and did not come back within ",
+                               absl::FormatDuration(options_.lease_timeout)));
+  }
+  if (!silent.empty() || !orphans.empty()) Dispatch();
+}
+
+SchedulerStats Scheduler::Stats() {
+  absl::MutexLock lock(&mu_);
+  SchedulerStats s;
+  s.queued = queue_.size();
+  for (const auto& [id, js] : jobs_) s.leased += !js.finished && !js.job.worker_id().empty();
+  s.workers = workers_.size();
+  s.idle_workers = idle_count_;
+  for (const auto& [id, js] : jobs_) s.watchers += js.sinks.size();
+  for (const auto& [id, w] : workers_) s.unhealthy_workers += !w.healthy;
+  return s;
+}
+
+}  // namespace pkb
