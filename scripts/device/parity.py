@@ -597,6 +597,14 @@ def p060(c):
     return [("x", spectrum[:, :, c.r * hw:(c.r + 1) * hw, :].contiguous())]
 
 
+@problem(69)
+def p069(c):
+    c.seed()
+    p = max(16, min(c.M // c.W, 1280)) + c.r % 3
+    nn = max(100, min(c.N, 1000))
+    return [("local_pos_scores", c.randn(p)), ("local_neg_scores", c.randn(p, nn))]
+
+
 @problem(71)
 def p071(c):
     c.seed()
@@ -621,6 +629,16 @@ def p076(c):
     weight = c.randn(cout, cl, 3, 3, 3)
     bias = torch.linspace(-0.1, 0.1, cout, dtype=c.dt, device=c.dev)
     return [("x", x), ("weight", weight), ("bias", bias)]
+
+
+@problem(85)
+def p085(c):
+    c.seed()
+    n = max(4 * c.W, min(c.M // c.W, 4096))
+    if c.t % 4 == 3 and c.r % 2 == 1:
+        n = 0
+    values = torch.randint(-50, 50, (n,), device=c.dev).to(c.dt) - c.r * max(1, n)
+    return [("local_shard", values)]
 
 
 @problem(86)

@@ -23,8 +23,9 @@ shape() {
     *) echo "256 256" ;;
   esac
 }
-W4="5 8 15 20 22 40 41 42 43 45 46 47 48 51 55 56 57"
+W4="5 8 15 20 22 40 41 42 43 45 46 47 48 51 55 56 57 69 85"
 T1="9 13 24 28 29 49"
+T3="85"  # trial 3: the odd ranks' shards are empty
 
 dump() {  # id world trial -> 0 when written
   local id=$1 w=$2 t=$3 m n; read -r m n < <(shape "$id")
@@ -41,6 +42,7 @@ dump_problem() {  # every dump of one problem; prints what was refused
   fi
   if [[ " $W4 " == *" $id "* ]]; then dump "$id" 4 0 || echo "p$id: W=4 refused"; fi
   if [[ " $T1 " == *" $id "* ]]; then dump "$id" 2 1 || echo "p$id: trial 1 refused"; fi
+  if [[ " $T3 " == *" $id "* ]]; then dump "$id" 2 3 || echo "p$id: trial 3 refused"; fi
 }
 
 # PARITY_FROM=31: only problems with ids from 31 on.
