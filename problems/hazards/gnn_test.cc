@@ -1,5 +1,5 @@
 // Hazard tests of the GNN problems: GraphBolt's relative feature exchange forward and backward
-// (65, 66) (see hazards.h).
+// (65, 66) and the sharded feature fetch with projection (68) (see hazards.h).
 #include <optional>
 #include <vector>
 
@@ -135,6 +135,134 @@ TEST_CASE("p066 the gradient is float32 whatever the run dtype; shapes at the de
   REQUIRE(p.ok());
   CHECK((*p)->Outputs(cfg, 2)[0].shape == std::vector<int64_t>({512, 128}));
   CHECK((*p)->Outputs(cfg, 2)[0].dtype == at::kFloat);
+}
+
+// --- 68_gnn_sparse_feature_fetch_projection ----------------------------------------------------
+
+bool Runnable(int id, int world, at::ScalarType dtype, int64_t m = 1024, int64_t n = 1024) {
+  auto p = FindProblem(id);
+  REQUIRE(p.ok());
+  RunConfig cfg;
+  cfg.m = m;
+  cfg.n = n;
+  cfg.world = world;
+  cfg.dtype = dtype;
+  return (*p)->CanImplement(cfg).ok();
+}
+
+// Rounds fp32 values to TF32 (10 explicit mantissa bits, to nearest), as tensor cores read them.
+at::Tensor RoundTf32(const at::Tensor& x) {
+  at::Tensor bits = x.to(at::kFloat).contiguous().view(at::kInt);
+  return at::bitwise_and(bits + 0x1000, static_cast<int64_t>(~0x1FFF)).view(at::kFloat);
+}
+
+TEST_CASE("p068 PKB's sizes at the defaults, scaled only below M = 1024 and N = 128", "[p068]") {
+  RunConfig cfg;
+  cfg.world = 8;
+  Inputs meta = MetaInputs(68, cfg, 3);
+  CHECK(meta[0].sizes() == at::IntArrayRef({13875000, 256}));  // 7.1 GB per rank in bf16
+  CHECK(meta[1].sizes() == at::IntArrayRef({20000}));
+  CHECK(meta[2].sizes() == at::IntArrayRef({256, 256}));
+  CHECK(meta.scalars[0].i == 111000000);
+  cfg.m = 4096;
+  cfg.n = 128;
+  meta = MetaInputs(68, cfg, 3);
+  CHECK(meta[0].sizes() == at::IntArrayRef({13875000, 128}));
+  CHECK(meta[1].sizes() == at::IntArrayRef({20000}));
+  cfg.m = 64;
+  cfg.n = 64;
+  meta = MetaInputs(68, cfg, 3);
+  CHECK(meta[0].sizes() == at::IntArrayRef({4096, 64}));  // Ntot = 512 M, E = N
+  CHECK(meta[1].sizes() == at::IntArrayRef({1024}));      // Q = 16 M
+}
+
+TEST_CASE("p068 refuses shards that cannot fit twice on the GPU", "[p068]") {
+  CHECK(Runnable(68, 8, at::kBFloat16));
+  CHECK(Runnable(68, 1, at::kBFloat16));     // 52.9 GiB
+  CHECK_FALSE(Runnable(68, 1, at::kFloat));  // 105.9 GiB
+  CHECK(Runnable(68, 2, at::kFloat));
+  CHECK_FALSE(Runnable(68, 3, at::kDouble));
+  CHECK(Runnable(68, 4, at::kDouble));
+  CHECK(Runnable(68, 1, at::kFloat, 64, 64));
+}
+
+TEST_CASE("p068 inputs: shard then proj from the rank's seed; ids from PKB's formula", "[p068]") {
+  Case c = Prepare(68, 64, 64, 4, 1);
+  const int64_t sh = 8192, q = 1024;  // Ntot = 32768
+  for (int r = 0; r < 4; ++r) {
+    at::manual_seed(c.p->Seed(r, 1));
+    at::Tensor shard = at::randn({sh, 64}, at::kBFloat16);
+    at::Tensor proj = at::randn({64, 64}, at::kBFloat16);
+    CHECK(Same(c.all[r][0], shard));
+    CHECK(Same(c.all[r][2], proj));
+    auto ids = c.all[r][1].accessor<int64_t, 1>();
+    REQUIRE(c.all[r][1].size(0) == q);
+    bool formula = true;
+    for (int64_t i = 0; i < q; ++i) formula &= ids[i] == ((i + r) % 4) * sh + (7 * i + r) % sh;
+    CHECK(formula);
+  }
+}
+
+TEST_CASE("p068 other GEMM orders pass; owner-sorted rows, own shard, a peer's proj fail",
+          "[p068]") {
+  for (int w : {1, 2, 8}) {
+    Case c = Prepare(68, 64, 64, w);
+    std::vector<at::Tensor> shards;
+    for (const auto& in : c.all) shards.push_back(in[0]);
+    at::Tensor table = at::cat(shards, 0);
+    for (int r = 0; r < w; ++r) {
+      INFO("W = " << w << ", rank " << r);
+      const at::Tensor& want = c.truth[r][0];
+      const at::Tensor& ids = c.all[r][1];
+      at::Tensor emb = table.index_select(0, ids).to(at::kFloat);
+      at::Tensor proj = c.all[r][2].to(at::kFloat);
+      // Split-K: two fp32 halves added, rounded once; and the bf16 GEMM libtorch runs.
+      at::Tensor split = at::matmul(emb.narrow(1, 0, 32), proj.narrow(0, 0, 32)) +
+                         at::matmul(emb.narrow(1, 32, 32), proj.narrow(0, 32, 32));
+      CHECK(Passes(c, 0, split.to(at::kBFloat16), want));
+      CHECK(Passes(c, 0, at::matmul(table.index_select(0, ids), c.all[r][2]), want));
+      if (w == 1) continue;
+      at::Tensor owner = at::div(ids, table.size(0) / w, "floor");
+      at::Tensor order = std::get<1>(at::sort(owner, std::optional<bool>(true), 0, false));
+      at::Tensor sorted = at::matmul(emb.index_select(0, order), proj).to(at::kBFloat16);
+      CHECK_FALSE(Passes(c, 0, sorted, want));
+      at::Tensor own = at::matmul(
+          shards[r].index_select(0, ids.remainder(shards[r].size(0))).to(at::kFloat), proj);
+      CHECK_FALSE(Passes(c, 0, own.to(at::kBFloat16), want));
+      at::Tensor peer = at::matmul(emb, c.all[(r + 1) % w][2].to(at::kFloat));
+      CHECK_FALSE(Passes(c, 0, peer.to(at::kBFloat16), want));
+    }
+  }
+}
+
+TEST_CASE("p068 fp32 runs: any fp32 order passes, TF32 and bf16 fail", "[p068]") {
+  auto p = FindProblem(68);
+  REQUIRE(p.ok());
+  Case c;
+  c.p = *p;
+  c.cfg.m = 64;
+  c.cfg.n = 256;
+  c.cfg.world = 2;
+  c.cfg.dtype = at::kFloat;
+  c.all = DrawAllInputs(*c.p, c.cfg, 0);
+  auto o = c.p->Oracle(c.all, c.cfg);
+  REQUIRE(o.ok());
+  at::Tensor table = at::cat({c.all[0][0], c.all[1][0]}, 0);
+  for (int r = 0; r < 2; ++r) {
+    const at::Tensor& want = (*o)[r][0];
+    at::Tensor emb = table.index_select(0, c.all[r][1]);
+    const at::Tensor& proj = c.all[r][2];
+    at::Tensor split;
+    for (int64_t k = 0; k < 256; k += 64) {
+      at::Tensor part = at::matmul(emb.narrow(1, k, 64), proj.narrow(0, k, 64));
+      split = split.defined() ? split + part : part;
+    }
+    CHECK(Passes(c, 0, split, want));
+    CHECK(Passes(c, 0, at::matmul(emb.to(at::kDouble), proj.to(at::kDouble)).to(at::kFloat), want));
+    CHECK_FALSE(Passes(c, 0, at::matmul(RoundTf32(emb), RoundTf32(proj)), want));
+    CHECK_FALSE(Passes(
+        c, 0, at::matmul(emb.to(at::kBFloat16), proj.to(at::kBFloat16)).to(at::kFloat), want));
+  }
 }
 
 }  // namespace
