@@ -1,5 +1,6 @@
-// Hazard tests of the GNN problems: GraphBolt's relative feature exchange forward and backward
-// (65, 66) and the sharded feature fetch with projection (68) (see hazards.h).
+// Hazard tests of the GNN problems and the spherical convolution: GraphBolt's relative feature
+// exchange forward and backward (65, 66), the sharded feature fetch with projection (68) and the
+// torch-harmonics DISCO convolution on a polar x azimuth grid (62) (see hazards.h).
 #include <optional>
 #include <vector>
 
@@ -262,6 +263,145 @@ TEST_CASE("p068 fp32 runs: any fp32 order passes, TF32 and bf16 fail", "[p068]")
     CHECK_FALSE(Passes(c, 0, at::matmul(RoundTf32(emb), RoundTf32(proj)), want));
     CHECK_FALSE(Passes(
         c, 0, at::matmul(emb.to(at::kBFloat16), proj.to(at::kBFloat16)).to(at::kFloat), want));
+  }
+}
+
+// --- 62_torchharmonics_spherical_convolution ---------------------------------------------------
+
+// Ways to get problem 62 right or wrong, each computed from every rank's inputs in fp32.
+enum class Disco {
+  kRolledBmm,       // PKB's route: nlon dense bmm calls on rolled copies of x (passes)
+  kTf32Mix,         // the channel mix reads TF32-rounded y and weight
+  kBf16Reduce,      // every polar share rounded to bf16 before the sum
+  kSwappedGroups,   // polar groups contiguous, azimuth strided: rank r = a P + p
+  kConvolution,     // x[(lam - q) mod nlon] instead of x[(lam + q) mod nlon]
+  kReversedValues,  // psi values taken in reverse order within each row of four
+};
+
+// Rank r's output under `how`.
+std::vector<at::Tensor> Disco62(const Case& c, Disco how) {
+  const int w = c.cfg.world;
+  const int64_t az = w % 2 == 0 ? 2 : 1, np = w / az;
+  const at::Tensor& x0 = c.all[0][0];
+  const int64_t b = x0.size(0), ch = x0.size(1), lat_l = x0.size(2), lon_l = x0.size(3);
+  const int64_t nlon = lon_l * az, nlat = lat_l * np, cl = ch / az, kk = 3;
+  auto rank_of = [&](int64_t p, int64_t a) {
+    return how == Disco::kSwappedGroups ? a * np + p : p * az + a;
+  };
+  at::Tensor y = at::zeros({b, ch, kk, nlat, nlon}, at::kFloat);
+  for (int64_t a2 = 0; a2 < az; ++a2) {    // channel block
+    for (int64_t p2 = 0; p2 < np; ++p2) {  // polar share
+      std::vector<at::Tensor> blocks;
+      for (int64_t a = 0; a < az; ++a) blocks.push_back(c.all[rank_of(p2, a)][0]);
+      at::Tensor field = at::cat(blocks, 3).narrow(1, a2 * cl, cl);  // (B, cl, lat_l, nlon)
+      const Inputs& in = c.all[rank_of(p2, a2)];
+      at::Tensor idx = in[1], vals = in[2];
+      if (how == Disco::kReversedValues) vals = vals.view({-1, 4}).flip(1).reshape({-1});
+      at::Tensor psi = at::zeros({kk, nlat, lat_l * nlon}, at::kFloat);
+      psi.view({-1}).index_add_(0, (idx[0] * nlat + idx[1]) * (lat_l * nlon) + idx[2], vals);
+      at::Tensor xr = field.reshape({b * cl, lat_l * nlon}).t().reshape({lat_l, nlon, b * cl});
+      at::Tensor share = at::zeros({nlon, kk, nlat, b * cl}, at::kFloat);
+      for (int64_t q = 0; q < nlon; ++q) {
+        share[q] = at::bmm(psi, xr.reshape({lat_l * nlon, b * cl}).expand({kk, -1, -1}));
+        const int64_t shift = how == Disco::kConvolution ? 1 : -1;
+        xr = at::roll(xr, {shift}, {1});
+      }
+      share = share.permute({3, 1, 2, 0}).reshape({b, cl, kk, nlat, nlon});
+      if (how == Disco::kBf16Reduce) share = share.to(at::kBFloat16).to(at::kFloat);
+      y.narrow(1, a2 * cl, cl).add_(share);
+    }
+  }
+  std::vector<at::Tensor> out;
+  for (int r = 0; r < w; ++r) {
+    const int64_t p = r / az, a = r % az;
+    at::Tensor block = y.narrow(3, p * lat_l, lat_l).narrow(4, a * lon_l, lon_l);
+    at::Tensor weight = c.all[r][3];
+    if (how == Disco::kTf32Mix) {
+      block = RoundTf32(block);
+      weight = RoundTf32(weight);
+    }
+    out.push_back(at::einsum("bckxy,ock->boxy", {block, weight}) + c.all[r][4].view({1, -1, 1, 1}));
+  }
+  return out;
+}
+
+TEST_CASE("p062 groups: azimuth contiguous, polar strided; PKB's draws and psi layout", "[p062]") {
+  auto p = FindProblem(62);
+  REQUIRE(p.ok());
+  RunConfig cfg;
+  cfg.world = 8;
+  auto groups = (*p)->Groups(cfg);
+  REQUIRE(groups.size() == 2);
+  CHECK(groups[0].name == "azimuth");
+  CHECK(groups[0].partition == std::vector<std::vector<int>>{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(groups[1].name == "polar");
+  CHECK(groups[1].partition == std::vector<std::vector<int>>{{0, 2, 4, 6}, {1, 3, 5, 7}});
+  cfg.world = 3;
+  groups = (*p)->Groups(cfg);
+  CHECK(groups[0].partition == std::vector<std::vector<int>>{{0}, {1}, {2}});
+  CHECK(groups[1].partition == std::vector<std::vector<int>>{{0, 1, 2}});
+
+  // PKB's shapes at the defaults (W = 8 and W = 6, where nlat rounds up to 129).
+  cfg.world = 8;
+  Inputs meta = MetaInputs(62, cfg, 5);
+  CHECK(meta[0].sizes() == at::IntArrayRef({32, 8, 32, 128}));
+  CHECK(meta[1].sizes() == at::IntArrayRef({3, 1536}));
+  CHECK(meta[2].sizes() == at::IntArrayRef({1536}));
+  CHECK((*p)->Outputs(cfg, 5)[0].shape == std::vector<int64_t>({32, 8, 32, 128}));
+  cfg.world = 6;
+  meta = MetaInputs(62, cfg, 5);
+  CHECK(meta[0].sizes() == at::IntArrayRef({32, 8, 43, 129}));
+
+  // Draw order x, weight, bias, vals; psi entries at (k, o, l(o) nlon + (o + e(k+1)) mod nlon).
+  Case c = Prepare(62, 64, 64, 8);  // B = 2, nlat = 16, nlon = 32, lat_l = 4
+  for (int r = 0; r < 8; ++r) {
+    INFO("rank " << r);
+    at::manual_seed(c.p->Seed(r, 0));
+    at::Tensor x = at::randn({2, 8, 4, 16});
+    at::Tensor weight = at::randn({8, 8, 3});
+    at::Tensor bias = at::randn({8});
+    at::Tensor vals = at::randn({192}) * 0.05;
+    CHECK(Same(c.all[r][0], x));
+    CHECK(Same(c.all[r][3], weight));
+    CHECK(Same(c.all[r][4], bias));
+    CHECK(Same(c.all[r][2], vals));
+    const int64_t pr = r / 2;
+    auto idx = c.all[r][1].accessor<int64_t, 2>();
+    bool layout = true;
+    for (int64_t k = 0; k < 3; ++k) {
+      for (int64_t o = 0; o < 16; ++o) {
+        for (int64_t e = 0; e < 4; ++e) {
+          const int64_t n = (k * 16 + o) * 4 + e, l = ((o - 4 * pr) % 4 + 4) % 4;
+          layout &= idx[0][n] == k && idx[1][n] == o && idx[2][n] == l * 32 + (o + e * (k + 1));
+        }
+      }
+    }
+    CHECK(layout);
+  }
+}
+
+TEST_CASE("p062 PKB's rolled bmm passes; TF32, bf16 reduce, swapped groups, convolution fail",
+          "[p062]") {
+  for (int w : {1, 2, 4, 6, 8}) {
+    Case c = Prepare(62, 64, 64, w);
+    auto rolled = Disco62(c, Disco::kRolledBmm);
+    auto tf32 = Disco62(c, Disco::kTf32Mix);
+    auto bf16 = Disco62(c, Disco::kBf16Reduce);
+    auto swapped = Disco62(c, Disco::kSwappedGroups);
+    auto conv = Disco62(c, Disco::kConvolution);
+    auto reversed = Disco62(c, Disco::kReversedValues);
+    const int64_t np = w / (w % 2 == 0 ? 2 : 1);
+    for (int r = 0; r < w; ++r) {
+      INFO("W = " << w << ", rank " << r);
+      const at::Tensor& want = c.truth[r][0];
+      CHECK(Passes(c, 0, rolled[r], want));
+      CHECK((rolled[r] - want).abs().max().item<double>() < 2e-6);  // a 5x margin at least
+      CHECK_FALSE(Passes(c, 0, tf32[r], want));
+      CHECK_FALSE(Passes(c, 0, conv[r], want));
+      CHECK_FALSE(Passes(c, 0, reversed[r], want));
+      if (np > 1) CHECK_FALSE(Passes(c, 0, bf16[r], want));
+      if (w >= 4 && !Same(swapped[r], rolled[r])) CHECK_FALSE(Passes(c, 0, swapped[r], want));
+    }
   }
 }
 
