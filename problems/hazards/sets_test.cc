@@ -1,5 +1,5 @@
 // Hazard tests of the problems whose output shapes depend on the rank or the input set, and of
-// their set-specific inputs: 69, 85 (see hazards.h).
+// their set-specific inputs: 63, 69, 85 (see hazards.h).
 #include <cmath>
 #include <tuple>
 
@@ -178,6 +178,139 @@ TEST_CASE("p069 the bf16 sigmoid is the spec: another fp32 formula passes, an fp
 TEST_CASE("p069 inputs draw on the meta device with rank-dependent shapes", "[p069]") {
   CheckMetaDraw(69, 1024, 1024, 8, 0);
   CheckMetaDraw(69, 64, 64, 3, 1);
+}
+
+// --- 63_deepmd_kalman_filter_optimizer -------------------------------------------------------
+
+constexpr int kBlocks63 = 8, kErr63 = 8, kW63 = 9, kP63 = 17;
+constexpr double kLambda63 = 0.98;
+
+// One rank's updated weights and P for a given A, with options for the usual mistakes.
+struct Step63 {
+  bool k_is_h = false;     // K = h (P assumed to be the identity)
+  bool fp32 = false;       // the update term computed in fp32
+  bool reordered = false;  // P / lambda - (A / lambda) K K^T, K h for h^T P h (correct)
+};
+std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>> Update63(const Inputs& in,
+                                                                     const at::Tensor& a,
+                                                                     Step63 s) {
+  std::vector<at::Tensor> w, p;
+  for (int i = 0; i < kBlocks63; ++i) {
+    const at::Tensor &h = in[i], &pi = in[kP63 + i];
+    at::Tensor k = s.k_is_h ? h : at::matmul(pi, h);
+    at::Tensor upd = at::matmul(k, k.t());
+    if (s.fp32) upd = at::matmul(k.to(at::kFloat), k.t().to(at::kFloat)).to(at::kDouble);
+    w.push_back(in[kW63 + i] + (a * in[kErr63]) * k);
+    p.push_back(s.reordered ? pi / kLambda63 - (a / kLambda63) * upd : (pi - a * upd) / kLambda63);
+  }
+  return {w, p};
+}
+
+at::Tensor Denominator63(const Inputs& in, bool k_is_h, bool reordered) {
+  at::Tensor t = at::zeros({1, 1}, at::kDouble);
+  for (int i = 0; i < kBlocks63; ++i) {
+    const at::Tensor &h = in[i], &pi = in[kP63 + i];
+    at::Tensor q = k_is_h      ? at::matmul(h.t(), h)
+                   : reordered ? at::matmul(at::matmul(pi, h).t(), h)
+                               : at::matmul(at::matmul(h.t(), pi), h);
+    t = t + (kLambda63 + q);
+  }
+  return t;
+}
+
+// Whether every output of every rank passes when each rank's step is `s` and A comes from
+// the denominators summed over `ranks_in_sum` (all ranks, or the rank alone).
+bool Passes63(const Case& c, Step63 s, bool all_reduce,
+              bool (*pass)(const Case&, int, const at::Tensor&, const at::Tensor&)) {
+  const int w = c.cfg.world;
+  at::Tensor total = at::zeros({1, 1}, at::kDouble);
+  for (int r = w - 1; r >= 0; --r)  // the reverse of the oracle's order
+    total = total + Denominator63(c.all[r], s.k_is_h, s.reordered);
+  std::vector<std::vector<at::Tensor>> weights(w), ps(w);
+  for (int r = 0; r < w; ++r) {
+    at::Tensor t = all_reduce ? total : Denominator63(c.all[r], s.k_is_h, s.reordered);
+    std::tie(weights[r], ps[r]) = Update63(c.all[r], 1 / t, s);
+  }
+  bool ok = true;
+  for (int r = 0; r < w; ++r) {
+    int index = 0;
+    for (int s2 = 0; s2 < w; ++s2) {
+      for (int i = 0; i < kBlocks63; ++i, ++index)
+        ok &= pass(c, index, weights[s2][i], c.truth[r][index]);
+    }
+    for (int i = 0; i < kBlocks63; ++i, ++index) ok &= pass(c, index, ps[r][i], c.truth[r][index]);
+  }
+  return ok;
+}
+
+bool Ours(const Case& c, int i, const at::Tensor& got, const at::Tensor& want) {
+  return Passes(c, i, got, want);
+}
+bool Pkb(const Case&, int, const at::Tensor& got, const at::Tensor& want) {
+  return PassesPkb(got, want);
+}
+
+TEST_CASE("p063 fp64 tolerance: reordered fp64 passes; no update, no all-reduce, fp32 fail",
+          "[p063]") {
+  for (int w : {1, 4}) {
+    for (int set : {0, 1}) {
+      INFO("W = " << w << " set " << set);
+      Case c = Prepare(63, 64, 64, w, set);
+      REQUIRE(c.truth[0].size() == static_cast<size_t>(8 * w + 9));
+      CHECK(Passes63(c, {}, true, Ours));
+      CHECK(Passes63(c, {false, false, true}, true, Ours));
+      CHECK_FALSE(Passes63(c, {false, true, false}, true, Ours));  // fp32 update
+      if (w > 1) {
+        CHECK_FALSE(Passes63(c, {}, false, Ours));         // A from the local sum only,
+        if (set == 0) CHECK(Passes63(c, {}, false, Pkb));  // which PKB's 1e-2 accepts
+      }
+      // K = h: the same as P h where P = I (set 0), wrong on the stronger sets.
+      if (set == 0) {
+        CHECK(Passes63(c, {true, false, false}, true, Ours));
+      } else {
+        CHECK_FALSE(Passes63(c, {true, false, false}, true, Ours));
+      }
+      // No update at all: weights as given, P / lambda. PKB's tolerance passes it.
+      for (int r = 0; r < w; ++r) {
+        INFO("rank " << r);
+        const int own = 8 * r, p0 = 8 * w;
+        at::Tensor same_w = c.all[r][kW63], scaled_p = c.all[r][kP63] / kLambda63;
+        CHECK(PassesPkb(same_w, c.truth[r][own]));
+        CHECK(PassesPkb(scaled_p, c.truth[r][p0]));
+        CHECK_FALSE(Passes(c, own, same_w, c.truth[r][own]));
+        CHECK_FALSE(Passes(c, p0, scaled_p, c.truth[r][p0]));
+      }
+      // lambda_next: 0.980026 exactly as (nue * lambda + 1) - nue in fp64; lambda itself fails.
+      const at::Tensor& lam = c.truth[0].back();
+      CHECK(std::abs(lam.item<double>() - 0.980026) < 1e-12);
+      CHECK_FALSE(Passes(c, 8 * w + 8, at::scalar_tensor(kLambda63, at::kDouble), lam));
+    }
+  }
+}
+
+TEST_CASE("p063 the default block is PKB's 1024; M below 1024 shrinks it; meta draw works",
+          "[p063]") {
+  auto p = FindProblem(63);
+  REQUIRE(p.ok());
+  RunConfig cfg;
+  cfg.world = 8;
+  cfg.device = at::Device(at::kMeta);
+  Inputs in = (*p)->MakeInputs(cfg, 3, 0);
+  REQUIRE(in.tensors.size() == 25);
+  CHECK(in[0].sizes() == at::IntArrayRef({1024, 1}));
+  CHECK(in[kP63].sizes() == at::IntArrayRef({1024, 1024}));
+  CHECK(in[kErr63].dim() == 0);
+  CHECK(in[kErr63].scalar_type() == at::kDouble);
+  CHECK((*p)->Outputs(cfg, 3).size() == 8 * 8 + 9);
+  CheckMetaDraw(63, 64, 64, 2, 0);
+  CheckMetaDraw(63, 64, 64, 2, 1);
+  // Set 1's covariances are symmetric positive definite, not the identity.
+  cfg.device = at::kCPU;
+  cfg.m = 64;
+  Inputs strong = (*p)->MakeInputs(cfg, 0, 1);
+  at::Tensor p0 = strong[kP63];
+  CHECK_FALSE(at::allclose(p0, at::eye(64, at::kDouble)));
+  CHECK(at::linalg_eigvalsh(p0).min().item<double>() >= 1.0 - 1e-9);
 }
 
 }  // namespace
