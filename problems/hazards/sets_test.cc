@@ -1,5 +1,5 @@
 // Hazard tests of the problems whose output shapes depend on the rank or the input set, and of
-// their set-specific inputs: 63, 69, 85 (see hazards.h).
+// their set-specific inputs: 63, 69, 81, 85 (see hazards.h).
 #include <cmath>
 #include <tuple>
 
@@ -178,6 +178,70 @@ TEST_CASE("p069 the bf16 sigmoid is the spec: another fp32 formula passes, an fp
 TEST_CASE("p069 inputs draw on the meta device with rank-dependent shapes", "[p069]") {
   CheckMetaDraw(69, 1024, 1024, 8, 0);
   CheckMetaDraw(69, 64, 64, 3, 1);
+}
+
+// --- 81_sam3_allgather_iou_suppression -------------------------------------------------------
+
+// IoU of the gathered masks of input set `c`'s ranks, and the gathered fp32 masks.
+std::pair<at::Tensor, at::Tensor> GatheredIou(const Case& c) {
+  std::vector<at::Tensor> masks;
+  for (const auto& in : c.all) masks.push_back(in[0].to(at::kFloat));
+  at::Tensor g = at::cat(masks);
+  at::Tensor b = g.gt(0).flatten(1).to(at::kFloat);
+  at::Tensor inter = at::matmul(b, b.t()), area = b.sum(1);
+  at::Tensor iou = inter / (area.unsqueeze(1) + area.unsqueeze(0) - inter).clamp_min(1.0);
+  return {iou, g};
+}
+
+TEST_CASE("p081 set 0 (PKB's) suppresses nothing; sets 1 and 2 do, and never suppressing fails",
+          "[p081]") {
+  const int w = 8;
+  // M = 1024: PKB's 256 x 256 masks; M = 64: the CPU check's 16 x 16.
+  const std::vector<std::pair<int, int>> cases = {{1024, 0}, {1024, 1}, {1024, 2},
+                                                  {64, 0},   {64, 1},   {64, 2}};
+  for (auto [m, set] : cases) {
+    INFO("M = " << m << " set " << set);
+    Case c = Prepare(81, m, 64, w, set);
+    CheckDeclaredShapes(c, set);
+    auto [iou, gathered] = GatheredIou(c);
+    const int64_t nt = iou.size(0);
+    at::Tensor off_diag = iou.masked_select(at::eye(nt, at::kBool).logical_not());
+    // No IoU near the threshold, so any exact IoU >= 0.7 test agrees.
+    CHECK((off_diag - 0.7).abs().min().item<double>() > 0.05);
+    const at::Tensor& suppressed = c.truth[0][2];
+    const int64_t fired = suppressed.sum().item<int64_t>();
+    if (set == 0) {
+      if (m == 1024) CHECK(off_diag.max().item<double>() < 0.6);
+      CHECK(fired == 0);
+      continue;
+    }
+    CHECK(fired > 0);
+    CHECK(fired < nt);
+    // A candidate that never suppresses: the gathered masks as they are, nothing flagged.
+    for (int r = 0; r < w; ++r) {
+      INFO("rank " << r);
+      CHECK_FALSE(Passes(c, 0, gathered, c.truth[r][0]));
+      CHECK_FALSE(Passes(c, 2, at::zeros_like(suppressed), c.truth[r][2]));
+    }
+    // Suppressing the earlier-occluded object of each pair instead (reverse = True).
+    const at::Tensor last = c.all[0][2];
+    at::Tensor over = at::triu(iou.ge(0.7), 1);
+    at::Tensor li = last.view({nt, 1}), lj = last.view({1, nt});
+    at::Tensor rev = over.logical_and(li.lt(lj)).logical_and(lj.gt(-1)).any(1).logical_or(
+        over.logical_and(lj.lt(li)).logical_and(li.gt(-1)).any(0));
+    CHECK_FALSE(Passes(c, 2, rev, suppressed));
+  }
+}
+
+TEST_CASE("p081 object counts follow the set; inputs draw on the meta device", "[p081]") {
+  Case c = Prepare(81, 64, 64, 8, 3);  // set 3: counts as set 0 (period 3)
+  CHECK(c.truth[0][0].size(0) == 15);
+  Case d = Prepare(81, 64, 64, 4, 1);  // counts [2, 3, 1, 2]
+  CHECK(d.truth[0][0].size(0) == 8);
+  CHECK(d.all[1][0].size(0) == 3);
+  CheckDeclaredShapes(d, 1);
+  CheckMetaDraw(81, 64, 64, 4, 0);
+  CheckMetaDraw(81, 64, 64, 4, 2);
 }
 
 // --- 63_deepmd_kalman_filter_optimizer -------------------------------------------------------
