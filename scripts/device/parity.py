@@ -597,6 +597,89 @@ def p060(c):
     return [("x", spectrum[:, :, c.r * hw:(c.r + 1) * hw, :].contiguous())]
 
 
+@problem(62)
+def p062(c):
+    c.seed()
+    az = 2 if c.W % 2 == 0 else 1
+    polar = c.W // az
+    nlat = round_up(128, polar)  # PKB's fixed grid (parity runs at M = N = 1024)
+    nlon = round_up(2 * nlat, az)
+    lat_l, lon_l = nlat // polar, nlon // az
+    f32 = torch.float32
+    x = c.randn(32, 8, lat_l, lon_l, dtype=f32)
+    weight = c.randn(8, 8, 3, dtype=f32)
+    bias = c.randn(8, dtype=f32)
+    nnz = 3 * nlat * 4
+    vals = c.randn(nnz, dtype=f32) * 0.05
+    p = c.r // az
+    rows = []
+    for k in range(3):
+        for o in range(nlat):
+            ell = (o - p * lat_l) % lat_l
+            for e in range(4):
+                rows.append((k, o, ell * nlon + (o + e * (k + 1)) % nlon))
+    idx = torch.tensor(rows, dtype=torch.int64, device=c.dev).t()
+    psi = torch.sparse_coo_tensor(idx, vals, (3, nlat, lat_l * nlon)).coalesce()
+    return [("x", x), ("psi_indices", psi.indices()), ("psi_values", psi.values()),
+            ("weight", weight), ("bias", bias)]
+
+
+@problem(63, service_sets=[f"P_{i}" for i in range(8)])
+def p063(c):
+    c.seed()
+    f64 = torch.float64
+    h, w, p = [], [], []
+    for _ in range(8):
+        h.append(c.randn(1024, 1, dtype=f64) * 0.01)
+        w.append(c.randn(1024, 1, dtype=f64))
+        p.append(torch.eye(1024, dtype=f64, device=c.dev))
+    err = torch.randn((), dtype=f64, device=c.dev)
+    return ([(f"H_{i}", h[i]) for i in range(8)] + [("error", err)] +
+            [(f"weights_{i}", w[i]) for i in range(8)] + [(f"P_{i}", p[i]) for i in range(8)])
+
+
+def exchange_dims(c):
+    p = max(64, min(c.M // c.W, 1024))
+    return p, max(8, min(c.N, 128)), p * c.W
+
+
+@problem(65)
+def p065(c):
+    c.seed()
+    _, hd, t = exchange_dims(c)
+    sd = max(1, t * 3 // 4)
+    feats = c.randn(sd, hd)
+    ids = torch.randint(0, sd, (t,), device=c.dev)
+    return [("local_features", feats), ("seed_inverse_ids", ids)]
+
+
+@problem(66)
+def p066(c):
+    c.seed()
+    _, hd, t = exchange_dims(c)
+    sd = max(1, t // 2)
+    grad = c.randn(t, hd, dtype=torch.float32)
+    ids = torch.randint(0, sd, (t,), device=c.dev)
+    return [("grad_output", grad), ("seed_inverse_ids", ids)]
+
+
+@problem(68)
+def p068(c):
+    # PKB's table is 111M rows (28 GB per rank at W = 2): parity runs at M = 256, where the
+    # service's documented rule below M = 1024 gives 512 M rows and 16 M queries.
+    c.seed()
+    small = c.M < 1024
+    ntot = round_up(max(512 * c.M if small else 111000000, c.M), c.W)
+    sh = ntot // c.W
+    e = 256 if c.N >= 256 else (128 if c.N >= 128 else c.N)
+    q = max(16 * c.M if small else 20000, min(c.M // c.W, 200000))
+    shard = c.randn(sh, e)
+    proj = c.randn(e, e)
+    i = torch.arange(q, dtype=torch.int64, device=c.dev)
+    ids = ((i + c.r) % c.W) * sh + (7 * i + c.r) % sh
+    return [("local_embedding_shard", shard), ("input_node_ids", ids), ("proj_matrix", proj)]
+
+
 @problem(69)
 def p069(c):
     c.seed()
@@ -629,6 +712,24 @@ def p076(c):
     weight = c.randn(cout, cl, 3, 3, 3)
     bias = torch.linspace(-0.1, 0.1, cout, dtype=c.dt, device=c.dev)
     return [("x", x), ("weight", weight), ("bias", bias)]
+
+
+@problem(81, service_sets=["low_res_masks_local", "obj_scores_local"])
+def p081(c):
+    c.seed()
+    counts = [1 + (i + c.t) % 3 for i in range(c.W)]
+    n = counts[c.r]
+    side = 256  # PKB's masks (parity runs at M = 1024)
+    masks = c.randn(n, side, side)
+    y = torch.arange(side, device=c.dev).view(1, side, 1)
+    x = torch.arange(side, device=c.dev).view(1, 1, side)
+    i = torch.arange(n, device=c.dev).view(n, 1, 1)
+    pat = ((y + x + i + c.r) % 5 == 0).to(c.dt)
+    masks = masks + 4 * pat - 1
+    scores = torch.linspace(-5, 5, n, dtype=c.dt, device=c.dev)
+    last = torch.arange(sum(counts), dtype=torch.int64, device=c.dev) % 5 - 1
+    return [("low_res_masks_local", masks), ("obj_scores_local", scores),
+            ("last_occluded", last)]
 
 
 @problem(85)
