@@ -7,14 +7,14 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "problems/hazards/hazards.h"
 
 namespace pkb::hazards {
 namespace {
 
-// Rank `rank`'s outputs as a candidate leaves them: every buffer at its declared capacity,
-// poisoned, with `outs[i]`'s rows written at the front, counts as given.
-std::vector<at::Tensor> AtCapacity(const Case& c, int rank, const std::vector<at::Tensor>& outs) {
+// Rank `rank`'s outputs as a candidate leaves them: every buffer at its
+// declared capacity, poisoned, with `outs[i]`'s rows written at the front,
+// counts as given.
+std::vector<at::Tensor> AtCapacity(const Case &c, int rank, const std::vector<at::Tensor> &outs) {
   std::vector<OutputDecl> decls = c.p->Outputs(c.cfg, rank);
   REQUIRE(decls.size() == outs.size());
   std::vector<at::Tensor> buf;
@@ -33,11 +33,11 @@ std::vector<at::Tensor> AtCapacity(const Case& c, int rank, const std::vector<at
 }
 
 // Whether every output of rank `rank` passes.
-bool PassesAll(const Case& c, int rank, const std::vector<at::Tensor>& outs) {
+bool PassesAll(const Case &c, int rank, const std::vector<at::Tensor> &outs) {
   auto checks = CompareOutputs(*c.p, c.cfg, c.p->Outputs(c.cfg, rank), AtCapacity(c, rank, outs),
                                c.truth[rank]);
   REQUIRE(checks.ok());
-  for (const auto& k : *checks) {
+  for (const auto &k : *checks) {
     if (!k.ok()) return false;
   }
   return true;
@@ -45,12 +45,13 @@ bool PassesAll(const Case& c, int rank, const std::vector<at::Tensor>& outs) {
 
 at::Tensor Count(int64_t n) { return at::scalar_tensor(n, at::kLong); }
 
-// --- 67_gnn_sparse_embedding_all2all ---------------------------------------------------------
+// --- 67_gnn_sparse_embedding_all2all
+// ---------------------------------------------------------
 
 // How many rows rank `dst` receives from each source.
-std::vector<int64_t> RowsFrom67(const Case& c, int dst) {
+std::vector<int64_t> RowsFrom67(const Case &c, int dst) {
   std::vector<int64_t> n;
-  for (const Inputs& in : c.all) {
+  for (const Inputs &in : c.all) {
     n.push_back(in[0].remainder(c.cfg.world).eq(dst).sum().item<int64_t>());
   }
   return n;
@@ -59,7 +60,7 @@ std::vector<int64_t> RowsFrom67(const Case& c, int dst) {
 TEST_CASE("p067 rows past the count are ignored; a wrong count fails", "[p067][ragged]") {
   Case c = Prepare(67, 64, 64, 4);
   for (int r = 0; r < 4; ++r) {
-    const auto& t = c.truth[r];
+    const auto &t = c.truth[r];
     const int64_t rows = t[2].item<int64_t>();
     CHECK(rows == t[0].size(0));
     CHECK(PassesAll(c, r, t));  // poison past row R
@@ -73,17 +74,19 @@ TEST_CASE("p067 rows past the count are ignored; a wrong count fails", "[p067][r
   }
 }
 
-TEST_CASE("p067 a source rank's rows missing fails, with or without the count adjusted",
-          "[p067][ragged]") {
+TEST_CASE(
+    "p067 a source rank's rows missing fails, with or without the count "
+    "adjusted",
+    "[p067][ragged]") {
   Case c = Prepare(67, 64, 64, 4);
   for (int r = 0; r < 4; ++r) {
-    const auto& t = c.truth[r];
+    const auto &t = c.truth[r];
     std::vector<int64_t> from = RowsFrom67(c, r);
     int64_t begin = 0;
     for (int s = 0; s < 4; ++s) {
       INFO("rank " << r << " source " << s);
       REQUIRE(from[s] > 0);
-      auto keep = [&](const at::Tensor& x) {
+      auto keep = [&](const at::Tensor &x) {
         return at::cat(
             {x.narrow(0, 0, begin), x.narrow(0, begin + from[s], x.size(0) - begin - from[s])});
       };
@@ -98,11 +101,13 @@ TEST_CASE("p067 a source rank's rows missing fails, with or without the count ad
   }
 }
 
-TEST_CASE("p067 rows out of source order fail: an unstable owner sort, or sorted indices",
-          "[p067][ragged]") {
+TEST_CASE(
+    "p067 rows out of source order fail: an unstable owner sort, or "
+    "sorted indices",
+    "[p067][ragged]") {
   Case c = Prepare(67, 64, 64, 4);
   for (int r = 0; r < 4; ++r) {
-    const auto& t = c.truth[r];
+    const auto &t = c.truth[r];
     // Source blocks in reverse order.
     std::vector<int64_t> from = RowsFrom67(c, r);
     std::vector<at::Tensor> idx_blocks, value_blocks;
@@ -112,7 +117,8 @@ TEST_CASE("p067 rows out of source order fail: an unstable owner sort, or sorted
       value_blocks.push_back(t[1].narrow(0, end, from[s]));
     }
     CHECK_FALSE(PassesAll(c, r, {at::cat(idx_blocks), at::cat(value_blocks), t[2]}));
-    // Every row kept with its index, but ordered by index (an unstable sort's typical output).
+    // Every row kept with its index, but ordered by index (an unstable sort's
+    // typical output).
     at::Tensor order = std::get<1>(t[0].sort());
     CHECK_FALSE(PassesAll(c, r, {t[0].index_select(0, order), t[1].index_select(0, order), t[2]}));
   }
@@ -120,12 +126,96 @@ TEST_CASE("p067 rows out of source order fail: an unstable owner sort, or sorted
 
 TEST_CASE("p067 the capacity W*nnz is reached when every index has one owner", "[p067][ragged]") {
   Case c = Prepare(67, 64, 64, 4);
-  for (auto& in : c.all) in.tensors[0] = in[0] - in[0].remainder(4);  // all owned by rank 0
+  for (auto &in : c.all) in.tensors[0] = in[0] - in[0].remainder(4);  // all owned by rank 0
   auto o = c.p->Oracle(c.all, c.cfg);
   REQUIRE(o.ok());
   CHECK((*o)[0][0].size(0) == c.p->Outputs(c.cfg, 0)[0].shape[0]);
   for (int r = 0; r < 4; ++r) CHECK(CheckAgainstDeclaration(c.p->Outputs(c.cfg, r), (*o)[r]).ok());
   CHECK((*o)[1][0].size(0) == 0);
+}
+
+// --- 70_torchrec_kjt_all2all
+// -----------------------------------------------------------------
+
+TEST_CASE(
+    "p070 the feature-major reorder is required where a rank owns two or "
+    "more features",
+    "[p070][ragged]") {
+  Case c = Prepare(70, 64, 64, 4);  // ks = 1, 2, 3, 1
+  const int64_t b = 512, w = 4;
+  const std::vector<int64_t> ks = {1, 2, 3, 1};
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    const auto &t = c.truth[r];
+    CHECK(PassesAll(c, r, t));
+    CHECK(t[0].size(0) == ks[r] * w * b);
+    // The exchange's own [source][feature][b] order, lengths and values alike.
+    at::Tensor lengths = t[0].view({ks[r], w, b}).transpose(0, 1).reshape({-1});
+    std::vector<int64_t> seg = [&] {
+      at::Tensor s = t[0].view({ks[r] * w, b}).sum(1);
+      return std::vector<int64_t>(s.data_ptr<int64_t>(), s.data_ptr<int64_t>() + s.numel());
+    }();
+    std::vector<int64_t> start{0};
+    for (int64_t n : seg) start.push_back(start.back() + n);
+    std::vector<at::Tensor> runs;
+    for (int64_t s = 0; s < w; ++s) {
+      for (int64_t f = 0; f < ks[r]; ++f) {
+        int64_t k = f * w + s;
+        runs.push_back(t[1].narrow(0, start[k], seg[k]));
+      }
+    }
+    at::Tensor values = at::cat(runs);
+    if (ks[r] == 1) {
+      CHECK(Same(lengths, t[0]));  // one feature: the reorder is the identity
+      CHECK(Same(values, t[1]));
+    } else {
+      CHECK_FALSE(PassesAll(c, r, {lengths, values, t[2], t[3], t[4]}));
+      CHECK_FALSE(PassesAll(c, r, {t[0], values, t[2], t[3], t[4]}));   // lengths only reordered
+      CHECK_FALSE(PassesAll(c, r, {lengths, t[1], t[2], t[3], t[4]}));  // values only
+    }
+  }
+}
+
+TEST_CASE("p070 a wrong value count or a source rank's segments missing fail", "[p070][ragged]") {
+  Case c = Prepare(70, 64, 64, 4);
+  const int64_t b = 512, w = 4;
+  const std::vector<int64_t> ks = {1, 2, 3, 1};
+  for (int r = 0; r < 4; ++r) {
+    const auto &t = c.truth[r];
+    const int64_t v = t[4].item<int64_t>();
+    CHECK_FALSE(PassesAll(c, r, {t[0], t[1].narrow(0, 0, v - 1), t[2], t[3], Count(v - 1)}));
+    CHECK_FALSE(PassesAll(c, r, {t[0], t[1], t[2], t[3], Count(v + 1)}));
+    // Source 2's segments dropped from the values (count adjusted), its lengths
+    // zeroed.
+    at::Tensor lengths = t[0].view({ks[r], w, b}).clone();
+    at::Tensor seg = t[0].view({ks[r] * w, b}).sum(1);
+    std::vector<at::Tensor> runs;
+    for (int64_t k = 0, pos = 0; k < ks[r] * w; ++k) {
+      const int64_t n = seg[k].item<int64_t>();
+      if (k % w != 2) runs.push_back(t[1].narrow(0, pos, n));
+      pos += n;
+    }
+    lengths.select(1, 2).zero_();
+    at::Tensor values = at::cat(runs);
+    CHECK_FALSE(PassesAll(c, r, {t[0], values, t[2], t[3], Count(values.size(0))}));
+    CHECK_FALSE(
+        PassesAll(c, r, {lengths.reshape({-1}), values, t[2], t[3], Count(values.size(0))}));
+  }
+}
+
+TEST_CASE("p070 the values capacity 20*ks[r]*W*B holds when every length is 20", "[p070][ragged]") {
+  Case c = Prepare(70, 64, 64, 4);
+  for (auto &in : c.all) {
+    in.tensors[0] = at::full_like(in[0], 20);
+    in.tensors[1] = at::randint(0, 1000000, {in[0].sum().item<int64_t>()}, in[1].options());
+  }
+  auto o = c.p->Oracle(c.all, c.cfg);
+  REQUIRE(o.ok());
+  for (int r = 0; r < 4; ++r) {
+    auto decls = c.p->Outputs(c.cfg, r);
+    CHECK((*o)[r][1].size(0) == decls[1].shape[0]);
+    CHECK(CheckAgainstDeclaration(decls, (*o)[r]).ok());
+  }
 }
 
 }  // namespace
