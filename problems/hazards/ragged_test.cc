@@ -218,5 +218,96 @@ TEST_CASE("p070 the values capacity 20*ks[r]*W*B holds when every length is 20",
   }
 }
 
+// --- 64_gnn_neighbor_sampling
+// ----------------------------------------------------------------
+
+// The catalog's closed form of set 0 without wrap-around (W*S + 15 <= Nn), base
+// a = r*S.
+std::vector<at::Tensor> ClosedForm64(int64_t r, int64_t s) {
+  auto longs = at::TensorOptions().dtype(at::kLong);
+  const int64_t a = r * s;
+  std::vector<int64_t> row, col, edge;
+  for (int64_t i = 0; i < s; ++i) {
+    for (int64_t j = 0; j < 10; ++j) {
+      row.push_back(i + 1 + j);
+      col.push_back(i);
+      edge.push_back(16 * (a + i) + j);
+    }
+  }
+  for (int64_t i = 0; i < 10; ++i) {
+    for (int64_t j = 0; j < 5; ++j) {
+      row.push_back(s + i + 1 + j);
+      col.push_back(s + i);
+      edge.push_back(16 * (a + s + i) + j);
+    }
+  }
+  return {at::arange(a, a + s + 15, longs), at::tensor(row, longs), at::tensor(col, longs),
+          at::tensor(edge, longs),          Count(s + 15),          Count(10 * s + 50)};
+}
+
+TEST_CASE("p064 the oracle agrees with the closed form of PKB's inputs (set 0)", "[p064][ragged]") {
+  for (int w : {1, 2, 4, 8}) {
+    Case c = Prepare(64, 64, 64, w);  // Nn = 10000, S = 512: no wrap-around
+    for (int r = 0; r < w; ++r) {
+      INFO("W " << w << " rank " << r);
+      auto want = ClosedForm64(r, 512);
+      for (size_t i = 0; i < want.size(); ++i) CHECK(Same(c.truth[r][i], want[i]));
+      CHECK(PassesAll(c, r, want));
+    }
+  }
+}
+
+TEST_CASE(
+    "p064 the stronger sets defeat the closed form and exercise short "
+    "and empty degrees",
+    "[p064][ragged]") {
+  for (int set : {1, 2}) {
+    Case c = Prepare(64, 64, 64, 4, set);
+    for (int r = 0; r < 4; ++r) {
+      INFO("set " << set << " rank " << r);
+      CHECK_FALSE(PassesAll(c, r, ClosedForm64(r, 512)));
+      CHECK(CheckAgainstDeclaration(c.p->Outputs(c.cfg, r), c.truth[r]).ok());
+    }
+    at::Tensor degree = c.all[0][1].diff();
+    CHECK(degree.eq(0).any().item<bool>());
+    CHECK(degree.lt(10).logical_and(degree.gt(0)).any().item<bool>());
+    // Owners are not v mod W, so a candidate that ignores node_to_rank is
+    // caught.
+    CHECK_FALSE(c.all[0][3].equal(at::arange(c.all[0][3].numel(), at::kLong).remainder(4)));
+  }
+}
+
+TEST_CASE(
+    "p064 a wrong count, one owner's replies missing, or U in sorted "
+    "order fail",
+    "[p064][ragged]") {
+  Case c = Prepare(64, 64, 64, 4, 1);
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    const auto &t = c.truth[r];
+    const int64_t nu = t[4].item<int64_t>(), ne = t[5].item<int64_t>();
+    CHECK(PassesAll(c, r, t));
+    CHECK_FALSE(PassesAll(c, r, {t[0], t[1], t[2], t[3], t[4], Count(ne - 1)}));
+    CHECK_FALSE(
+        PassesAll(c, r, {t[0].narrow(0, 0, nu - 1), t[1], t[2], t[3], Count(nu - 1), t[5]}));
+    // Edges sampled by owner 1 dropped (their sampling node, col, is owned by
+    // rank 1).
+    at::Tensor owner = c.all[r][3].index_select(0, t[0].index_select(0, t[2]));
+    at::Tensor keep = owner.ne(1).nonzero().reshape({-1});
+    REQUIRE(keep.numel() < ne);
+    CHECK_FALSE(PassesAll(c, r,
+                          {t[0], t[1].index_select(0, keep), t[2].index_select(0, keep),
+                           t[3].index_select(0, keep), t[4], Count(keep.numel())}));
+    // U sorted (np.unique without return_index), row and col relabelled to
+    // match.
+    at::Tensor sorted = std::get<0>(t[0].sort());
+    at::Tensor rank_of = at::empty_like(t[0]);
+    rank_of.index_put_({std::get<1>(t[0].sort())}, at::arange(nu, at::kLong));
+    CHECK_FALSE(PassesAll(
+        c, r,
+        {sorted, rank_of.index_select(0, t[1]), rank_of.index_select(0, t[2]), t[3], t[4], t[5]}));
+  }
+}
+
 }  // namespace
 }  // namespace pkb::hazards
