@@ -68,7 +68,7 @@ TEST_CASE("p085 set 3 empties the odd shards and the output shapes follow every 
   CheckMetaDraw(85, 64, 64, 4, 3);
 }
 
-TEST_CASE("p085 bf16 duplicates leave no freedom: exact; local, descending or unbalanced fails",
+TEST_CASE("p085 bf16 duplicates leave no freedom (exact): local, descending or unbalanced fails",
           "[p085]") {
   const int w = 8;
   Case c = Prepare(85, 1024, 64, w, 0);
@@ -193,7 +193,7 @@ std::pair<at::Tensor, at::Tensor> GatheredIou(const Case& c) {
   return {iou, g};
 }
 
-TEST_CASE("p081 set 0 (PKB's) suppresses nothing; sets 1 and 2 do, and never suppressing fails",
+TEST_CASE("p081 set 0 (PKB's) suppresses nothing, sets 1 and 2 do, and never suppressing fails",
           "[p081]") {
   const int w = 8;
   // M = 1024: PKB's 256 x 256 masks; M = 64: the CPU check's 16 x 16.
@@ -233,7 +233,7 @@ TEST_CASE("p081 set 0 (PKB's) suppresses nothing; sets 1 and 2 do, and never sup
   }
 }
 
-TEST_CASE("p081 object counts follow the set; inputs draw on the meta device", "[p081]") {
+TEST_CASE("p081 object counts follow the set and inputs draw on the meta device", "[p081]") {
   Case c = Prepare(81, 64, 64, 8, 3);  // set 3: counts as set 0 (period 3)
   CHECK(c.truth[0][0].size(0) == 15);
   Case d = Prepare(81, 64, 64, 4, 1);  // counts [2, 3, 1, 2]
@@ -314,7 +314,7 @@ bool Pkb(const Case&, int, const at::Tensor& got, const at::Tensor& want) {
   return PassesPkb(got, want);
 }
 
-TEST_CASE("p063 fp64 tolerance: reordered fp64 passes; no update, no all-reduce, fp32 fail",
+TEST_CASE("p063 fp64 tolerance: reordered fp64 passes, no update, no all-reduce, fp32 fail",
           "[p063]") {
   for (int w : {1, 4}) {
     for (int set : {0, 1}) {
@@ -352,7 +352,7 @@ TEST_CASE("p063 fp64 tolerance: reordered fp64 passes; no update, no all-reduce,
   }
 }
 
-TEST_CASE("p063 the default block is PKB's 1024; M below 1024 shrinks it; meta draw works",
+TEST_CASE("p063 the default block is PKB's 1024, M below 1024 shrinks it, meta draw works",
           "[p063]") {
   auto p = FindProblem(63);
   REQUIRE(p.ok());
