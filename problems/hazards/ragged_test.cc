@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "problems/hazards/hazards.h"
 
 namespace pkb::hazards {
 namespace {
@@ -14,7 +15,7 @@ namespace {
 // Rank `rank`'s outputs as a candidate leaves them: every buffer at its
 // declared capacity, poisoned, with `outs[i]`'s rows written at the front,
 // counts as given.
-std::vector<at::Tensor> AtCapacity(const Case &c, int rank, const std::vector<at::Tensor> &outs) {
+std::vector<at::Tensor> AtCapacity(const Case& c, int rank, const std::vector<at::Tensor>& outs) {
   std::vector<OutputDecl> decls = c.p->Outputs(c.cfg, rank);
   REQUIRE(decls.size() == outs.size());
   std::vector<at::Tensor> buf;
@@ -33,11 +34,11 @@ std::vector<at::Tensor> AtCapacity(const Case &c, int rank, const std::vector<at
 }
 
 // Whether every output of rank `rank` passes.
-bool PassesAll(const Case &c, int rank, const std::vector<at::Tensor> &outs) {
+bool PassesAll(const Case& c, int rank, const std::vector<at::Tensor>& outs) {
   auto checks = CompareOutputs(*c.p, c.cfg, c.p->Outputs(c.cfg, rank), AtCapacity(c, rank, outs),
                                c.truth[rank]);
   REQUIRE(checks.ok());
-  for (const auto &k : *checks) {
+  for (const auto& k : *checks) {
     if (!k.ok()) return false;
   }
   return true;
@@ -49,9 +50,9 @@ at::Tensor Count(int64_t n) { return at::scalar_tensor(n, at::kLong); }
 // ---------------------------------------------------------
 
 // How many rows rank `dst` receives from each source.
-std::vector<int64_t> RowsFrom67(const Case &c, int dst) {
+std::vector<int64_t> RowsFrom67(const Case& c, int dst) {
   std::vector<int64_t> n;
-  for (const Inputs &in : c.all) {
+  for (const Inputs& in : c.all) {
     n.push_back(in[0].remainder(c.cfg.world).eq(dst).sum().item<int64_t>());
   }
   return n;
@@ -60,7 +61,7 @@ std::vector<int64_t> RowsFrom67(const Case &c, int dst) {
 TEST_CASE("p067 rows past the count are ignored; a wrong count fails", "[p067][ragged]") {
   Case c = Prepare(67, 64, 64, 4);
   for (int r = 0; r < 4; ++r) {
-    const auto &t = c.truth[r];
+    const auto& t = c.truth[r];
     const int64_t rows = t[2].item<int64_t>();
     CHECK(rows == t[0].size(0));
     CHECK(PassesAll(c, r, t));  // poison past row R
@@ -80,13 +81,13 @@ TEST_CASE(
     "[p067][ragged]") {
   Case c = Prepare(67, 64, 64, 4);
   for (int r = 0; r < 4; ++r) {
-    const auto &t = c.truth[r];
+    const auto& t = c.truth[r];
     std::vector<int64_t> from = RowsFrom67(c, r);
     int64_t begin = 0;
     for (int s = 0; s < 4; ++s) {
       INFO("rank " << r << " source " << s);
       REQUIRE(from[s] > 0);
-      auto keep = [&](const at::Tensor &x) {
+      auto keep = [&](const at::Tensor& x) {
         return at::cat(
             {x.narrow(0, 0, begin), x.narrow(0, begin + from[s], x.size(0) - begin - from[s])});
       };
@@ -107,7 +108,7 @@ TEST_CASE(
     "[p067][ragged]") {
   Case c = Prepare(67, 64, 64, 4);
   for (int r = 0; r < 4; ++r) {
-    const auto &t = c.truth[r];
+    const auto& t = c.truth[r];
     // Source blocks in reverse order.
     std::vector<int64_t> from = RowsFrom67(c, r);
     std::vector<at::Tensor> idx_blocks, value_blocks;
@@ -126,7 +127,7 @@ TEST_CASE(
 
 TEST_CASE("p067 the capacity W*nnz is reached when every index has one owner", "[p067][ragged]") {
   Case c = Prepare(67, 64, 64, 4);
-  for (auto &in : c.all) in.tensors[0] = in[0] - in[0].remainder(4);  // all owned by rank 0
+  for (auto& in : c.all) in.tensors[0] = in[0] - in[0].remainder(4);  // all owned by rank 0
   auto o = c.p->Oracle(c.all, c.cfg);
   REQUIRE(o.ok());
   CHECK((*o)[0][0].size(0) == c.p->Outputs(c.cfg, 0)[0].shape[0]);
@@ -146,7 +147,7 @@ TEST_CASE(
   const std::vector<int64_t> ks = {1, 2, 3, 1};
   for (int r = 0; r < 4; ++r) {
     INFO("rank " << r);
-    const auto &t = c.truth[r];
+    const auto& t = c.truth[r];
     CHECK(PassesAll(c, r, t));
     CHECK(t[0].size(0) == ks[r] * w * b);
     // The exchange's own [source][feature][b] order, lengths and values alike.
@@ -181,7 +182,7 @@ TEST_CASE("p070 a wrong value count or a source rank's segments missing fail", "
   const int64_t b = 512, w = 4;
   const std::vector<int64_t> ks = {1, 2, 3, 1};
   for (int r = 0; r < 4; ++r) {
-    const auto &t = c.truth[r];
+    const auto& t = c.truth[r];
     const int64_t v = t[4].item<int64_t>();
     CHECK_FALSE(PassesAll(c, r, {t[0], t[1].narrow(0, 0, v - 1), t[2], t[3], Count(v - 1)}));
     CHECK_FALSE(PassesAll(c, r, {t[0], t[1], t[2], t[3], Count(v + 1)}));
@@ -205,7 +206,7 @@ TEST_CASE("p070 a wrong value count or a source rank's segments missing fail", "
 
 TEST_CASE("p070 the values capacity 20*ks[r]*W*B holds when every length is 20", "[p070][ragged]") {
   Case c = Prepare(70, 64, 64, 4);
-  for (auto &in : c.all) {
+  for (auto& in : c.all) {
     in.tensors[0] = at::full_like(in[0], 20);
     in.tensors[1] = at::randint(0, 1000000, {in[0].sum().item<int64_t>()}, in[1].options());
   }
@@ -284,7 +285,7 @@ TEST_CASE(
   Case c = Prepare(64, 64, 64, 4, 1);
   for (int r = 0; r < 4; ++r) {
     INFO("rank " << r);
-    const auto &t = c.truth[r];
+    const auto& t = c.truth[r];
     const int64_t nu = t[4].item<int64_t>(), ne = t[5].item<int64_t>();
     CHECK(PassesAll(c, r, t));
     CHECK_FALSE(PassesAll(c, r, {t[0], t[1], t[2], t[3], t[4], Count(ne - 1)}));
