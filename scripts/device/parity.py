@@ -643,6 +643,18 @@ def exchange_dims(c):
     return p, max(8, min(c.N, 128)), p * c.W
 
 
+@problem(64, service_sets=["seed_nodes", "colptr", "row", "node_to_rank"])
+def p064(c):
+    # No RNG in PKB's inputs (the shared seed is set but unused).
+    nodes = round_up(max(10000, min(c.M, 100000)), c.W)
+    s = max(512, min(c.N // c.W, 2048))
+    ar = torch.arange(nodes, dtype=torch.int64, device=c.dev)
+    row = ((ar.unsqueeze(1) + torch.arange(1, 17, device=c.dev)) % nodes).reshape(-1)
+    seeds = (c.r * s + torch.arange(s, dtype=torch.int64, device=c.dev)) % nodes
+    colptr = torch.arange(nodes + 1, dtype=torch.int64, device=c.dev) * 16
+    return [("seed_nodes", seeds), ("colptr", colptr), ("row", row), ("node_to_rank", ar % c.W)]
+
+
 @problem(65)
 def p065(c):
     c.seed()
@@ -661,6 +673,16 @@ def p066(c):
     grad = c.randn(t, hd, dtype=torch.float32)
     ids = torch.randint(0, sd, (t,), device=c.dev)
     return [("grad_output", grad), ("seed_inverse_ids", ids)]
+
+
+@problem(67)
+def p067(c):
+    c.seed()
+    nodes = round_up(max(100000, c.M), c.W)
+    nnz = max(1024, min(c.M // c.W, 50000))
+    hd = max(8, min(c.N, 128))
+    idx = torch.randint(0, nodes, (nnz,), device=c.dev)
+    return [("idx", idx), ("value", c.randn(nnz, hd))]
 
 
 @problem(68)
@@ -688,10 +710,32 @@ def p069(c):
     return [("local_pos_scores", c.randn(p)), ("local_neg_scores", c.randn(p, nn))]
 
 
+@problem(70)
+def p070(c):
+    c.seed()
+    ks = [1 + d % 3 for d in range(c.W)]
+    b = max(512, min(c.M // c.W, 1024))
+    lengths = torch.randint(5, 21, (sum(ks), b), device=c.dev).reshape(-1)
+    values = torch.randint(0, 1000000, (int(lengths.sum().item()),), device=c.dev)
+    return [("lengths", lengths), ("values", values)]
+
+
 @problem(71)
 def p071(c):
     c.seed()
     return [("x", c.randn(1, 1024, 2048)), ("weight", c.randn(1024, 1, 7))]
+
+
+@problem(72, service_sets=["h", "conv_bias"])
+def p072(c):
+    c.seed()
+    ch, chunk = 1024, 1024  # PKB's fixed sizes (parity runs at M = N = 1024)
+    filt = 4 * chunk
+    xs = [(name, c.randn(1, ch, 2 * chunk)) for name in ("x1", "x2", "v")]
+    bf16 = torch.bfloat16
+    h = (torch.arange(ch * filt, dtype=bf16, device=c.dev).reshape(ch, filt) / filt).to(c.dt)
+    bias = (torch.arange(ch, dtype=bf16, device=c.dev) / ch).to(c.dt)
+    return xs + [("h", h), ("conv_bias", bias)]
 
 
 @problem(73)
