@@ -1,4 +1,5 @@
-// Hazard tests of the video and vision problems: DINOv2's distributed k-NN (79) (see hazards.h).
+// Hazard tests of the video and vision problems: MAGI-1's tile-parallel VAE decode (78) and
+// DINOv2's distributed k-NN (79) (see hazards.h).
 #include <cmath>
 #include <vector>
 
@@ -27,6 +28,110 @@ std::vector<std::vector<int64_t>> MetaShapes(int id, const RunConfig& base, int 
   std::vector<std::vector<int64_t>> shapes;
   for (const auto& t : in.tensors) shapes.push_back(t.sizes().vec());
   return shapes;
+}
+
+// --- 78_magi1_tile_parallel_vae_decode ---------------------------------------------------------
+
+// The catalog's ownership list: tiles by element count, descending and stable.
+const std::vector<int64_t> kSorted78 = {0,  1,  2,  4,  5,  6,  8,  9,  10, 16, 17,
+                                        18, 20, 21, 22, 24, 25, 26, 3,  7,  11, 12,
+                                        13, 14, 19, 23, 27, 28, 29, 30, 15, 31};
+
+enum class Var78 { kPkb, kFp32Blend, kNoBlend, kBlendedPrev, kReversed, kAlignCorners, kRank0Z };
+
+// The video at the test geometry (M = 64, N = 256: z (1, 3, 6, 22, 22), tiles 8 x 8 latent,
+// stride 6, blend 16, keep 48), computed independently of the problem file.
+at::Tensor Video78(const Case& c, Var78 v) {
+  const int64_t tile = 8, stride = 6, side = 22, blend = 16, keep = 48;
+  std::vector<at::Tensor> dec(32), out(32);
+  for (size_t i = 0; i < kSorted78.size(); ++i) {
+    const int64_t k = kSorted78[i], t = k / 16, h = k / 4 % 4, w = k % 4;
+    const at::Tensor& z = c.all[v == Var78::kRank0Z ? 0 : i % c.cfg.world][0];
+    at::Tensor lat = z.narrow(2, 3 * t, 3)
+                         .narrow(3, h * stride, std::min(tile, side - h * stride))
+                         .narrow(4, w * stride, std::min(tile, side - w * stride));
+    at::Tensor up = at::upsample_trilinear3d(
+        lat.to(at::kFloat), c10::nullopt, v == Var78::kAlignCorners, std::vector<double>{4, 8, 8});
+    dec[k] = up.narrow(1, 0, 3).to(at::kBFloat16);
+  }
+  auto blend_into = [&](const at::Tensor& prev, at::Tensor& cur, int64_t dim) {
+    for (int64_t i = 0; i < blend; ++i) {
+      double r = double(i) / blend;
+      if (v == Var78::kReversed) r = 1 - r;
+      at::Tensor p = prev.select(dim, prev.size(dim) - blend + i), x = cur.select(dim, i);
+      if (v == Var78::kFp32Blend) {
+        cur.select(dim, i).copy_(p.to(at::kFloat) * (1 - r) + x.to(at::kFloat) * r);
+      } else {
+        cur.select(dim, i).copy_(p * (1 - r) + x * r);
+      }
+    }
+  };
+  for (int64_t k = 0; k < 32; ++k) {
+    const int64_t h = k / 4 % 4, w = k % 4;
+    const bool blended = v == Var78::kBlendedPrev;
+    at::Tensor cur = dec[k].clone();
+    if (v != Var78::kNoBlend) {
+      if (h > 0) blend_into(blended ? out[k - 4] : dec[k - 4], cur, 3);
+      if (w > 0) blend_into(blended ? out[k - 1] : dec[k - 1], cur, 4);
+    }
+    out[k] = cur;
+  }
+  std::vector<at::Tensor> frames;
+  for (int64_t t = 0; t < 2; ++t) {
+    std::vector<at::Tensor> rows;
+    for (int64_t h = 0; h < 4; ++h) {
+      std::vector<at::Tensor> row;
+      for (int64_t w = 0; w < 4; ++w) {
+        at::Tensor x = out[16 * t + 4 * h + w];
+        row.push_back(
+            x.narrow(3, 0, std::min(keep, x.size(3))).narrow(4, 0, std::min(keep, x.size(4))));
+      }
+      rows.push_back(at::cat(row, 4));
+    }
+    frames.push_back(at::cat(rows, 3));
+  }
+  return at::cat(frames, 2);
+}
+
+TEST_CASE("p078 PKB's shapes at the default run; W up to the 32 tiles", "[p078]") {
+  using S = std::vector<std::vector<int64_t>>;
+  CHECK(MetaShapes(78, Config(1024, 1024, 8), 3) == S{{1, 16, 6, 90, 90}});
+  CHECK((*FindProblem(78))->Outputs(Config(1024, 1024, 8), 3)[0].shape ==
+        std::vector<int64_t>({1, 3, 24, 720, 720}));
+  for (int w : {1, 2, 3, 5, 7, 8, 32}) CHECK(Runnable(78, w));
+  CHECK_FALSE(Runnable(78, 33));
+}
+
+TEST_CASE("p078 tile k comes from its owner's z: the catalog's round-robin list", "[p078]") {
+  for (int w : {3, 8}) {
+    Case c = Prepare(78, 64, 256, w);
+    // z of rank r = r + 1 everywhere: a tile's unblended interior is its owner + 1.
+    for (int r = 0; r < w; ++r) c.all[r].tensors[0] = at::full_like(c.all[r][0], r + 1);
+    at::Tensor video = (*c.p->Oracle(c.all, c.cfg))[0][0];
+    for (size_t i = 0; i < kSorted78.size(); ++i) {
+      const int64_t k = kSorted78[i], t = k / 16, h = k / 4 % 4, wi = k % 4;
+      INFO("W = " << w << ", tile " << k);
+      // Pixel (20, 20) of the tile's kept 48 x 48 lies past the 16 blended rows and columns.
+      CHECK(video[0][0][12 * t][48 * h + 20][48 * wi + 20].item<double>() == double(i % w + 1));
+    }
+  }
+}
+
+TEST_CASE(
+    "p078 an fp32 blend passes; no blend, blended neighbours, reversed weights, "
+    "align_corners and one shared z fail",
+    "[p078]") {
+  for (int w : {2, 8}) {
+    Case c = Prepare(78, 64, 256, w);
+    const at::Tensor& want = c.truth[0][0];
+    INFO("W = " << w);
+    CHECK(Same(Video78(c, Var78::kPkb), want));
+    CHECK(Passes(c, 0, Video78(c, Var78::kFp32Blend), want));
+    for (Var78 v : {Var78::kNoBlend, Var78::kBlendedPrev, Var78::kReversed, Var78::kAlignCorners}) {
+      CHECK_FALSE(Passes(c, 0, Video78(c, v), want));
+    }
+    if (w > 1) CHECK_FALSE(Passes(c, 0, Video78(c, Var78::kRank0Z), want));
+  }
 }
 
 // --- 79_dinov2_distributed_knn -----------------------------------------------------------------
