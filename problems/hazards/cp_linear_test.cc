@@ -1,9 +1,10 @@
 // Hazard tests of the context-parallel long-sequence operators: the Hyena long FFT convolution
-// (72), whose outputs depend on every earlier position of the sequence held by other ranks (see
-// hazards.h).
+// (72) and the FLA delta-rule recurrence (74), whose outputs depend on every earlier
+// position of the sequence held by other ranks (see hazards.h).
 #include <algorithm>
 #include <cmath>
 
+#include "problems/cp/delta_rule.h"
 #include "problems/hazards/hazards.h"
 
 namespace pkb::hazards {
@@ -211,6 +212,152 @@ TEST_CASE("p072 missing earlier chunks, wrong layout or boundary, shifted filter
             AllRanksPass(c, g, all, Finish72(g, all, CircConv(u, g.h, n, n, at::kFloat), false)));
       }
     }
+  }
+}
+
+// --- 74: the delta rule across CP ranks ---------------------------------------------------
+
+// A head-major delta-rule problem: q, k (H, T, K), v (H, T, V), decay (H, T, K or 1), beta (H, T).
+struct DeltaInputs {
+  at::Tensor q, k, v, decay, beta;
+};
+
+// The recurrence run chunk by chunk (one chunk per CP rank, `chunk` positions each), carrying
+// the state from one chunk to the next, or restarting from zero (`carry` false: the mistake).
+// Returns (1, T, H, V) in `dtype`.
+at::Tensor Chunked(const DeltaInputs& d, int64_t chunk, bool carry, at::ScalarType dtype) {
+  const int64_t t_len = d.q.size(1);
+  at::Tensor state = at::zeros({d.q.size(0), d.q.size(2), d.v.size(2)}, d.v.options());
+  std::vector<at::Tensor> parts;
+  for (int64_t s = 0; s < t_len; s += chunk) {
+    if (!carry) state.zero_();
+    auto piece = [&](const at::Tensor& x) { return x.narrow(1, s, chunk); };
+    parts.push_back(DeltaRuleRecurrence(piece(d.q), piece(d.k), piece(d.v), piece(d.decay),
+                                        piece(d.beta), state));
+  }
+  return at::cat(parts, 1).unsqueeze(0).permute({0, 2, 1, 3}).to(dtype).contiguous();
+}
+
+at::Tensor HeadsFirst(const at::Tensor& x) {
+  return x.permute({0, 2, 1, 3}).squeeze(0).contiguous();
+}
+
+// The tensors of inputs `k` of `ranks`, concatenated along the sequence (dim 1).
+at::Tensor SeqOf(const Case& c, const std::vector<int>& ranks, int k) {
+  std::vector<at::Tensor> parts;
+  for (int r : ranks) parts.push_back(c.all[r][k]);
+  return at::cat(parts, 1);
+}
+
+// --- 74_fla_kimi_delta_attention_cp_tp ---------------------------------------------------------
+
+// The CP group of `t` (t = 0, 1 with TP; the whole world otherwise), in cp-rank order.
+std::vector<int> CpGroup74(int w, int t) {
+  std::vector<int> g;
+  const bool tp = w >= 4 && w % 2 == 0;
+  for (int r = tp ? t : 0; r < w; r += tp ? 2 : 1) g.push_back(r);
+  return g;
+}
+
+DeltaInputs Prep74(const Case& c, const std::vector<int>& ranks, at::ScalarType ct) {
+  at::Tensor q = SeqOf(c, ranks, 0).to(ct), k = SeqOf(c, ranks, 1).to(ct);
+  at::Tensor g = SeqOf(c, ranks, 3).to(ct);
+  const int64_t heads = q.size(2), key = q.size(3);
+  const Inputs& first = c.all[ranks[0]];
+  at::Tensor a_scale = first[5].to(ct).exp().view({1, 1, heads, 1});
+  at::Tensor decay =
+      at::exp(at::sigmoid(a_scale * (g + first[6].to(ct).reshape({heads, key}))) * -5.0);
+  DeltaInputs d;
+  d.q = HeadsFirst(L2Normalize(q, 1e-12) * std::pow(static_cast<double>(key), -0.5));
+  d.k = HeadsFirst(L2Normalize(k, 1e-12));
+  d.v = HeadsFirst(SeqOf(c, ranks, 2).to(ct));
+  d.decay = HeadsFirst(decay);
+  d.beta = SeqOf(c, ranks, 4).to(ct).sigmoid().squeeze(0).t().contiguous();
+  return d;
+}
+
+// Rank r's rows of a (1, T, H, V) group output.
+at::Tensor Rows74(const at::Tensor& o, int cp_rank) { return o.narrow(1, 64 * cp_rank, 64); }
+
+TEST_CASE("p074 groups: TP pairs and strided CP groups for even W >= 4, else CP = WORLD",
+          "[p074]") {
+  auto p = FindProblem(74);
+  REQUIRE(p.ok());
+  RunConfig cfg;
+  cfg.world = 8;
+  auto groups = (*p)->Groups(cfg);
+  REQUIRE(groups.size() == 2);
+  CHECK(groups[0].name == "tp");
+  CHECK(groups[0].partition == std::vector<std::vector<int>>{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(groups[1].name == "cp");
+  CHECK(groups[1].partition == std::vector<std::vector<int>>{{0, 2, 4, 6}, {1, 3, 5, 7}});
+  cfg.world = 6;
+  CHECK((*p)->Groups(cfg)[1].partition == std::vector<std::vector<int>>{{0, 2, 4}, {1, 3, 5}});
+  for (int w : {1, 2, 3, 5, 7}) {
+    cfg.world = w;
+    CHECK((*p)->Groups(cfg).empty());
+    CHECK(Runnable(74, w));
+  }
+  cfg.world = 8;
+  cfg.device = at::Device(at::kMeta);
+  Inputs meta = (*p)->MakeInputs(cfg, 3, 0);
+  CHECK(meta[0].sizes() == at::IntArrayRef({1, 64, 16, 128}));
+  CHECK(meta[6].sizes() == at::IntArrayRef({2048}));
+  CHECK((*p)->Outputs(cfg, 3)[0].shape == std::vector<int64_t>({1, 64, 16, 128}));
+}
+
+// At PKB's K = 128 (V shrunk to 8): the state carried along each CP group, an fp64 recurrence,
+// and (with TP) the pair summed in fp32 and rounded once pass; dropping the carried state fails
+// (PKB's 1e-2 accepts it), and so do contiguous CP groups and a missing TP sum.
+TEST_CASE("p074 carried state and a fused TP sum pass; dropped state, wrong groups fail",
+          "[p074]") {
+  for (int w : {2, 8}) {
+    INFO("W = " << w);
+    Case c = Prepare(74, 1024, 64, w);
+    const bool tp = w >= 4;
+    const int cp = tp ? w / 2 : w;
+    std::vector<at::Tensor> fp32, fp64, dropped;
+    for (int t = 0; t < (tp ? 2 : 1); ++t) {
+      DeltaInputs d = Prep74(c, CpGroup74(w, t), at::kFloat);
+      fp32.push_back(Chunked(d, 64, true, at::kFloat));
+      fp64.push_back(Chunked(Prep74(c, CpGroup74(w, t), at::kDouble), 64, true, at::kFloat));
+      dropped.push_back(Chunked(d, 64, false, at::kFloat));
+    }
+    auto each_rank = [&](auto&& rows) {
+      bool ok = true, pkb = true;
+      for (int r = 0; r < w; ++r) {
+        at::Tensor got = rows(r, tp ? r / 2 : r);
+        ok = ok && Passes(c, 0, got, c.truth[r][0]);
+        pkb = pkb && PassesPkb(got, c.truth[r][0]);
+      }
+      return std::make_pair(ok, pkb);
+    };
+    // PKB's order: each group rounded to bf16, then summed in bf16.
+    auto pkb_sum = [&](const std::vector<at::Tensor>& o) {
+      return [&, o](int r, int cr) {
+        at::Tensor s = o[0].to(at::kBFloat16);
+        if (tp) s = s + o[1].to(at::kBFloat16);
+        return Rows74(s, cr);
+      };
+    };
+    CHECK(each_rank(pkb_sum(fp32)).first);
+    CHECK(each_rank(pkb_sum(fp64)).first);
+    if (tp) {
+      auto fused = [&](int r, int cr) { return Rows74((fp32[0] + fp32[1]).to(at::kBFloat16), cr); };
+      CHECK(each_rank(fused).first);
+      auto no_sum = [&](int r, int cr) { return Rows74(fp32[r % 2].to(at::kBFloat16), cr); };
+      CHECK_FALSE(each_rank(no_sum).first);
+      // Contiguous CP groups {0..cp-1}, {cp..W-1}: the wrong layout.
+      std::vector<int> lo, hi;
+      for (int r = 0; r < cp; ++r) lo.push_back(r), hi.push_back(cp + r);
+      at::Tensor wrong = (Chunked(Prep74(c, lo, at::kFloat), 64, true, at::kFloat) +
+                          Chunked(Prep74(c, hi, at::kFloat), 64, true, at::kFloat))
+                             .to(at::kBFloat16);
+      CHECK_FALSE(each_rank([&](int r, int cr) { return Rows74(wrong, r % cp); }).first);
+    }
+    auto drop = each_rank(pkb_sum(dropped));
+    CHECK_FALSE(drop.first);
+    CHECK(drop.second);
   }
 }
 
