@@ -58,7 +58,7 @@ std::vector<int64_t> RowsFrom67(const Case& c, int dst) {
   return n;
 }
 
-TEST_CASE("p067 rows past the count are ignored; a wrong count fails", "[p067][ragged]") {
+TEST_CASE("p067 rows past the count are ignored, a wrong count fails", "[p067][ragged]") {
   Case c = Prepare(67, 64, 64, 4);
   for (int r = 0; r < 4; ++r) {
     const auto& t = c.truth[r];
@@ -307,6 +307,95 @@ TEST_CASE(
     CHECK_FALSE(PassesAll(
         c, r,
         {sorted, rank_of.index_select(0, t[1]), rank_of.index_select(0, t[2]), t[3], t[4], t[5]}));
+  }
+}
+
+// --- 61_gsplat_3d_gaussian_splatting
+// ---------------------------------------------------------
+
+// Every rank's floating inputs in `t`: the oracle then computes as a candidate
+// in fp32 would.
+std::vector<std::vector<at::Tensor>> InPrecision(const Case& c, at::ScalarType t) {
+  std::vector<Inputs> all = c.all;
+  for (auto& in : all) {
+    for (auto& x : in.tensors) {
+      if (x.is_floating_point()) x = x.to(t);
+    }
+  }
+  auto o = c.p->Oracle(all, c.cfg);
+  REQUIRE(o.ok());
+  for (auto& outs : *o) {
+    for (auto& x : outs) {
+      if (x.is_floating_point()) x = x.to(at::kBFloat16);
+    }
+  }
+  return *o;
+}
+
+TEST_CASE("p061 fp32 and fp64 implementations pass and see the same visible pairs",
+          "[p061][ragged]") {
+  for (auto shape : {std::pair<int64_t, int64_t>{64, 64}, {1024, 1024}}) {
+    for (int set : {0, 1, 2, 3}) {
+      Case c = Prepare(61, shape.first, shape.second, 8, set);
+      const int64_t n = c.all[0][0].size(0);
+      for (auto t : {at::kFloat, at::kDouble}) {
+        auto hi = InPrecision(c, t);
+        for (int r = 0; r < 8; ++r) {
+          INFO("M " << shape.first << " set " << set << " dtype " << t << " rank " << r);
+          const int64_t rows = c.truth[r][8].item<int64_t>();
+          CHECK(hi[r][8].item<int64_t>() == rows);
+          CHECK(PassesAll(c, r, hi[r]));
+          if (set == 0) {
+            CHECK(rows == 8 * n);  // PKB's inputs: every Gaussian visible in every camera
+          } else {
+            CHECK(rows < 8 * n);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("p061 a wrong count, a source's rows missing and the standard slips fail",
+          "[p061][ragged]") {
+  Case c = Prepare(61, 1024, 1024, 4, 1);  // 64 x 64 images make every conic near-isotropic
+  const int64_t n = c.all[0][0].size(0);
+  for (int s = 0; s < 4; ++s) {  // source s's Gaussians all behind: its rows are missing
+    std::vector<Inputs> dropped = c.all;
+    dropped[s].tensors[0] = dropped[s][0].clone();
+    dropped[s].tensors[0].select(1, 2).fill_(-2.0);
+    auto o = c.p->Oracle(dropped, c.cfg);
+    REQUIRE(o.ok());
+    for (int r = 0; r < 4; ++r) {
+      INFO("source " << s << " rank " << r);
+      REQUIRE((*o)[r][8].item<int64_t>() < c.truth[r][8].item<int64_t>());
+      CHECK_FALSE(PassesAll(c, r, (*o)[r]));
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    const auto& t = c.truth[r];
+    const int64_t rows = t[8].item<int64_t>();
+    CHECK(PassesAll(c, r, t));
+    std::vector<at::Tensor> shorter;
+    for (int i = 0; i < 8; ++i) shorter.push_back(t[i].narrow(0, 0, rows - 1));
+    shorter.push_back(Count(rows - 1));
+    CHECK_FALSE(PassesAll(c, r, shorter));
+    auto with = [&](int i, const at::Tensor& x) {
+      std::vector<at::Tensor> v = t;
+      v[i] = x;
+      return v;
+    };
+    CHECK_FALSE(PassesAll(c, r, with(8, Count(rows + 1))));
+    if (r > 0) CHECK_FALSE(PassesAll(c, r, with(1, t[1] - r * n)));  // no destination offset
+    CHECK(PassesAll(c, r, with(2, t[2] + 1)));  // radii within 1, as documented
+    CHECK_FALSE(PassesAll(c, r, with(2, t[2] + 2)));
+    at::Tensor conics = t[5].clone();
+    conics.select(1, 1).mul_(2);  // the off-diagonal without its /2
+    CHECK_FALSE(PassesAll(c, r, with(5, conics)));
+    CHECK_FALSE(PassesAll(c, r, with(5, t[5].flip(1))));  // (S00, ., S11) / det order
+    at::Tensor means2d = t[3].flip(1);                    // x and y swapped
+    CHECK_FALSE(PassesAll(c, r, with(3, means2d)));
   }
 }
 
