@@ -747,6 +747,21 @@ def p073(c):
     return [("vocab_parallel_logits", logits), ("target", target)]
 
 
+@problem(74, service_sets=["g"])
+def p074(c):
+    c.seed()
+    key = max(1, min(c.M, 1024) // 8)  # 128 at PKB's M = N = 1024
+    value = max(1, min(c.N, 1024) // 8)
+    q, k = c.randn(1, 64, 16, key), c.randn(1, 64, 16, key)
+    v, g = c.randn(1, 64, 16, value), c.randn(1, 64, 16, key)
+    beta = c.randn(1, 64, 16)
+    bf16 = torch.bfloat16
+    a_log = torch.linspace(-0.1, 0.1, 16, dtype=bf16, device=c.dev)
+    dt_bias = torch.linspace(-0.1, 0.1, 16 * key, dtype=bf16, device=c.dev)
+    return [("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("a_log", a_log),
+            ("dt_bias", dt_bias)]
+
+
 @problem(76)
 def p076(c):
     c.seed()
@@ -784,6 +799,26 @@ def p085(c):
         n = 0
     values = torch.randint(-50, 50, (n,), device=c.dev).to(c.dt) - c.r * max(1, n)
     return [("local_shard", values)]
+
+
+@problem(78)
+def p078(c):
+    c.seed()
+    return [("z", c.randn(1, 16, 6, 90, 90, dtype=torch.bfloat16))]  # PKB's fixed latent
+
+
+@problem(79)
+def p079(c):
+    c.seed()
+    q = max(32, min(c.M // 64, 256))
+    nt = max(1024, min(16 * c.N // c.W, 16384))
+    df = 1024 if c.N >= 8192 else 768 if c.N >= 4096 else 384
+    norm = torch.nn.functional.normalize
+    test = norm(c.randn(q, df, dtype=torch.bfloat16), dim=1)
+    train = norm(c.randn(nt, df, dtype=torch.bfloat16), dim=1)
+    labels = ((c.r * nt + torch.arange(nt, device=c.dev)) % 1000).view(1, nt)
+    return [("test", test.to(c.dt).contiguous()), ("train_t", train.to(c.dt).t().contiguous()),
+            ("labels", labels)]
 
 
 @problem(86)
