@@ -1,5 +1,5 @@
 // Hazard tests of the context-parallel long-sequence operators: the Hyena long FFT convolution
-// (72) and the FLA delta-rule recurrence (74), whose outputs depend on every earlier
+// (72) and the FLA delta-rule recurrences (74, 75), whose outputs depend on every earlier
 // position of the sequence held by other ranks (see hazards.h).
 #include <algorithm>
 #include <cmath>
@@ -215,7 +215,7 @@ TEST_CASE("p072 missing earlier chunks, wrong layout or boundary, shifted filter
   }
 }
 
-// --- 74: the delta rule across CP ranks ---------------------------------------------------
+// --- 74 and 75: the delta rule across CP ranks ---------------------------------------------------
 
 // A head-major delta-rule problem: q, k (H, T, K), v (H, T, V), decay (H, T, K or 1), beta (H, T).
 struct DeltaInputs {
@@ -247,6 +247,76 @@ at::Tensor SeqOf(const Case& c, const std::vector<int>& ranks, int k) {
   std::vector<at::Tensor> parts;
   for (int r : ranks) parts.push_back(c.all[r][k]);
   return at::cat(parts, 1);
+}
+
+// --- 75_fla_gated_deltanet_cp ------------------------------------------------------------------
+
+// 75's preprocessing in `ct` over the whole sequence (every head).
+DeltaInputs Prep75(const Case& c, at::ScalarType ct) {
+  std::vector<int> ranks(c.cfg.world);
+  for (int r = 0; r < c.cfg.world; ++r) ranks[r] = r;
+  at::Tensor q = SeqOf(c, ranks, 0).to(ct), k = SeqOf(c, ranks, 1).to(ct);
+  std::vector<at::Tensor> a, dtb;
+  for (const Inputs& in : c.all) {
+    a.push_back(in[5]);
+    dtb.push_back(in[6]);
+  }
+  DeltaInputs d;
+  d.q = HeadsFirst(L2Normalize(q, 1e-6) * std::pow(static_cast<double>(q.size(3)), -0.5));
+  d.k = HeadsFirst(L2Normalize(k, 1e-6));
+  d.v = HeadsFirst(SeqOf(c, ranks, 2).to(ct));
+  at::Tensor gate = SeqOf(c, ranks, 3).to(ct);
+  at::Tensor decay = -at::cat(a).to(ct).exp() * at::softplus(gate + at::cat(dtb).to(ct));
+  d.decay = decay.exp().squeeze(0).t().unsqueeze(-1).contiguous();
+  d.beta = SeqOf(c, ranks, 4).to(ct).squeeze(0).t().contiguous();
+  return d;
+}
+
+bool AllRanksPass75(const Case& c, const at::Tensor& o, bool pkb = false) {
+  bool ok = true;
+  for (int r = 0; r < c.cfg.world; ++r) {
+    at::Tensor mine = o.narrow(1, 64 * r, 64);
+    ok = ok && (pkb ? PassesPkb(mine, c.truth[r][0]) : Passes(c, 0, mine, c.truth[r][0]));
+  }
+  return ok;
+}
+
+TEST_CASE("p075 any W with H = roundup(6, W); each rank gets its heads' a_log, dt_bias", "[p075]") {
+  for (int w : {1, 2, 3, 4, 5, 6, 7, 8}) CHECK(Runnable(75, w));
+  auto p = FindProblem(75);
+  REQUIRE(p.ok());
+  RunConfig cfg;
+  cfg.device = at::Device(at::kMeta);
+  for (auto [w, heads] : std::vector<std::pair<int, int64_t>>{{1, 6}, {4, 8}, {5, 10}, {8, 8}}) {
+    cfg.world = w;
+    Inputs meta = (*p)->MakeInputs(cfg, w - 1, 0);
+    CHECK(meta[0].sizes() == at::IntArrayRef({1, 64, heads, 256}));
+    CHECK(meta[2].sizes() == at::IntArrayRef({1, 64, heads, 512}));
+    CHECK(meta[5].sizes() == at::IntArrayRef({heads / w}));
+    CHECK((*p)->Outputs(cfg, 0)[0].shape == std::vector<int64_t>({1, 64, heads, 512}));
+  }
+  Case c = Prepare(75, 1024, 64, 5);
+  CHECK(c.all[4][5][0].item<float>() == at::linspace(0.0, 0.2, 10, at::kBFloat16)[8].item<float>());
+  CHECK(c.all[4][6][0].item<float>() ==
+        at::linspace(-0.1, 0.1, 10, at::kBFloat16)[8].item<float>());
+  CHECK(c.all[2][4].scalar_type() == at::kBFloat16);
+}
+
+// At PKB's K = 256 (V shrunk to 32): the state carried rank to rank and an fp64 recurrence
+// pass; restarting from zero state at each rank fails (at W = 2 PKB's 1e-2 accepts it).
+TEST_CASE(
+    "p075 state carried across ranks passes; dropping it fails (PKB's 1e-2 accepts it at W = 2)",
+    "[p075]") {
+  for (int w : {2, 4, 8}) {
+    INFO("W = " << w);
+    Case c = Prepare(75, 1024, 64, w);
+    DeltaInputs d = Prep75(c, at::kFloat);
+    CHECK(AllRanksPass75(c, Chunked(d, 64, true, at::kBFloat16)));
+    CHECK(AllRanksPass75(c, Chunked(Prep75(c, at::kDouble), 64, true, at::kBFloat16)));
+    at::Tensor dropped = Chunked(d, 64, false, at::kBFloat16);
+    CHECK_FALSE(AllRanksPass75(c, dropped));
+    if (w == 2) CHECK(AllRanksPass75(c, dropped, /*pkb=*/true));
+  }
 }
 
 // --- 74_fla_kimi_delta_attention_cp_tp ---------------------------------------------------------
