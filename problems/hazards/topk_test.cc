@@ -1,0 +1,176 @@
+// Hazard tests of the top-k / top-p log-prob problems 82-84 (see hazards.h): PKB's weak set 0,
+// the bf16 top-p decision, tie order, and 83/84's chunk order.
+#include <limits>
+#include <string>
+
+#include "problems/hazards/hazards.h"
+#include "problems/tp/topk_filter.h"
+
+namespace pkb::hazards {
+namespace {
+
+constexpr int64_t kHazardM = 4096;  // Bt = 4, S = 32: 128 tokens a set
+constexpr int kStrongSets = 6;      // sets 1..6
+
+bool Runnable(int id, int world) {
+  auto p = FindProblem(id);
+  REQUIRE(p.ok());
+  RunConfig cfg;
+  cfg.world = world;
+  return (*p)->CanImplement(cfg).ok();
+}
+
+// Ways to make the top-p decision. kExactCumsum and kSequential stand for any order of summing
+// the bf16 prefix (rounded once, or every partial sum rounded); the others are mistakes.
+enum class Decision {
+  kPkb,                // the reference's own filter
+  kExactCumsum,        // fp64 prefix of the dtype probabilities, rounded to the dtype once
+  kSequential,         // running sum in the dtype, every partial rounded
+  kFp32,               // fp32 probabilities and prefix sums, never rounded to the dtype
+  kUnroundedThreshold  // dtype prefix sums compared with the double 0.0999... (not dtype(0.1))
+};
+
+// The filter with one variation; `reversed_ties` orders equal logits by descending vocab index
+// (an unstable or descending-then-flipped sort).
+topk::Filtered FilterWith(const at::Tensor& rows, Decision d, bool reversed_ties = false) {
+  if (d == Decision::kPkb && !reversed_ties) return topk::ApplyTopKTopP(rows, topk::kTopK, 0.9);
+  const double inf = std::numeric_limits<double>::infinity(), cut = 1.0 - topk::kTopP;
+  const int64_t v = rows.size(-1);
+  auto [sorted, idx] = rows.sort(/*stable=*/true, -1, /*descending=*/false);
+  if (reversed_ties) {
+    auto [s, i] = rows.sort(/*stable=*/true, -1, /*descending=*/true);
+    sorted = s.flip(-1);
+    idx = i.flip(-1);
+  }
+  at::Tensor top_k_mask = sorted.ge(sorted.narrow(-1, v - topk::kTopK, 1));
+  sorted = sorted.masked_fill(top_k_mask.logical_not(), -inf);
+  at::Tensor keep;
+  switch (d) {
+    case Decision::kPkb:
+      keep = at::cumsum(sorted.softmax(-1), -1).gt(cut);
+      break;
+    case Decision::kExactCumsum:
+      keep = at::cumsum(sorted.softmax(-1).to(at::kDouble), -1).to(rows.scalar_type()).gt(cut);
+      break;
+    case Decision::kSequential: {
+      at::Tensor p = sorted.softmax(-1), c = at::empty_like(p),
+                 acc = at::zeros_like(p.select(-1, 0));
+      for (int64_t j = 0; j < v; ++j) {
+        acc = acc + p.select(-1, j);  // rounds to the dtype
+        c.select(-1, j).copy_(acc);
+      }
+      keep = c.gt(cut);
+      break;
+    }
+    case Decision::kFp32:
+      keep = at::cumsum(sorted.to(at::kFloat).softmax(-1), -1).gt(cut);
+      break;
+    case Decision::kUnroundedThreshold:
+      keep = at::cumsum(sorted.softmax(-1), -1).to(at::kDouble).gt(cut);
+      break;
+  }
+  keep.select(-1, v - 1).fill_(true);
+  sorted = sorted.masked_fill(keep.logical_not(), -inf);
+  keep = keep.logical_and(top_k_mask);
+  return {sorted.scatter(-1, idx, sorted), keep.scatter(-1, idx, keep)};
+}
+
+// 82/83's output from every token's full row, with the given filter.
+at::Tensor LogProbs(const Case& c, Decision d, bool reversed_ties = false) {
+  const topk::Sizes s = topk::SizesOf(c.cfg);
+  at::Tensor rows = topk::FullRows(c.all, 0, s.tokens);
+  at::Tensor f = FilterWith(rows, d, reversed_ties).logits.to(at::kFloat);
+  at::Tensor target = c.all[0][1].reshape({-1, 1});
+  return at::log_softmax(f, -1).gather(-1, target).reshape({s.batch, s.seq});
+}
+
+// --- 82_vocab_parallel_log_prob_topk ------------------------------------------------------
+
+TEST_CASE("p082 needs W | 256", "[p082]") {
+  for (int w : {1, 2, 4, 8, 16}) CHECK(Runnable(82, w));
+  for (int w : {3, 5, 6, 7, 12}) CHECK_FALSE(Runnable(82, w));
+}
+
+// PKB's inputs leave almost every token with only its target (output exactly 0): all zeros
+// pass set 0 at PKB's default shape, and fail every stronger set.
+TEST_CASE("p082 all zeros pass PKB's set 0 and fail the stronger sets", "[p082]") {
+  for (int w : {1, 2, 4, 8}) {
+    INFO("W = " << w);
+    Case c0 = Prepare(82, 1024, 1024, w, 0);
+    const at::Tensor& want0 = c0.truth[0][0];
+    CHECK(want0.eq(0).to(at::kFloat).mean().item<double>() >= 0.8);
+    for (int set = 1; set <= 3; ++set) {
+      INFO("set " << set);
+      Case c = Prepare(82, 1024, 1024, w, set);
+      const at::Tensor& want = c.truth[0][0];
+      CHECK(want.ne(0).all().item<bool>());
+      CHECK_FALSE(Passes(c, 0, at::zeros_like(want), want));
+    }
+  }
+  Case c = Prepare(82, 1024, 1024, 8, 0);
+  CHECK(Passes(c, 0, at::zeros_like(c.truth[0][0]), c.truth[0][0]));
+}
+
+// Rows built to sweep the top-p boundary: logits clamp(0.1 randn, +-0.45) with the target (column
+// 0) at 1.5 .. 3.5, so the prefix that crosses 1 - top_p passes through it on many rows.
+at::Tensor BorderlineRows(int64_t n) {
+  at::manual_seed(8284);
+  at::TensorOptions bf16 = at::TensorOptions().dtype(at::kBFloat16);
+  at::Tensor rows = (at::randn({n, topk::kVocab}, bf16) * 0.1).clamp(-0.45, 0.45);
+  rows.select(-1, 0).copy_(at::linspace(1.5, 3.5, n, bf16));
+  return rows;
+}
+
+// The bf16 decision is the spec: where an fp32 decision or the unrounded 0.0999... threshold
+// keeps another set of tokens, the output moves beyond the tolerance. Summing the bf16 prefix in
+// fp64 and rounding once keeps the CPU kernel's set; rounding every partial sum (as the CUDA
+// kernel does, in its own order) flips rows whose borderline prefix has three or more terms,
+// which is why the stronger sets keep every such prefix away from the threshold.
+TEST_CASE("p082 a flipped top-p decision fails the tolerance", "[p082]") {
+  Case c = Prepare(82, 1024, 64, 1, 1);  // for its tolerance
+  at::Tensor rows = BorderlineRows(4096);
+  at::Tensor target = at::zeros({rows.size(0)}, at::kLong);
+  auto log_probs = [&](const topk::Filtered& f) {
+    return at::log_softmax(f.logits.to(at::kFloat), -1).select(-1, 0);
+  };
+  topk::Filtered pkb = FilterWith(rows, Decision::kPkb);
+  at::Tensor want = log_probs(pkb);
+  CHECK(at::equal(want, topk::TargetLogProbs(rows, target)));
+  CHECK(Passes(c, 0, log_probs(FilterWith(rows, Decision::kExactCumsum)), want));
+  for (Decision d : {Decision::kSequential, Decision::kFp32, Decision::kUnroundedThreshold}) {
+    INFO("decision " << static_cast<int>(d));
+    topk::Filtered f = FilterWith(rows, d);
+    at::Tensor flipped = f.keep.ne(pkb.keep).any(-1);
+    CHECK(flipped.sum().item<int64_t>() > 0);
+    at::Tensor got = log_probs(f);
+    for (int64_t i = 0; i < rows.size(0); ++i) {
+      if (!flipped[i].item<bool>()) continue;
+      CHECK_FALSE(Passes(c, 0, got.narrow(0, i, 1), want.narrow(0, i, 1)));
+    }
+  }
+}
+
+// On the stronger sets PKB's filter is what any order of summing the bf16 prefix gives (no
+// prefix of three or more terms comes near the threshold), and tie order does not change 82's
+// output (tied tokens have equal probabilities).
+TEST_CASE("p082 the stronger sets are safe for any bf16 summation order", "[p082]") {
+  for (int set = 0; set <= kStrongSets; ++set) {
+    INFO("set " << set);
+    Case c = Prepare(82, kHazardM, 64, 8, set);
+    const at::Tensor& want = c.truth[0][0];
+    CHECK(Passes(c, 0, LogProbs(c, Decision::kExactCumsum), want));
+    CHECK(Passes(c, 0, LogProbs(c, Decision::kPkb, /*reversed_ties=*/true), want));
+    if (set == 0) continue;
+    CHECK(Passes(c, 0, LogProbs(c, Decision::kSequential), want));
+    auto sorted = std::get<0>(topk::FullRows(c.all, 0, want.numel()).sort(true, -1, false));
+    at::Tensor dropped = sorted.lt(sorted.narrow(-1, topk::kVocab - topk::kTopK, 1));
+    at::Tensor p = sorted.masked_fill(dropped, -std::numeric_limits<double>::infinity())
+                       .softmax(-1)
+                       .to(at::kDouble);
+    at::Tensor third = dropped.sum(-1, true) + 2;
+    CHECK(at::cumsum(p, -1).gather(-1, third).min().item<double>() > 0.12);
+  }
+}
+
+}  // namespace
+}  // namespace pkb::hazards
