@@ -172,5 +172,71 @@ TEST_CASE("p082 the stronger sets are safe for any bf16 summation order", "[p082
   }
 }
 
+// --- 83_vocab_parallel_log_prob_topk_chunked ----------------------------------------------
+
+TEST_CASE("p083 chunk_size is PKB's and W | 256 is required", "[p083]") {
+  const int64_t want[] = {2, 2, 4, 8};
+  int i = 0;
+  for (int w : {1, 2, 4, 8}) {
+    Case c = Prepare(83, 1024, 1024, w);
+    auto cs = c.all[0].scalars.back();
+    CHECK(cs.name == "chunk_size");
+    CHECK(cs.i == want[i++]);
+  }
+  for (int w : {3, 6, 12}) CHECK_FALSE(Runnable(83, w));
+}
+
+// 83's output built piece by piece, as each rank computes its block of each piece; `rank_major`
+// concatenates rank 0's results of every piece first (a wrong all-gather layout).
+at::Tensor Chunked83(const Case& c, bool rank_major) {
+  const topk::Sizes s = topk::SizesOf(c.cfg);
+  const int64_t w = c.cfg.world, piece = s.batch * topk::ChunkSize(c.cfg);
+  at::Tensor target = c.all[0][1].reshape({-1});
+  std::vector<std::vector<at::Tensor>> by_rank(w);
+  std::vector<at::Tensor> in_order;
+  for (int64_t start = 0; start < s.tokens; start += piece) {
+    const int64_t pl = std::min(piece, s.tokens - start) / w;
+    for (int64_t j = 0; j < w; ++j) {
+      const int64_t first = start + j * pl;
+      at::Tensor lp =
+          topk::TargetLogProbs(topk::FullRows(c.all, first, pl), target.narrow(0, first, pl));
+      by_rank[j].push_back(lp);
+      in_order.push_back(lp);
+    }
+  }
+  if (rank_major) {
+    in_order.clear();
+    for (const auto& pieces : by_rank)
+      in_order.insert(in_order.end(), pieces.begin(), pieces.end());
+  }
+  return at::cat(in_order).reshape({s.batch, s.seq});
+}
+
+// M = 2560: 3 or 4 pieces at W = 2, 4, 8, the last one shorter at W = 2 and 4.
+TEST_CASE("p083 pieces in chunk order pass, a rank-major gather fails", "[p083]") {
+  for (int w : {2, 4, 8}) {
+    for (int set : {0, 1}) {
+      INFO("W = " << w << ", set " << set);
+      Case c = Prepare(83, 2560, 64, w, set);
+      CHECK(topk::SizesOf(c.cfg).seq > topk::ChunkSize(c.cfg));
+      const at::Tensor& want = c.truth[0][0];
+      CHECK(Passes(c, 0, Chunked83(c, false), want));
+      if (set > 0) CHECK_FALSE(Passes(c, 0, Chunked83(c, true), want));
+    }
+  }
+}
+
+TEST_CASE("p083 any bf16 summation order passes the stronger sets; zeros fail them", "[p083]") {
+  for (int set = 0; set <= kStrongSets; ++set) {
+    INFO("set " << set);
+    Case c = Prepare(83, kHazardM, 64, 4, set);
+    const at::Tensor& want = c.truth[0][0];
+    CHECK(Passes(c, 0, LogProbs(c, Decision::kExactCumsum), want));
+    if (set == 0) continue;
+    CHECK(Passes(c, 0, LogProbs(c, Decision::kSequential), want));
+    CHECK_FALSE(Passes(c, 0, at::zeros_like(want), want));
+  }
+}
+
 }  // namespace
 }  // namespace pkb::hazards

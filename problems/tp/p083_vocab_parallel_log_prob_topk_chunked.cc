@@ -1,0 +1,124 @@
+// Problem 83 — problem 82 in sequence chunks: the flattened tokens are walked in pieces of
+// Bt * chunk_size, and each piece runs 82's all-to-all, top-k / top-p filter, fp32
+// log-softmax and all-gather. Values per token are 82's math; only the rank that handles a
+// token changes.
+#include "absl/strings/str_cat.h"
+#include "problems/harness/common.h"
+#include "problems/harness/registry.h"
+#include "problems/tp/topk_filter.h"
+
+namespace pkb {
+namespace {
+
+class VocabParallelLogProbTopkChunked : public Problem {
+ public:
+  const ProblemInfo& info() const override {
+    static const ProblemInfo i{
+        83,
+        "83_vocab_parallel_log_prob_topk_chunked",
+        1,
+        "generic (RL post-training: log-prob of the sampled token under top-k/top-p, "
+        "vocab-parallel LM head, processed in sequence chunks)",
+        "tensor parallel",
+        "Problem 82 (top-k 10 / top-p 0.9 log-prob of each target over a vocabulary of 256\n"
+        "split across WORLD) processed in chunks of the token axis.\n\n"
+        "- W must divide 256. Bt = max(1, min(M/512, 4)), S = roundup(max(W, min(M/128, 32)),\n"
+        "  W), Vl = 256/W, T = Bt*S tokens (flattened batch-major). N is ignored.\n"
+        "- Inputs per rank r (seed 42 + 83000 + r + 1000003*set, drawn on the device):\n"
+        "  `vocab_parallel_logits` (Bt, S, Vl) run dtype: randn, then + 8 (in the dtype) where\n"
+        "  r*Vl + v == target (PKB's set 0); `target` (Bt, S) int64 = ((b*S + s)*19 + 5 + set)\n"
+        "  mod 256 on every rank (no RNG). Non-tensor: `top_k` = 10, `top_p` = 0.9,\n"
+        "  `chunk_size` cs = min(roundup(max(W, S/4), W), S) (2, 2, 4, 8 at W = 1, 2, 4, 8 and\n"
+        "  M = 1024). PKB's tp_group None is omitted.\n"
+        "- Computation: walk the flattened tokens in consecutive pieces of Bt*cs tokens (the\n"
+        "  last piece may be shorter; its length is a multiple of W). For each piece of P\n"
+        "  tokens, with Pl = P/W: all-to-all so that rank j gets full-vocab rows (vocab in rank\n"
+        "  order) of the piece's tokens [j*Pl, (j+1)*Pl); filter each row in the run dtype as\n"
+        "  problem 82 does (stable ascending sort, -inf below the 10th largest with ties kept,\n"
+        "  softmax rounded to the dtype, cumsum in the dtype, keep where c > dtype(1 - 0.9) =\n"
+        "  0.10009765625 in bf16, always keep the largest); log_softmax in fp32; the target's\n"
+        "  value; all-gather in rank order. Concatenate the pieces.\n"
+        "- Output: `token_logprobs` (Bt, S) float32, identical on every rank. Per token it is\n"
+        "  problem 82's value for this token's row and target: a candidate may process the\n"
+        "  tokens in any grouping, as long as each output lands at its own token.\n"
+        "- THE bf16 TOP-P DECISION IS PART OF THE SPEC (see problem 82): fp32 probabilities or\n"
+        "  prefix sums, or the comparison with 0.0999... instead of the dtype's 0.10009765625,\n"
+        "  fail wherever they flip a token. Summing the prefix in fp32 and rounding once matches\n"
+        "  PyTorch's bf16 cumsum on the sets >= 1 (no prefix of three or more terms lies near\n"
+        "  the threshold).\n"
+        "- Input sets >= 1: the same randn, then logits = clamp(logits * 0.1, -0.45, 0.45) (in\n"
+        "  the dtype) and the target entry set to 2.4 (the strict row maximum, p ~0.5): ~8\n"
+        "  tokens survive, outputs ~-0.5. PKB's set 0 leaves ~93% of tokens at exactly 0.0.\n"
+        "- Tolerance: atol = rtol = 1e-4 (fp32 log-softmax rounding < 1e-5; a token kept or\n"
+        "  dropped differently moves an output by >= ~0.01).\n"
+        "- Traffic: per piece one all-to-all of P*Vl dtype values and one all-gather of Pl fp32\n"
+        "  values; latency-bound (ceil(S/cs) rounds of two collectives)."};
+    return i;
+  }
+
+  absl::Status CanImplement(const RunConfig& cfg) const override {
+    return topk::CanImplement(cfg, "83_vocab_parallel_log_prob_topk_chunked");
+  }
+
+  Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {
+    Inputs in = topk::DrawLogitsAndTarget(cfg, rank, set, /*mult=*/19, /*add=*/5);
+    in.scalars.push_back(ScalarArg::Int("top_k", topk::kTopK));
+    in.scalars.push_back(ScalarArg::Float("top_p", topk::kTopP));
+    in.scalars.push_back(ScalarArg::Int("chunk_size", topk::ChunkSize(cfg)));
+    return in;
+  }
+
+  std::vector<OutputDecl> Outputs(const RunConfig& cfg, int rank) const override {
+    const topk::Sizes s = topk::SizesOf(cfg);
+    return {{"token_logprobs", {s.batch, s.seq}, at::kFloat}};
+  }
+
+  absl::StatusOr<std::vector<at::Tensor>> Reference(Comm& comm, const Inputs& in,
+                                                    const RunConfig& cfg) const override {
+    const topk::Sizes s = topk::SizesOf(cfg);
+    const int64_t w = comm.size(), piece = s.batch * topk::ChunkSize(cfg);
+    at::Tensor logits = in[0].reshape({s.tokens, -1}), target = in[1].reshape({-1});
+    std::vector<at::Tensor> pieces;
+    for (int64_t start = 0; start < s.tokens; start += piece) {
+      const int64_t p = std::min(piece, s.tokens - start), pl = p / w;
+      at::Tensor mine_target = target.narrow(0, start + comm.rank() * pl, pl);
+      PKB_ASSIGN_OR_RETURN(at::Tensor rows, topk::VocabToSeq(comm, logits.narrow(0, start, p)));
+      at::Tensor mine = topk::TargetLogProbs(rows, mine_target).contiguous();
+      at::Tensor gathered = at::empty({p}, mine.options());
+      PKB_RETURN_IF_ERROR(comm.AllGatherInto(gathered, mine));
+      pieces.push_back(gathered);
+    }
+    return std::vector<at::Tensor>{at::cat(pieces).reshape({s.batch, s.seq})};
+  }
+
+  // Chunking changes only which rank handles a token: every token's row filtered at once.
+  absl::StatusOr<std::vector<std::vector<at::Tensor>>> Oracle(const std::vector<Inputs>& all,
+                                                              const RunConfig& cfg) const override {
+    const topk::Sizes s = topk::SizesOf(cfg);
+    at::Tensor rows = topk::FullRows(all, 0, s.tokens);
+    at::Tensor out = topk::TargetLogProbs(rows, all[0][1].reshape({-1}));
+    return std::vector<std::vector<at::Tensor>>(all.size(), {out.reshape({s.batch, s.seq})});
+  }
+
+  Tolerance GetTolerance(const RunConfig& cfg, int index) const override {
+    return Tolerance{1e-4, 1e-4, false,
+                     "atol = rtol = 1e-4: with the kept set PKB's bf16 top-p decision gives, a "
+                     "correct fp32 log-softmax (any summation order, fused) is within ~1e-5; a "
+                     "token kept or dropped differently moves the output by >= ~0.01. PKB's "
+                     "1e-2 passes all zeros on most of its own inputs."};
+  }
+
+  Roofline GetRoofline(const RunConfig& cfg) const override {
+    const topk::Sizes s = topk::SizesOf(cfg);
+    const double e = ElementBytes(cfg.dtype), w = cfg.world, tl = s.tokens / w;
+    Roofline r;
+    r.nvlink_bytes = s.tokens * s.local_vocab * e * (w - 1) / w + (w - 1) * 4 * tl;
+    r.hbm_bytes = s.tokens * s.local_vocab * e + 8.0 * s.tokens + 4.0 * s.tokens;
+    r.flops = 10.0 * tl * topk::kVocab;
+    return r;
+  }
+};
+PKB_REGISTER_PROBLEM(VocabParallelLogProbTopkChunked);
+
+}  // namespace
+}  // namespace pkb
