@@ -238,5 +238,74 @@ TEST_CASE("p083 any bf16 summation order passes the stronger sets; zeros fail th
   }
 }
 
+// --- 84_vocab_parallel_log_prob_topk_chunked_backward -------------------------------------
+
+// Every token's gradient row (T, V) with the given filter.
+at::Tensor Grad84(const Case& c, Decision d, bool reversed_ties = false) {
+  const topk::Sizes s = topk::SizesOf(c.cfg);
+  topk::Filtered f = FilterWith(topk::FullRows(c.all, 0, s.tokens), d, reversed_ties);
+  at::Tensor p = at::softmax(f.logits.to(at::kFloat), -1);
+  at::Tensor onehot = at::zeros_like(p).scatter_(-1, c.all[0][1].reshape({-1, 1}), 1.0);
+  return (onehot - p) * c.all[0][2].reshape({-1, 1}).to(at::kFloat) * f.keep;
+}
+
+at::Tensor Shard(const Case& c, const at::Tensor& full, int r) {
+  const topk::Sizes s = topk::SizesOf(c.cfg);
+  return full.narrow(1, r * s.local_vocab, s.local_vocab)
+      .contiguous()
+      .reshape({s.batch, s.seq, s.local_vocab});
+}
+
+// Rank r's rows, built piece by piece; `interleaved` packs a piece's rows as (Pl, W) instead
+// of (W, Pl) (a wrong permute before the all-to-all back).
+at::Tensor Chunked84(const Case& c, const at::Tensor& full, int r, bool interleaved) {
+  const topk::Sizes s = topk::SizesOf(c.cfg);
+  const int64_t w = c.cfg.world, piece = s.batch * topk::ChunkSize(c.cfg);
+  at::Tensor mine = full.narrow(1, r * s.local_vocab, s.local_vocab);
+  std::vector<at::Tensor> rows;
+  for (int64_t start = 0; start < s.tokens; start += piece) {
+    const int64_t p = std::min(piece, s.tokens - start), pl = p / w;
+    at::Tensor block = mine.narrow(0, start, p);
+    if (interleaved) block = block.reshape({w, pl, -1}).transpose(0, 1).reshape({p, -1});
+    rows.push_back(block);
+  }
+  return at::cat(rows).reshape({s.batch, s.seq, s.local_vocab});
+}
+
+TEST_CASE("p084 rows in chunk order pass, an interleaved all-to-all back fails", "[p084]") {
+  for (int w : {2, 4, 8}) {
+    INFO("W = " << w);
+    Case c = Prepare(84, 2560, 64, w, 1);
+    at::Tensor full = Grad84(c, Decision::kPkb);
+    for (int r : {0, w - 1}) {
+      CHECK(Passes(c, 0, Chunked84(c, full, r, false), c.truth[r][0]));
+      CHECK_FALSE(Passes(c, 0, Chunked84(c, full, r, true), c.truth[r][0]));
+    }
+  }
+}
+
+// The kept set decides every entry of a row: the stable order of tied logits (which of two
+// equal tokens the top-p cut drops) is part of the spec, as is the bf16 decision (82's test).
+TEST_CASE("p084 stable ties are the spec; any bf16 summation order passes; zeros fail", "[p084]") {
+  int ties_caught = 0;
+  for (int set = 0; set <= kStrongSets; ++set) {
+    INFO("set " << set);
+    Case c = Prepare(84, kHazardM, 64, 8, set);
+    at::Tensor exact = Grad84(c, Decision::kExactCumsum), seq = Grad84(c, Decision::kSequential);
+    at::Tensor ties = Grad84(c, Decision::kPkb, true);
+    bool ties_ok = true;
+    for (int r = 0; r < c.cfg.world; ++r) {
+      const at::Tensor& want = c.truth[r][0];
+      CHECK(Passes(c, 0, Shard(c, exact, r), want));
+      ties_ok = ties_ok && Passes(c, 0, Shard(c, ties, r), want);
+      if (set == 0) continue;
+      CHECK(Passes(c, 0, Shard(c, seq, r), want));
+      CHECK_FALSE(Passes(c, 0, at::zeros_like(want), want));
+    }
+    ties_caught += !ties_ok;
+  }
+  CHECK(ties_caught >= 1);
+}
+
 }  // namespace
 }  // namespace pkb::hazards
