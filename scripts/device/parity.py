@@ -812,6 +812,16 @@ def p076(c):
     return [("x", x), ("weight", weight), ("bias", bias)]
 
 
+@problem(80)
+def p080(c):
+    c.seed()
+    b = c.M if c.M < 512 else min(c.M, 1024)  # PKB's max(512, min(M, 1024)) from M = 512 on
+    kp = 32 * c.M if c.M < 512 else 16384
+    teacher = c.randn(b, kp, dtype=torch.float32) * 0.01
+    return [("teacher_output", teacher),
+            ("n_masked_patches_tensor", torch.full((1,), b, dtype=torch.int64, device=c.dev))]
+
+
 @problem(81, service_sets=["low_res_masks_local", "obj_scores_local"])
 def p081(c):
     c.seed()
@@ -828,6 +838,37 @@ def p081(c):
     last = torch.arange(sum(counts), dtype=torch.int64, device=c.dev) % 5 - 1
     return [("low_res_masks_local", masks), ("obj_scores_local", scores),
             ("last_occluded", last)]
+
+
+def topk_inputs(c, mult, add):
+    c.seed()
+    bt = max(1, min(c.M // 512, 4))
+    seq = round_up(max(c.W, min(c.M // 128, 32)), c.W)
+    vl = 256 // c.W
+    logits = c.randn(bt, seq, vl)
+    tokens = torch.arange(bt * seq, dtype=torch.int64, device=c.dev)
+    target = ((tokens * mult + add + c.t) % 256).reshape(bt, seq)
+    vocab = torch.arange(vl, device=c.dev) + c.r * vl
+    logits = logits + (vocab.view(1, 1, -1) == target.unsqueeze(-1)).to(c.dt) * 8
+    return [("vocab_parallel_logits", logits), ("target", target)]
+
+
+@problem(82, service_sets=["vocab_parallel_logits"])
+def p082(c):
+    return topk_inputs(c, 17, 3)
+
+
+@problem(83, service_sets=["vocab_parallel_logits"])
+def p083(c):
+    return topk_inputs(c, 19, 5)
+
+
+@problem(84, service_sets=["vocab_parallel_logits"])
+def p084(c):
+    ins = topk_inputs(c, 19, 5)
+    bt, seq = ins[1][1].shape
+    grad = torch.linspace(-1, 1, bt * seq, dtype=torch.bfloat16, device=c.dev).reshape(bt, seq)
+    return ins + [("grad_output", grad)]
 
 
 @problem(85)

@@ -19,11 +19,11 @@ rm -rf "$D" && mkdir -p "$D"
 shape() {
   case $1 in
     54) echo "256 512" ;;
-    60|62|63|71|72|74|75|76|78|81|87) echo "1024 1024" ;;  # PKB's sizes are fixed; ours shrink only below 1024
+    60|62|63|71|72|74|75|76|78|80|81|87) echo "1024 1024" ;;  # PKB's sizes are fixed; ours shrink only below 1024
     *) echo "256 256" ;;
   esac
 }
-W4="5 8 15 20 22 40 41 42 43 45 46 47 48 51 55 56 57 62 69 70 74 75 79 81 85"
+W4="5 8 15 20 22 40 41 42 43 45 46 47 48 51 55 56 57 62 69 70 74 75 79 81 82 85"
 T1="9 13 24 28 29 49"
 T3="85"  # trial 3: the odd ranks' shards are empty
 
