@@ -881,6 +881,24 @@ def p085(c):
     return [("local_shard", values)]
 
 
+@problem(77, service_sets=["query"])
+def p077(c):
+    c.seed()
+    hq, lc = (24, 12150) if c.W <= 4 else (48, 21600)
+    if hq % c.W:
+        hq = c.W * max(1, hq // c.W)
+    hkv = 8 if (8 % c.W == 0 or c.W % 8 == 0) else c.W
+    lc = max(1, lc * min(c.N, 1024) // 1024)
+    t = 4 * ((lc + c.W - 1) // c.W)
+    da = torch.bfloat16 if c.dt in (torch.bfloat16, torch.float16) else c.dt
+    query = torch.randn(t, hq, 128, dtype=da, device=c.dev)
+    key = torch.randn(t, hkv, 128, dtype=da, device=c.dev)
+    value = torch.randn_like(key)
+    starts = torch.arange(4, dtype=torch.int64, device=c.dev) * lc
+    return [("query", query), ("key_value", torch.cat([key, value], -1)),
+            ("k_ranges", torch.stack([starts, starts + lc], 1))]
+
+
 @problem(78)
 def p078(c):
     c.seed()

@@ -19,7 +19,7 @@ rm -rf "$D" && mkdir -p "$D"
 shape() {
   case $1 in
     54) echo "256 512" ;;
-    60|62|63|71|72|74|75|76|78|80|81|87) echo "1024 1024" ;;  # PKB's sizes are fixed; ours shrink only below 1024
+    60|62|63|71|72|74|75|76|77|78|80|81|87) echo "1024 1024" ;;  # PKB's sizes are fixed; ours shrink only below 1024
     *) echo "256 256" ;;
   esac
 }
