@@ -74,7 +74,7 @@ TEST_CASE("flags beat the environment, which beats the config file, which beats 
   RemoveTree(dir).IgnoreError();
 }
 
-TEST_CASE("bad values name the flag; an unknown key in the file is refused") {
+TEST_CASE("bad values name the flag, an unknown key in the file is refused") {
   unsetenv("PKB_TEST_LISTEN");
   setenv("PKB_TEST_SUBMIT_RATE", "lots", 1);
   Parsed bad = Parse({});

@@ -11,13 +11,15 @@ py=${PYTHON:-python3}
 paths=("$PWD")
 torch_dir=$("$py" -c "import importlib.util as u; s=u.find_spec('torch'); print(s.submodule_search_locations[0] if s else '')" 2>/dev/null || true)
 [ -n "$torch_dir" ] && paths+=("$torch_dir")
+# The folders themselves too: a checkout made inside `mktemp -d` is 0700.
 for p in "${paths[@]}"; do
   d=$p
-  while [ "$d" != / ]; do
-    d=$(dirname "$d")
+  while :; do
     if [ -d "$d" ] && [ $(( 0$(stat -c %a "$d") & 1 )) = 0 ]; then
       chmod o+x "$d"
       echo "sandbox-paths: gave others search permission on $d (for the sandbox's uid)"
     fi
+    [ "$d" = / ] && break
+    d=$(dirname "$d")
   done
 done

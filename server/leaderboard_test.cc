@@ -197,7 +197,7 @@ TEST_CASE("seeds: public, secret or any", "[leaderboard]") {
   CHECK(f.Query(q).boards(0).entries(0).submitter() == "alice");
 }
 
-TEST_CASE("suite: fast_p counts unsolved tasks as not fast; geomean over solved ones",
+TEST_CASE("suite: fast_p counts unsolved tasks as not fast, geomean over solved ones",
           "[leaderboard]") {
   Fixture f;
   // Tasks at W=2: (1,2), (2,2), (3,2). m1 solves two, m2 one.

@@ -104,7 +104,7 @@ TEST_CASE("submit validates against the catalog with precise codes", "[scheduler
         absl::StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("a job is leased, runs and finishes; watchers see every event once", "[scheduler]") {
+TEST_CASE("a job is leased, runs and finishes, watchers see every event once", "[scheduler]") {
   Fixture f;
   auto out = f.scheduler->Submit(Fixture::Request("kernel"));
   REQUIRE(out.ok());
@@ -140,7 +140,7 @@ TEST_CASE("a job is leased, runs and finishes; watchers see every event once", "
   CHECK(f.scheduler->Watch("nope", 0, late).code() == absl::StatusCode::kNotFound);
 }
 
-TEST_CASE("identical jobs in flight are joined; finished ones answer from the cache",
+TEST_CASE("identical jobs in flight are joined, finished ones answer from the cache",
           "[scheduler]") {
   Fixture f;
   auto a = f.scheduler->Submit(Fixture::Request("same"));
@@ -177,7 +177,7 @@ TEST_CASE("worker failures are never cached", "[scheduler]") {
   CHECK(b->job_id != a->job_id);
 }
 
-TEST_CASE("heartbeat loss expires the lease; the job is re-leased to another worker",
+TEST_CASE("heartbeat loss expires the lease, the job is re-leased to another worker",
           "[scheduler]") {
   Fixture f;
   auto out = f.scheduler->Submit(Fixture::Request("k"));
@@ -253,7 +253,7 @@ TEST_CASE("a worker that reconnects in time resumes its job", "[scheduler]") {
   CHECK(f.scheduler->Get(out->job_id)->attempts() == 1);
 }
 
-TEST_CASE("matching: world size, gpu class, harness; drain stops new leases", "[scheduler]") {
+TEST_CASE("matching: world size, gpu class, harness, drain stops new leases", "[scheduler]") {
   Fixture f;
   auto small = f.AddWorker(1, "small", /*max_w=*/1);
   auto out = f.scheduler->Submit(Fixture::Request("k", 2));
@@ -276,7 +276,7 @@ TEST_CASE("matching: world size, gpu class, harness; drain stops new leases", "[
   CHECK(h100->Leases()[0].job_id() == h100_job->job_id);
 }
 
-TEST_CASE("cancel: a queued job ends at once; a running one is cancelled on its worker",
+TEST_CASE("cancel: a queued job ends at once, a running one is cancelled on its worker",
           "[scheduler]") {
   Fixture f;
   auto a = f.scheduler->Submit(Fixture::Request("a"));

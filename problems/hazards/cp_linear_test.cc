@@ -109,7 +109,7 @@ bool AllRanksPass(const Case& c, const Global72& g, const at::Tensor& ch, const 
   return ok;
 }
 
-TEST_CASE("p072 needs W | C and no float16; PKB's shapes on the meta device", "[p072]") {
+TEST_CASE("p072 needs W | C and no float16, PKB's shapes on the meta device", "[p072]") {
   for (int w : {1, 2, 4, 8}) CHECK(Runnable(72, w));
   for (int w : {3, 5, 6, 7}) CHECK_FALSE(Runnable(72, w));
   CHECK_FALSE(Runnable(72, 8, 1024, 1024, at::kHalf));
@@ -128,7 +128,7 @@ TEST_CASE("p072 needs W | C and no float16; PKB's shapes on the meta device", "[
   CHECK((*p)->Outputs(cfg, 5)[0].shape == std::vector<int64_t>({1, 2048, 1024}));
 }
 
-TEST_CASE("p072 PKB's filter is bf16(arange)/F on every rank; sets >= 1 share a random one",
+TEST_CASE("p072 PKB's filter is bf16(arange)/F on every rank, sets >= 1 share a random one",
           "[p072]") {
   auto p = FindProblem(72);
   REQUIRE(p.ok());
@@ -281,7 +281,7 @@ bool AllRanksPass75(const Case& c, const at::Tensor& o, bool pkb = false) {
   return ok;
 }
 
-TEST_CASE("p075 any W with H = roundup(6, W); each rank gets its heads' a_log, dt_bias", "[p075]") {
+TEST_CASE("p075 any W with H = roundup(6, W), each rank gets its heads' a_log, dt_bias", "[p075]") {
   for (int w : {1, 2, 3, 4, 5, 6, 7, 8}) CHECK(Runnable(75, w));
   auto p = FindProblem(75);
   REQUIRE(p.ok());
@@ -379,7 +379,7 @@ TEST_CASE("p074 groups: TP pairs and strided CP groups for even W >= 4, else CP 
 // At PKB's K = 128 (V shrunk to 8): the state carried along each CP group, an fp64 recurrence,
 // and (with TP) the pair summed in fp32 and rounded once pass; dropping the carried state fails
 // (PKB's 1e-2 accepts it), and so do contiguous CP groups and a missing TP sum.
-TEST_CASE("p074 carried state and a fused TP sum pass; dropped state, wrong groups fail",
+TEST_CASE("p074 carried state and a fused TP sum pass, dropped state, wrong groups fail",
           "[p074]") {
   for (int w : {2, 8}) {
     INFO("W = " << w);

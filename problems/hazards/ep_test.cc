@@ -84,7 +84,7 @@ std::vector<int64_t> Counts26(const Case& c, int r, bool tokens_once) {
   return v;
 }
 
-TEST_CASE("p026 a token routed twice to one expert counts twice; other rank's experts fail",
+TEST_CASE("p026 a token routed twice to one expert counts twice, other rank's experts fail",
           "[p026]") {
   Case c = Prepare(26, 64, 64, 4);
   const int w = 4, local = 2;
@@ -120,7 +120,7 @@ TEST_CASE("p026 a token routed twice to one expert counts twice; other rank's ex
   }
 }
 
-TEST_CASE("p027 blocks in source order pass; no exchange or a reversed order fails", "[p027]") {
+TEST_CASE("p027 blocks in source order pass, no exchange or a reversed order fails", "[p027]") {
   Case c = Prepare(27, 64, 32, 4);
   const int w = 4;
   const int64_t b = 16;
@@ -228,7 +228,7 @@ at::Tensor Post29(const Case& c, int r, Combine29 how) {
   return out.to(c.cfg.dtype);
 }
 
-TEST_CASE("p029 fp32 products rounded once pass; swapped weights or a missing regroup fail",
+TEST_CASE("p029 fp32 products rounded once pass, swapped weights or a missing regroup fail",
           "[p029]") {
   for (int w : {2, 4, 8}) {
     Case c = Prepare(29, 256, 256, w);

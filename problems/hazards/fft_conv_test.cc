@@ -45,7 +45,7 @@ at::Tensor Rows(const at::Tensor& y, const Case& c, int r) {
   return y.narrow(1, r * hw, hw).contiguous();
 }
 
-TEST_CASE("p059 every rank draws the one field from the shared seed; slabs tile it", "[p059]") {
+TEST_CASE("p059 every rank draws the one field from the shared seed, slabs tile it", "[p059]") {
   Case c = Prepare(59, 128, 96, 4, 1);
   at::manual_seed(c.p->Seed(0, 1));
   at::Tensor field = at::randn({2, 128, 96}, at::kFloat);
@@ -54,7 +54,7 @@ TEST_CASE("p059 every rank draws the one field from the shared seed; slabs tile 
   for (int w : {1, 3, 5, 7, 8}) CHECK(Runnable(59, w));  // H and L round up to a multiple of W
 }
 
-TEST_CASE("p059 other transform orders pass; conjugate, bf16 exchange, no scaling fail", "[p059]") {
+TEST_CASE("p059 other transform orders pass, conjugate, bf16 exchange, no scaling fail", "[p059]") {
   for (int w : {1, 2, 8}) {
     Case c = Prepare(59, 256, 128, w);
     at::Tensor x = Field59(c);
@@ -83,7 +83,7 @@ TEST_CASE("p059 other transform orders pass; conjugate, bf16 exchange, no scalin
 
 // --- 60_physicsnemo_distributed_irfft ----------------------------------------------------------
 
-TEST_CASE("p060 needs W | 720; the inputs draw on the meta device", "[p060]") {
+TEST_CASE("p060 needs W | 720, the inputs draw on the meta device", "[p060]") {
   for (int w : {1, 2, 3, 4, 5, 6, 8, 16}) CHECK(Runnable(60, w));
   for (int w : {7, 11, 32}) CHECK_FALSE(Runnable(60, w));
   auto p = FindProblem(60);
@@ -109,7 +109,7 @@ at::Tensor Cols(const at::Tensor& y, const Case& c, int r) {
   return y.narrow(-1, r * lw, lw).contiguous();
 }
 
-TEST_CASE("p060 C2R and the regenerated field pass; bf16, no completion, no row flip fail",
+TEST_CASE("p060 C2R and the regenerated field pass, bf16, no completion, no row flip fail",
           "[p060]") {
   for (int w : {1, 4, 8}) {
     Case c = Prepare(60, 64, 64, w, 1);
@@ -194,7 +194,7 @@ TEST_CASE("p071 needs W >= 2 and a chunk of at least 6 positions", "[p071]") {
   CHECK(Runnable(71, 4, 64, 6));
 }
 
-TEST_CASE("p071 the zigzag chain is the global causal conv; other halo layouts fail", "[p071]") {
+TEST_CASE("p071 the zigzag chain is the global causal conv, other halo layouts fail", "[p071]") {
   for (int w : {2, 4, 8}) {
     Case c = Prepare(71, 64, 64, w);
     for (int r = 0; r < w; ++r) {
@@ -338,7 +338,7 @@ TEST_CASE("p087 the halo chain: zero, ring, swapped or per-image halos fail", "[
   }
 }
 
-TEST_CASE("p087 PKB's sizes at M >= 1024; M below shrinks C and the latent side", "[p087]") {
+TEST_CASE("p087 PKB's sizes at M >= 1024, M below shrinks C and the latent side", "[p087]") {
   auto p = FindProblem(87);
   REQUIRE(p.ok());
   RunConfig cfg;

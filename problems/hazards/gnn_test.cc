@@ -39,7 +39,7 @@ auto ReversedChunk = [](int r, int k, int w) { return k; };
 
 // --- 65_gnn_feature_exchange_all2all -----------------------------------------------------------
 
-TEST_CASE("p065 inputs are PKB's draws; shapes at the defaults", "[p065]") {
+TEST_CASE("p065 inputs are PKB's draws, shapes at the defaults", "[p065]") {
   Case c = Prepare(65, 256, 32, 4, 1);
   for (int r = 0; r < 4; ++r) {
     at::manual_seed(c.p->Seed(r, 1));
@@ -94,7 +94,7 @@ at::Tensor SeedSums(const at::Tensor& ids, const at::Tensor& o, int64_t seeds, b
   return out;
 }
 
-TEST_CASE("p066 any fp32 order passes; bf16/fp16 exchange, absolute peers, a lost term fail",
+TEST_CASE("p066 any fp32 order passes, bf16/fp16 exchange, absolute peers, a lost term fail",
           "[p066]") {
   for (int w : {1, 2, 8}) {
     Case c = Prepare(66, 64 * w, 64, w);
@@ -125,7 +125,7 @@ TEST_CASE("p066 any fp32 order passes; bf16/fp16 exchange, absolute peers, a los
   }
 }
 
-TEST_CASE("p066 the gradient is float32 whatever the run dtype; shapes at the defaults", "[p066]") {
+TEST_CASE("p066 the gradient is float32 whatever the run dtype, shapes at the defaults", "[p066]") {
   RunConfig cfg;
   cfg.world = 8;
   Inputs meta = MetaInputs(66, cfg, 2);
@@ -187,7 +187,7 @@ TEST_CASE("p068 refuses shards that cannot fit twice on the GPU", "[p068]") {
   CHECK(Runnable(68, 1, at::kFloat, 64, 64));
 }
 
-TEST_CASE("p068 inputs: shard then proj from the rank's seed; ids from PKB's formula", "[p068]") {
+TEST_CASE("p068 inputs: shard then proj from the rank's seed, ids from PKB's formula", "[p068]") {
   Case c = Prepare(68, 64, 64, 4, 1);
   const int64_t sh = 8192, q = 1024;  // Ntot = 32768
   for (int r = 0; r < 4; ++r) {
@@ -204,7 +204,7 @@ TEST_CASE("p068 inputs: shard then proj from the rank's seed; ids from PKB's for
   }
 }
 
-TEST_CASE("p068 other GEMM orders pass; owner-sorted rows, own shard, a peer's proj fail",
+TEST_CASE("p068 other GEMM orders pass, owner-sorted rows, own shard, a peer's proj fail",
           "[p068]") {
   for (int w : {1, 2, 8}) {
     Case c = Prepare(68, 64, 64, w);
@@ -325,7 +325,7 @@ std::vector<at::Tensor> Disco62(const Case& c, Disco how) {
   return out;
 }
 
-TEST_CASE("p062 groups: azimuth contiguous, polar strided; PKB's draws and psi layout", "[p062]") {
+TEST_CASE("p062 groups: azimuth contiguous, polar strided, PKB's draws and psi layout", "[p062]") {
   auto p = FindProblem(62);
   REQUIRE(p.ok());
   RunConfig cfg;
@@ -380,7 +380,7 @@ TEST_CASE("p062 groups: azimuth contiguous, polar strided; PKB's draws and psi l
   }
 }
 
-TEST_CASE("p062 PKB's rolled bmm passes; TF32, bf16 reduce, swapped groups, convolution fail",
+TEST_CASE("p062 PKB's rolled bmm passes, TF32, bf16 reduce, swapped groups, convolution fail",
           "[p062]") {
   for (int w : {1, 2, 4, 6, 8}) {
     Case c = Prepare(62, 64, 64, w);

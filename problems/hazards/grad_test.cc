@@ -14,7 +14,7 @@ double SumSquares64(const std::vector<at::Tensor>& grads) {
   return s;
 }
 
-TEST_CASE("p021 exact norms and a rounded coefficient pass; a local norm or zeros fail", "[p021]") {
+TEST_CASE("p021 exact norms and a rounded coefficient pass, a local norm or zeros fail", "[p021]") {
   Case c = Prepare(21, 256, 128, 4);
   std::vector<at::Tensor> every;
   for (const auto& in : c.all) every.insert(every.end(), in.tensors.begin(), in.tensors.end());
@@ -109,7 +109,7 @@ at::Tensor SumPerHop(const std::vector<at::Tensor>& x, const std::vector<int>& o
   return s;
 }
 
-TEST_CASE("p023 exact sums pass in any order; per-hop bf16 sums and missing ranks fail", "[p023]") {
+TEST_CASE("p023 exact sums pass in any order, per-hop bf16 sums and missing ranks fail", "[p023]") {
   for (int w : {4, 8}) {
     int pkb_misses = 0, pkb_missing_rank_passes = 0;
     for (int set = 0; set < 200; ++set) {
@@ -210,7 +210,7 @@ at::Tensor Mean24(const Case& c, Route24 route, int64_t* ties = nullptr) {
   return at::full({}, s / c.cfg.world, at::kFloat);
 }
 
-TEST_CASE("p024 fp32 routing and reversed ties pass; top-1, logit means, no all-reduce fail",
+TEST_CASE("p024 fp32 routing and reversed ties pass, top-1, logit means, no all-reduce fail",
           "[p024]") {
   for (int w : {1, 4, 8}) {
     Case c = Prepare(24, 1024, 8, w, /*set=*/1);
@@ -235,7 +235,7 @@ TEST_CASE("p024 fp32 routing and reversed ties pass; top-1, logit means, no all-
   }
 }
 
-TEST_CASE("p024 on PKB's inputs the loss is ~2 whatever the routing; the biased sets are not",
+TEST_CASE("p024 on PKB's inputs the loss is ~2 whatever the routing, the biased sets are not",
           "[p024]") {
   Case pkb = Prepare(24, 1024, 8, 4, 0);
   at::Tensor two = at::full({}, 2.0f, at::kFloat);
@@ -298,7 +298,7 @@ bool AllPass25(const Case& c, const std::vector<Local25>& locals, int index, boo
   return true;
 }
 
-TEST_CASE("p025 PKB's 1e-2 passes zeros and unclamped ratios on its inputs; ours does not",
+TEST_CASE("p025 PKB's 1e-2 passes zeros and unclamped ratios on its inputs, ours does not",
           "[p025]") {
   // PKB's default N: logits of std 32, so every log-ratio clamps (at small N some do not, and
   // those tokens dominate the sums).
@@ -331,7 +331,7 @@ TEST_CASE("p025 PKB's 1e-2 passes zeros and unclamped ratios on its inputs; ours
   }
 }
 
-TEST_CASE("p025 another GEMM order passes; clamp, token count and ratio mistakes fail", "[p025]") {
+TEST_CASE("p025 another GEMM order passes, clamp, token count and ratio mistakes fail", "[p025]") {
   Case c = Prepare(25, 256, 64, 4, 1);
   std::vector<Local25> reference, exact_gemm, unclamped;
   for (size_t r = 0; r < c.all.size(); ++r) {

@@ -42,7 +42,7 @@ at::Tensor Sinkhorn80(const Case& c, int r, Sk v) {
   return q.t().narrow(0, r * b, b).to(at::kFloat).contiguous();
 }
 
-TEST_CASE("p080 fp64 and fused divisions pass; right-magnitude wrong answers fail", "[p080]") {
+TEST_CASE("p080 fp64 and fused divisions pass, right-magnitude wrong answers fail", "[p080]") {
   // Bl x Kp = 256 x 8192 at W = 2, 128 x 4096 at W = 4 (PKB's 512 x 16384 is slow on CPU).
   for (auto [m, w] : {std::pair<int64_t, int>{256, 2}, {128, 4}}) {
     Case c = Prepare(80, m, 64, w);

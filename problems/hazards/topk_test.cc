@@ -226,7 +226,7 @@ TEST_CASE("p083 pieces in chunk order pass, a rank-major gather fails", "[p083]"
   }
 }
 
-TEST_CASE("p083 any bf16 summation order passes the stronger sets; zeros fail them", "[p083]") {
+TEST_CASE("p083 any bf16 summation order passes the stronger sets, zeros fail them", "[p083]") {
   for (int set = 0; set <= kStrongSets; ++set) {
     INFO("set " << set);
     Case c = Prepare(83, kHazardM, 64, 4, set);
@@ -286,7 +286,7 @@ TEST_CASE("p084 rows in chunk order pass, an interleaved all-to-all back fails",
 
 // The kept set decides every entry of a row: the stable order of tied logits (which of two
 // equal tokens the top-p cut drops) is part of the spec, as is the bf16 decision (82's test).
-TEST_CASE("p084 stable ties are the spec; any bf16 summation order passes; zeros fail", "[p084]") {
+TEST_CASE("p084 stable ties are the spec, any bf16 summation order passes, zeros fail", "[p084]") {
   int ties_caught = 0;
   for (int set = 0; set <= kStrongSets; ++set) {
     INFO("set " << set);

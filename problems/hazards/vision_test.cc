@@ -65,7 +65,7 @@ at::Tensor Out77(const Case& c, int r, Attn77 v) {
   return at::cat(blocks, 0).to(q_all.scalar_type());
 }
 
-TEST_CASE("p077 takes every W; sizes and heads as PKB's at the default shape", "[p077]") {
+TEST_CASE("p077 takes every W, sizes and heads as PKB's at the default shape", "[p077]") {
   for (int w : {1, 2, 3, 4, 5, 6, 7, 8, 16}) CHECK(Runnable(77, w));
   using S = std::vector<std::vector<int64_t>>;
   // W = 8: Hq 48, Lc 21600, spb 2700, T 10800; W = 7: Hq 42, Hkv 7, spb 3086; W = 4: clip bites.
@@ -75,7 +75,7 @@ TEST_CASE("p077 takes every W; sizes and heads as PKB's at the default shape", "
   CHECK(MetaShapes(77, Config(1024, 1024, 5), 0) == S{{17280, 45, 128}, {17280, 5, 256}, {4, 2}});
 }
 
-TEST_CASE("p077 set 0 is PKB's draw; the stronger sets scale the query by 2", "[p077]") {
+TEST_CASE("p077 set 0 is PKB's draw, the stronger sets scale the query by 2", "[p077]") {
   for (int set : {0, 1}) {
     Case c = Prepare(77, 64, 4, 2, set);
     at::manual_seed(c.p->Seed(1, set));
@@ -183,7 +183,7 @@ at::Tensor Video78(const Case& c, Var78 v) {
   return at::cat(frames, 2);
 }
 
-TEST_CASE("p078 PKB's shapes at the default run; W up to the 32 tiles", "[p078]") {
+TEST_CASE("p078 PKB's shapes at the default run, W up to the 32 tiles", "[p078]") {
   using S = std::vector<std::vector<int64_t>>;
   CHECK(MetaShapes(78, Config(1024, 1024, 8), 3) == S{{1, 16, 6, 90, 90}});
   CHECK((*FindProblem(78))->Outputs(Config(1024, 1024, 8), 3)[0].shape ==
@@ -257,7 +257,7 @@ std::pair<at::Tensor, at::Tensor> Knn(const Case& c, int r, Knn79 v) {
   return {values.contiguous(), at::gather(lab, 1, index).contiguous()};
 }
 
-TEST_CASE("p079 sizes as PKB's; any W", "[p079]") {
+TEST_CASE("p079 sizes as PKB's, any W", "[p079]") {
   using S = std::vector<std::vector<int64_t>>;
   CHECK(MetaShapes(79, Config(1024, 1024, 8), 2) == S{{32, 384}, {384, 2048}, {1, 2048}});
   CHECK(MetaShapes(79, Config(16384, 8192, 2), 0) == S{{256, 1024}, {1024, 16384}, {1, 16384}});

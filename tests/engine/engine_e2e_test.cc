@@ -86,7 +86,7 @@ TEST_CASE("constraints are checked before anything runs", "[engine][e2e]") {
   CHECK(k["message"].get<std::string>().find("unknown problem 999") != std::string::npos);
 }
 
-TEST_CASE("the .cu examples compile with nvcc; without a GPU nothing pretends", "[engine][nvcc]") {
+TEST_CASE("the .cu examples compile with nvcc, without a GPU nothing pretends", "[engine][nvcc]") {
   for (const char* ex : {"p001_allreduce", "p002_allgather"}) {
     std::string base = kSrc + "/problems/examples/" + ex;
     int id = std::string(ex) == "p001_allreduce" ? 1 : 2;

@@ -442,7 +442,7 @@ TEST_CASE("a draining worker finishes its job and leaves", "[service]") {
   CHECK(w->WaitExit(absl::Seconds(10)));
 }
 
-TEST_CASE("tokens: roles decide who may call what; submissions are rate-limited per token",
+TEST_CASE("tokens: roles decide who may call what, submissions are rate-limited per token",
           "[service][auth]") {
   Cluster c;
   std::string tokens = c.WriteSource(
@@ -481,7 +481,7 @@ TEST_CASE("tokens: roles decide who may call what; submissions are rate-limited 
   CHECK(RunSubprocess(o)->exit_code == 6);
 }
 
-TEST_CASE("TLS: worker and CLI reach a TLS coordinator; plaintext does not", "[service][tls]") {
+TEST_CASE("TLS: worker and CLI reach a TLS coordinator, plaintext does not", "[service][tls]") {
   Cluster c;
   SubprocessOptions gen;
   gen.argv = {"openssl",  "req",

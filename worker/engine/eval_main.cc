@@ -164,6 +164,8 @@ int Main(int argc, char** argv) {
 // reads pkb-eval's exit status, and a finished evaluation must not end as a crash.
 int main(int argc, char** argv) {
   const int rc = Main(argc, argv);
+  std::cout.flush();  // iostreams first: _Exit flushes nothing
+  std::cerr.flush();
   std::fflush(nullptr);
   std::_Exit(rc);
 }

@@ -59,7 +59,7 @@ SubprocessResult RunSandboxed(const SandboxPolicy& policy, const std::string& sc
   return *r;
 }
 
-TEST_CASE("sandbox: writes land in scratch only; the rest is read-only or absent", "[sandbox]") {
+TEST_CASE("sandbox: writes land in scratch only, the rest is read-only or absent", "[sandbox]") {
   RequireSandbox();
   Scratch s, secret_dir;
   REQUIRE(WriteFileAtomic(secret_dir.dir + "/token", "s3cret").ok());
@@ -103,7 +103,7 @@ TEST_CASE("sandbox: no network, no host processes, an unprivileged uid", "[sandb
   CHECK(r.out.find("CapEff:\t0000000000000000") != std::string::npos);
 }
 
-TEST_CASE("sandbox: the environment is an allow-list; secrets do not pass", "[sandbox]") {
+TEST_CASE("sandbox: the environment is an allow-list, secrets do not pass", "[sandbox]") {
   RequireSandbox();
   Scratch s;
   setenv("PKB_TOKEN", "s3cret-token", 1);
@@ -205,7 +205,7 @@ TEST_CASE("sandbox: grouped ranks share one sandbox and report each exit", "[san
   }
 }
 
-TEST_CASE("sandbox: a crashing grouped rank is named; the others are ended", "[sandbox]") {
+TEST_CASE("sandbox: a crashing grouped rank is named, the others are ended", "[sandbox]") {
   RequireSandbox();
   Scratch s;
   SandboxPolicy policy;

@@ -109,7 +109,7 @@ TEST_CASE("a report the harness could not have written is malformed, with the re
   CHECK_THAT(garbage.malformed[0], Catch::Contains("does not parse"));
 }
 
-TEST_CASE("missing reports leave the set incomplete without a reason; long text is cut") {
+TEST_CASE("missing reports leave the set incomplete without a reason, long text is cut") {
   VerdictContext ctx = Ctx(3);
   v1::RankReport chatty = Passing(1);
   chatty.set_message(std::string(1 << 20, 'x'));
@@ -124,7 +124,7 @@ TEST_CASE("missing reports leave the set incomplete without a reason; long text 
   CHECK_FALSE(p.reports[2]);
 }
 
-TEST_CASE("the first failing rank decides; a mismatch attaches no log") {
+TEST_CASE("the first failing rank decides, a mismatch attaches no log") {
   VerdictContext ctx = Ctx(3);
   v1::RankReport mismatch = Passing(1), crashed = Passing(2);
   mismatch.set_status(v1::MISMATCH);
