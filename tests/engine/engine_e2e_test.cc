@@ -103,8 +103,10 @@ TEST_CASE("the .cu examples compile with nvcc, without a GPU nothing pretends", 
 TEST_CASE("the catalog lists every problem with layouts and tolerances", "[engine]") {
   SubprocessOptions o;
   o.argv = {PKB_EVAL, "--catalog"};
+  o.max_output_bytes = 64 << 20;  // as the coordinator reads it: 87 problems are 1.6 MB of JSON
   auto r = RunSubprocess(o);
   REQUIRE(r.ok());
+  REQUIRE(r->exit_code == 0);
   auto j = nlohmann::json::parse(r->out);
   REQUIRE(j["problems"].size() >= 11);
   for (const auto& p : j["problems"]) {
