@@ -56,12 +56,13 @@ std::string RedactStoreLocation(const std::string& location) {
   return out;
 }
 
-absl::Status JobStore::CreateJob(const v1::Job& job, const v1::EvalEvent* first_event) {
-  JobWrite w{job, /*create=*/true, std::nullopt};
-  if (first_event) w.event = *first_event;
+namespace {
+
+// Write() and wait for its commit.
+absl::Status WriteAndWait(JobStore& store, JobWrite w) {
   absl::Notification done;
   absl::Status result;
-  Write(std::move(w), [&](const absl::Status& st) {
+  store.Write(std::move(w), [&](const absl::Status& st) {
     result = st;
     done.Notify();
   });
@@ -69,17 +70,18 @@ absl::Status JobStore::CreateJob(const v1::Job& job, const v1::EvalEvent* first_
   return result;
 }
 
+}  // namespace
+
+absl::Status JobStore::CreateJob(const v1::Job& job, const v1::EvalEvent* first_event) {
+  JobWrite w{job, /*create=*/true, std::nullopt};
+  if (first_event) w.event = *first_event;
+  return WriteAndWait(*this, std::move(w));
+}
+
 absl::Status JobStore::UpdateJob(const v1::Job& job, const v1::EvalEvent* event) {
   JobWrite w{job, /*create=*/false, std::nullopt};
   if (event) w.event = *event;
-  absl::Notification done;
-  absl::Status result;
-  Write(std::move(w), [&](const absl::Status& st) {
-    result = st;
-    done.Notify();
-  });
-  done.WaitForNotification();
-  return result;
+  return WriteAndWait(*this, std::move(w));
 }
 
 int64_t JobStore::AddCommitObserver(std::function<void()> observer) {
