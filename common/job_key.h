@@ -22,7 +22,7 @@ struct JobKeyFields {
   // Engine knobs; they enter the key only when they differ from the defaults, so a job
   // submitted with defaults has the same key in the coordinator and in the engine.
   int64_t set_offset = 0;
-  int32_t max_sets = 64;
+  int32_t max_sets = 128;
   double l2_multiple = 3.0;
   int32_t spot_checks = 3;
 };

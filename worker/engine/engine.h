@@ -29,7 +29,7 @@ struct EvalOptions {
   int trials = 5;
   int warmup = 500;
   int iters = 100;
-  int max_sets = 64;         // cap on the timed input sets
+  int max_sets = 128;        // cap on the timed input sets
   double l2_multiple = 3.0;  // timed input sets together exceed this many L2 caches
   int spot_checks = 3;       // timed outputs re-checked after the window
   int64_t set_offset = 0;    // secret seed offset for ranked runs (0: PKB's public seeds)

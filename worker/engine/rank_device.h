@@ -31,6 +31,9 @@ class RankDevice {
   virtual at::Device device() const = 0;
   virtual std::string name() const = 0;
   virtual double l2_bytes() const = 0;
+  // Memory the timed input sets may use: device memory free now (CUDA), or this rank's share
+  // of the host's available memory (CPU).
+  virtual double free_bytes() const = 0;
   virtual void* stream() = 0;           // cudaStream_t, or nullptr on CPU
   virtual int device_type() const = 0;  // pkb_device_type
   virtual int device_index() const = 0;

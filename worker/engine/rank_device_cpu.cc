@@ -1,6 +1,9 @@
 // CPU rank device: tensors in host memory, MPI collectives, a steady clock for timing. Symmetric
 // memory on CPU is an ordinary allocation visible to this rank only (CPU candidates are test
 // vehicles; they do not share memory across processes).
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <deque>
@@ -19,6 +22,10 @@ class CpuRankDevice : public RankDevice {
   at::Device device() const override { return at::kCPU; }
   std::string name() const override { return "cpu"; }
   double l2_bytes() const override { return 4.0 * 1024 * 1024; }
+  double free_bytes() const override {
+    const double avail = static_cast<double>(sysconf(_SC_AVPHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+    return avail / std::max(1, id_.world);
+  }
   void* stream() override { return nullptr; }
   int device_type() const override { return PKB_CPU; }
   int device_index() const override { return 0; }

@@ -263,6 +263,10 @@ class CudaRankDevice : public RankDevice {
   at::Device device() const override { return at::Device(at::kCUDA, index_); }
   std::string name() const override { return name_; }
   double l2_bytes() const override { return l2_; }
+  double free_bytes() const override {
+    size_t free = 0, total = 0;
+    return cudaMemGetInfo(&free, &total) == cudaSuccess ? static_cast<double>(free) : 0;
+  }
   void* stream() override { return stream_; }
   int device_type() const override { return PKB_CUDA; }
   int device_index() const override { return index_; }

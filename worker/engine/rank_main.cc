@@ -40,7 +40,7 @@ struct RankOptions {
   int iters = 100;
   int64_t set_offset = 0;    // secret seed offset for ranked runs
   double l2_multiple = 3.0;  // timed input sets together exceed this many L2s
-  int max_sets = 64;
+  int max_sets = 128;
   int spot_checks = 3;
   bool baseline = true;
 };
@@ -197,8 +197,8 @@ class RankRunner {
     return all_ok;
   }
 
-  // How many distinct input sets the timed iterations rotate through.
-  int TimedSets() {
+  // Bytes of one input set with its outputs.
+  int64_t SetBytes() {
     int64_t bytes = 0;
     Inputs in = DrawInputs(p_, cfg_, comm_->rank(), 0);
     for (const auto& t : in.tensors) bytes += t.nbytes();
@@ -207,21 +207,42 @@ class RankRunner {
       for (auto s : d.shape) n *= s;
       bytes += n * c10::elementSize(d.dtype);
     }
-    double want = o_.l2_multiple * dev_->l2_bytes();
-    int sets = static_cast<int>(std::ceil(want / std::max<int64_t>(bytes, 1))) + 1;
-    return std::max(2, std::min(sets, o_.max_sets));
+    return std::max<int64_t>(bytes, 1);
   }
 
-  // Times `fn(set)` over warm-up and timed iterations. Returns per-iteration microseconds and
-  // the host wall clock over the timed window (device synchronized before it closes).
-  // `before_timed()` runs after the warm-up; `after(i, set)` between timed iterations, outside
-  // the events (its device work counts in the wall clock, not in the per-iteration times).
+  // How many distinct input sets the timed iterations rotate through: one per timed iteration,
+  // so that no timed call sees contents it has seen before (a candidate that keeps its outputs
+  // and replays them on known inputs gains nothing), and together more than `l2_multiple` L2s;
+  // at most `max_sets`, and what a quarter of the free memory holds (at most 16 GiB). Where that
+  // is fewer than the timed iterations, the sets are reused in turn and the report says so.
+  // The ranks agree on the smallest count (their set sizes and free memory may differ), so that
+  // timed iteration i uses set number 1000 + i mod sets on every rank.
+  absl::StatusOr<int> TimedSets(int64_t set_bytes) {
+    const double want_l2 = std::ceil(o_.l2_multiple * dev_->l2_bytes() / set_bytes) + 1;
+    const double budget = std::min(16.0 * (1 << 30), dev_->free_bytes() / 4);
+    // One more set than the timed ones is drawn for the warm-up.
+    const double fits = std::floor(budget / set_bytes) - 1;
+    const double want = std::max<double>(want_l2, o_.iters);
+    const int mine =
+        static_cast<int>(std::max(2.0, std::min({want, double(o_.max_sets), fits})));
+    at::Tensor sets = at::full({1}, static_cast<int64_t>(mine),
+                               at::TensorOptions().dtype(at::kLong).device(cfg_.device));
+    PKB_RETURN_IF_ERROR(comm_->AllReduce(sets, ReduceOp::kMin));
+    return static_cast<int>(sets.item<int64_t>());
+  }
+
+  // Times `fn(set)` over warm-up and timed iterations. The warm-up calls `fn(sets)`, a set of its
+  // own, so that the timed iterations (`fn(i % sets)`) meet contents they have not seen. Returns
+  // per-iteration microseconds and the host wall clock over the timed window (device synchronized
+  // before it closes). `before_timed()` runs after the warm-up; `after(i, set)` between timed
+  // iterations, outside the events (its device work counts in the wall clock, not in the
+  // per-iteration times).
   template <typename Fn, typename BeforeTimed, typename After>
   absl::Status Time(int sets, Fn fn, BeforeTimed before_timed, After after,
                     std::vector<double>* us, double* wall_us) {
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     PKB_RETURN_IF_ERROR(comm_->Barrier());
-    for (int i = 0; i < o_.warmup; ++i) PKB_RETURN_IF_ERROR(fn(i % sets));
+    for (int i = 0; i < o_.warmup; ++i) PKB_RETURN_IF_ERROR(fn(sets));
     before_timed();
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     PKB_RETURN_IF_ERROR(comm_->Barrier());
@@ -258,11 +279,13 @@ class RankRunner {
 
   absl::Status Benchmark(v1::RankReport* report) {
     auto t0 = std::chrono::steady_clock::now();
-    int sets = TimedSets();
+    const int64_t set_bytes = SetBytes();
+    PKB_ASSIGN_OR_RETURN(const int sets, TimedSets(set_bytes));
     report->set_input_sets(sets);
+    // Timed sets 1000 + s; the warm-up's own set (index `sets`) is 1000 + sets.
     std::vector<Inputs> inputs;
     std::vector<OutputSet> outputs;
-    for (int s = 0; s < sets; ++s) {
+    for (int s = 0; s <= sets; ++s) {
       const int set = static_cast<int>(1000 + s + o_.set_offset);
       inputs.push_back(DrawInputs(p_, cfg_, comm_->rank(), set));
       outputs.push_back(AllocateOutputs(p_, cfg_, comm_->rank(), set));
