@@ -118,10 +118,19 @@ v1::OutputCheck CompareOutput(const at::Tensor& actual, const at::Tensor& expect
     // Bits per element: complex has two float parts; map back to element granularity.
     bad = bitbad.reshape({a.numel(), -1}).any(1);
   } else {
-    at::Tensor thr = tol.atol + tol.rtol * e.abs();
+    double atol = tol.atol;
+    double outlier_atol = tol.outlier_atol;
+    if (tol.atol_mean_abs > 0) {
+      const at::Tensor finite = e.abs().masked_select(e.isfinite().logical_and(e.ne(0)));
+      const double scaled = finite.numel() ? tol.atol_mean_abs * finite.mean().item<double>() : 0;
+      atol += scaled;
+      outlier_atol += scaled;
+      r.set_atol(atol);
+    }
+    at::Tensor thr = atol + tol.rtol * e.abs();
     bad = diff.le(thr).logical_not();  // NaN compares false, so NaN is bad
     if (tol.outlier_fraction > 0) {
-      at::Tensor loose = diff.le(tol.outlier_atol + tol.outlier_rtol * e.abs()).logical_not();
+      at::Tensor loose = diff.le(outlier_atol + tol.outlier_rtol * e.abs()).logical_not();
       const double allowed = std::ceil(tol.outlier_fraction * static_cast<double>(e.numel()));
       if (!loose.any().item<bool>() && bad.sum().item<int64_t>() <= allowed) bad = loose;
     }

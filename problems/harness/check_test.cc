@@ -153,3 +153,37 @@ TEST_CASE("a reference that breaks its declaration is an error, not a verdict") 
 
 }  // namespace
 }  // namespace pkb
+
+namespace pkb {
+namespace {
+
+TEST_CASE("atol_mean_abs: the slack follows the output's mean size, and adds to the outliers'") {
+  // mean |expected| over the nonzero elements = (1 + 2 + 3) / 3 = 2: atol = 0.1 * 2 = 0.2 on
+  // every element (the zeros do not dilute it).
+  at::Tensor want = at::tensor({0.f, 1.f, -2.f, 3.f, 0.f, 0.f});
+  Tolerance t{0, 0, false, ""};
+  t.atol_mean_abs = 0.1;
+  at::Tensor got = want.clone();
+  got[0] = 0.19f;  // the element whose expected value is 0 still gets the output's slack
+  got[3] = 3.19f;
+  v1::OutputCheck c = CompareOutput(got, want, t);
+  CHECK(c.ok());
+  CHECK(c.atol() == Approx(0.2));
+  got[0] = 0.21f;
+  CHECK_FALSE(CompareOutput(got, want, t).ok());
+  // An all-zero expected output gets no slack: anything but zeros fails.
+  at::Tensor zeros = at::zeros({4});
+  CHECK(CompareOutput(zeros.clone(), zeros, t).ok());
+  CHECK_FALSE(CompareOutput(at::full({4}, 1e-6f), zeros, t).ok());
+  // The outlier bound gets the same slack: one element within 0.2 + 0.5 passes as an outlier.
+  t.outlier_fraction = 0.2;  // ceil(1.2): one element
+  t.outlier_atol = 0.5;
+  got = want.clone();
+  got[1] = 1.65f;
+  CHECK(CompareOutput(got, want, t).ok());
+  got[1] = 1.75f;
+  CHECK_FALSE(CompareOutput(got, want, t).ok());
+}
+
+}  // namespace
+}  // namespace pkb

@@ -89,6 +89,11 @@ struct Tolerance {
   double outlier_fraction = 0;
   double outlier_atol = 0;
   double outlier_rtol = 0;
+  // Added to atol (and outlier_atol): this multiple of the mean |expected| over the output's
+  // nonzero elements (all zeros: no slack), for errors that follow the size of the terms summed,
+  // not the element's own: an element of a sum that cancels is small but carries the rounding
+  // of its large terms. 0: none.
+  double atol_mean_abs = 0;
 };
 
 // A named sub-group layout: the disjoint rank sets that `name` splits WORLD into.
