@@ -1,5 +1,7 @@
-// Hazard tests of 43 (and, as they land, 40-42 and 47): the sharded Adam steps (see hazards.h and
+// Hazard tests of 40-43 and 47: the DDP, ZeRO and FSDP Adam steps (see hazards.h and
 // problems/dp/adam.h), and the outlier budget of the tolerance they use.
+#include <algorithm>
+
 #include "problems/dp/adam.h"
 #include "problems/hazards/hazards.h"
 
@@ -79,6 +81,18 @@ bool AllPass(const Case& c, const std::vector<std::vector<at::Tensor>>& outs) {
         UNSCOPED_INFO("rank " << r << " output " << i << " fails: " << tight.bad_count() << "/"
                               << tight.numel() << " outside the tight bound, max abs "
                               << tight.max_abs_error() << ", max rel " << tight.max_rel_error());
+        {
+          const double u = UnitRoundoff(c.cfg.dtype);
+          at::Tensor e = c.truth[r][i].to(at::kDouble), a = outs[r][i].to(at::kDouble);
+          at::Tensor d = (a - e).abs();
+          const double mean = e.abs().mean().item<double>();
+          for (int k : {4, 12, 24, 48}) {
+            UNSCOPED_INFO("  rtol " << k << "u: needs atol_mean_abs "
+                                    << ((d - k * u * e.abs()).clamp_min(0).max().item<double>() /
+                                        (u * mean))
+                                    << " u (mean |e| " << mean << ")");
+          }
+        }
         ok = false;
       }
     }
@@ -95,6 +109,143 @@ std::vector<std::vector<at::Tensor>> Unshard(const Case& c, const Variant& v) {
     shards.push_back(Apply(in[1], d, dp::ReadHyper(in).lr, v));
   }
   return std::vector<std::vector<at::Tensor>>(c.cfg.world, {at::cat(shards)});
+}
+
+// The averaged flat gradient each rank would use, reduced as the variant does. Ring orders follow
+// NCCL's ring all-reduce and reduce-scatter: chunk k of W is summed starting at rank k + 1 and
+// going around (forward) or the other way (backward), rounded to the dtype at every hop.
+std::vector<at::Tensor> Reduced(const std::vector<at::Tensor>& local, const Variant& v) {
+  const int w = static_cast<int>(local.size());
+  const auto dt = local[0].scalar_type();
+  std::vector<at::Tensor> grads = local;
+  if (v.missing >= 0) grads[v.missing] = at::zeros_like(grads[v.missing]);
+  at::Tensor mean;
+  switch (v.reduce) {
+    case Variant::kLocal:
+      return local;
+    case Variant::kSum: {
+      at::Tensor sum = at::zeros_like(grads[0], at::kDouble);
+      for (const auto& g : grads) sum += g.to(at::kDouble);
+      mean = sum.to(dt);
+      break;
+    }
+    case Variant::kExact:
+      mean = dp::MeanOfRanks(grads);
+      break;
+    case Variant::kRingForward:
+    case Variant::kRingBackward: {
+      const int64_t n = grads[0].numel(), chunk = (n + w - 1) / w;
+      mean = at::empty_like(grads[0]);
+      for (int k = 0; k < w && k * chunk < n; ++k) {
+        const int64_t len = std::min(chunk, n - k * chunk);
+        const int dir = v.reduce == Variant::kRingForward ? 1 : w - 1;
+        int r = (k + 1) % w;
+        at::Tensor acc = grads[r].narrow(0, k * chunk, len).clone();
+        for (int hop = 1; hop < w; ++hop) {
+          r = (r + dir) % w;
+          acc = acc + grads[r].narrow(0, k * chunk, len);  // rounded to the dtype
+        }
+        mean.narrow(0, k * chunk, len).copy_(acc);
+      }
+      mean = mean.div(static_cast<int64_t>(w));
+      break;
+    }
+  }
+  return std::vector<at::Tensor>(w, mean);
+}
+
+// Every rank's flat local gradient at the given parameters, in the dtype or (fp64_grads) in fp64
+// from the dtype inputs and rounded once.
+std::vector<at::Tensor> LocalGrads(const Case& c, const std::vector<at::Tensor>& params,
+                                   const Variant& v) {
+  std::vector<at::Tensor> out;
+  for (const auto& in : c.all) {
+    if (!v.fp64_grads) {
+      out.push_back(dp::LocalGrad(in[0], in[1], params));
+      continue;
+    }
+    std::vector<at::Tensor> p64;
+    for (const auto& p : params) p64.push_back(p.to(at::kDouble));
+    out.push_back(dp::LocalGrad(in[0].to(at::kDouble), in[1].to(at::kDouble), p64)
+                      .to(in[0].scalar_type()));
+  }
+  return out;
+}
+
+// Problem 40 as the variant computes it: rank 0's state, every rank the whole step.
+std::vector<std::vector<at::Tensor>> DdpSim(const Case& c, const Variant& v) {
+  const auto& root = c.all[0];
+  const std::vector<at::Tensor> params = {root[2], root[3], root[4], root[5]};
+  const auto grads = Reduced(LocalGrads(c, params, v), v);
+  const auto shapes = dp::DdpShape(c.cfg).ParamShapes();
+  std::vector<std::vector<at::Tensor>> out;
+  for (int r = 0; r < c.cfg.world; ++r) {
+    at::Tensor m = dp::Flatten({root[6], root[7], root[8], root[9]});
+    at::Tensor sq = dp::Flatten({root[10], root[11], root[12], root[13]});
+    const dp::AdamHyper h = dp::ReadHyper(root);
+    at::Tensor d = Direction(m, sq, grads[r], h, v);
+    at::Tensor p = Apply(dp::Flatten(params), d, h.lr, v);
+    out.emplace_back();
+    for (const at::Tensor& flat : {p, m, sq}) {
+      for (auto& t : dp::Unflatten(flat, shapes)) out.back().push_back(t);
+    }
+  }
+  return out;
+}
+
+// Problems 41 and 42: rank q steps slice q with its own moments; every rank gathers the slices.
+std::vector<std::vector<at::Tensor>> ZeroSim(const Case& c, const Variant& v) {
+  const auto& root = c.all[0];
+  const std::vector<at::Tensor> params = {root[2], root[3], root[4], root[5]};
+  const auto grads = Reduced(LocalGrads(c, params, v), v);
+  const dp::MlpShape s = *dp::ShardedShape(c.cfg);
+  const int64_t part = s.numel() / c.cfg.world;
+  const at::Tensor flat = dp::Flatten(params);
+  std::vector<at::Tensor> slices, ms, vs;
+  for (int q = 0; q < c.cfg.world; ++q) {
+    at::Tensor m = c.all[q][6].clone(), sq = c.all[q][7].clone();
+    const dp::AdamHyper h = dp::ReadHyper(c.all[q]);
+    at::Tensor d = Direction(m, sq, grads[q].narrow(0, q * part, part), h, v);
+    slices.push_back(Apply(flat.narrow(0, q * part, part), d, h.lr, v));
+    ms.push_back(m);
+    vs.push_back(sq);
+  }
+  const auto gathered = dp::Unflatten(at::cat(slices), s.ParamShapes());
+  std::vector<std::vector<at::Tensor>> out;
+  for (int r = 0; r < c.cfg.world; ++r) {
+    out.push_back(gathered);
+    out.back().push_back(ms[r]);
+    out.back().push_back(vs[r]);
+  }
+  return out;
+}
+
+// Problem 47: the gathered shards' gradient, each rank's AdamW on its shard.
+std::vector<std::vector<at::Tensor>> FsdpSim(const Case& c, const Variant& v) {
+  const dp::MlpShape s = *dp::ShardedShape(c.cfg);
+  std::vector<at::Tensor> shards;
+  for (const auto& in : c.all) shards.push_back(in[2]);
+  const auto grads = Reduced(LocalGrads(c, dp::Unflatten(at::cat(shards), s.ParamShapes()), v), v);
+  const int64_t part = s.numel() / c.cfg.world;
+  std::vector<std::vector<at::Tensor>> out;
+  for (int r = 0; r < c.cfg.world; ++r) {
+    const auto& in = c.all[r];
+    at::Tensor m = in[3].clone(), sq = in[4].clone();
+    const dp::AdamHyper h = dp::ReadHyper(in);
+    const double wd = dp::Scalar(in, "weight_decay");
+    at::Tensor d = Direction(m, sq, grads[r].narrow(0, r * part, part), h, v);
+    at::Tensor theta;
+    if (!v.update) {
+      theta = in[2].clone();
+    } else if (d.scalar_type() == at::kFloat && in[2].scalar_type() != at::kFloat) {
+      const at::Tensor t0 = in[2].to(at::kFloat);
+      theta = (t0 - h.lr * d - h.lr * wd * t0).to(in[2].scalar_type());
+    } else {
+      theta = in[2].add(d, -h.lr).add_(in[2], -h.lr * wd);
+    }
+    out.push_back({theta, m, sq});
+  }
+  return out;
 }
 
 using Sim = std::vector<std::vector<at::Tensor>> (*)(const Case&, const Variant&);
@@ -169,6 +320,73 @@ TEST_CASE("p043 the stronger sets' moments are slices of one history", "[seeds]"
     const at::Tensor ratio = v_all.masked_select(nonzero) / m_all.masked_select(nonzero).pow(2);
     CHECK(ratio.sub(0.1).abs().max().item<double>() < 0.02);
     CHECK_FALSE(Same(m[1], m[2]));
+  }
+}
+
+}  // namespace
+}  // namespace pkb::hazards
+
+namespace pkb::hazards {
+namespace {
+
+// The MLP steps at the CPU checks' shape (d_in 256, hid 128, d_out 64) and at 64 x 64, on PKB's
+// set 0 (zero moments: the step is lr * sign(g)) and a stronger set (history moments).
+TEST_CASE("p040 DDP: ring orders and fp32 Adam pass, a missing rank or a sum fails", "[p040]") {
+  for (int set : {0, 1}) {
+    for (int w : {1, 2, 8}) CheckStep(40, DdpSim, 64, 256, w, set, true);
+  }
+  CheckStep(40, DdpSim, 64, 64, 4, 0, true);
+}
+
+TEST_CASE("p041 ZeRO-1: ring orders and fp32 Adam pass, a missing rank or a sum fails", "[p041]") {
+  for (int set : {0, 1}) {
+    for (int w : {1, 2, 8}) CheckStep(41, ZeroSim, 64, 256, w, set, true);
+  }
+  CheckStep(41, ZeroSim, 64, 64, 4, 0, true);
+}
+
+TEST_CASE("p042 ZeRO-2: ring orders and fp32 Adam pass, a missing rank or a sum fails", "[p042]") {
+  for (int set : {0, 2}) {
+    for (int w : {1, 4, 8}) CheckStep(42, ZeroSim, 64, 256, w, set, true);
+  }
+}
+
+TEST_CASE("p047 FSDP: ring orders and fp32 AdamW pass, a missing rank or a sum fails", "[p047]") {
+  // Set 0 at W > 1 moves few elements (only rank 0's shard is a model); sets > 0 the whole step.
+  for (int set : {1, 2}) {
+    for (int w : {1, 2, 8}) CheckStep(47, FsdpSim, 64, 256, w, set, true);
+  }
+  // Set 0 at W = 8: most of a shard's gradient is zero, the rest cancels across ranks.
+  for (int w : {4, 8}) CheckStep(47, FsdpSim, 64, 256, w, 0, true);
+}
+
+// The moments alone must reject a missing rank, since the parameters cannot show it (see
+// RankMissingDetectable).
+TEST_CASE("p040-p047 the moments alone reject a missing rank", "[p040][p041][p047]") {
+  struct Item {
+    int id;
+    Sim sim;
+    int set;
+    std::vector<int> moments;
+  };
+  for (const Item& it : {Item{40, DdpSim, 0, {4, 5, 6, 7, 8, 9, 10, 11}},
+                         Item{41, ZeroSim, 0, {4, 5}}, Item{47, FsdpSim, 1, {1, 2}}}) {
+    Case c = Prepare(it.id, 64, 256, 4, it.set);
+    for (int missing = 0; missing < 4; ++missing) {
+      Variant miss;
+      miss.missing = missing;
+      const auto outs = it.sim(c, miss);
+      for (int index : it.moments) {
+        bool rejected = false, differs = false;
+        for (int r = 0; r < 4; ++r) {
+          if (Same(outs[r][index], c.truth[r][index])) continue;
+          differs = true;
+          rejected = rejected || !Passes(c, index, outs[r][index], c.truth[r][index]);
+        }
+        INFO("problem " << it.id << " output " << index << " rank " << missing << " missing");
+        CHECK((!differs || rejected));
+      }
+    }
   }
 }
 
