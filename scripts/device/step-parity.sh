@@ -48,6 +48,8 @@ dump_problem() {  # every dump of one problem; prints what was refused
 # PARITY_FROM=31: only problems with ids from 31 on.
 ids=$("$BIN/pkb-eval" --catalog | python3 -c \
   'import json, sys, os; f = int(os.environ.get("PARITY_FROM", "0")); print(" ".join(str(p["id"]) for p in json.load(sys.stdin)["problems"] if p["id"] >= f))')
+# PARITY_IDS="40 41 42 47": exactly these.
+[ -z "${PARITY_IDS:-}" ] || ids=$PARITY_IDS
 covered=" $(python3 "$HERE/parity.py" --list 2>/dev/null) "
 echo "problems in $BIN/pkb-eval: $ids"
 skipped=""; kept=""
