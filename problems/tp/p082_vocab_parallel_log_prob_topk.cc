@@ -96,29 +96,14 @@ class VocabParallelLogProbTopk : public Problem {
   // Every token's full row filtered at once (the filter is row by row).
   absl::StatusOr<std::vector<std::vector<at::Tensor>>> Oracle(const std::vector<Inputs>& all,
                                                               const RunConfig& cfg) const override {
-    const topk::Sizes s = topk::SizesOf(cfg);
-    at::Tensor rows = topk::FullRows(all, 0, s.tokens);
-    at::Tensor out = topk::TargetLogProbs(rows, all[0][1].reshape({-1}));
-    return std::vector<std::vector<at::Tensor>>(all.size(), {out.reshape({s.batch, s.seq})});
+    return topk::LogProbOracle(all, cfg);
   }
 
   Tolerance GetTolerance(const RunConfig& cfg, int index) const override {
-    return Tolerance{1e-4, 1e-4, false,
-                     "atol = rtol = 1e-4: with the kept set PKB's bf16 top-p decision gives, a "
-                     "correct fp32 log-softmax (any summation order, fused) is within ~1e-5; a "
-                     "token kept or dropped differently moves the output by >= ~0.01. PKB's "
-                     "1e-2 passes all zeros on most of its own inputs."};
+    return topk::LogProbTolerance();
   }
 
-  Roofline GetRoofline(const RunConfig& cfg) const override {
-    const topk::Sizes s = topk::SizesOf(cfg);
-    const double e = ElementBytes(cfg.dtype), w = cfg.world, tl = s.tokens / w;
-    Roofline r;
-    r.nvlink_bytes = s.tokens * s.local_vocab * e * (w - 1) / w + (w - 1) * 4 * tl;
-    r.hbm_bytes = s.tokens * s.local_vocab * e + 8.0 * s.tokens + 4.0 * s.tokens;
-    r.flops = 10.0 * tl * topk::kVocab;  // sort, softmax, cumsum, log-softmax of Tl rows
-    return r;
-  }
+  Roofline GetRoofline(const RunConfig& cfg) const override { return topk::LogProbRoofline(cfg); }
 };
 PKB_REGISTER_PROBLEM(VocabParallelLogProbTopk);
 

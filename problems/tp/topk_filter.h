@@ -147,6 +147,34 @@ inline absl::StatusOr<at::Tensor> VocabToSeq(Comm& comm, const at::Tensor& shard
   return recv.view({w, t / w, vl}).permute({1, 0, 2}).reshape({t / w, w * vl});
 }
 
+// 82 and 83 compute the same result (chunking only changes which rank handles a token): the
+// oracle filters every token's full row at once, and they share the tolerance and roofline.
+inline std::vector<std::vector<at::Tensor>> LogProbOracle(const std::vector<Inputs>& all,
+                                                          const RunConfig& cfg) {
+  const Sizes s = SizesOf(cfg);
+  at::Tensor rows = FullRows(all, 0, s.tokens);
+  at::Tensor out = TargetLogProbs(rows, all[0][1].reshape({-1}));
+  return std::vector<std::vector<at::Tensor>>(all.size(), {out.reshape({s.batch, s.seq})});
+}
+
+inline Tolerance LogProbTolerance() {
+  return Tolerance{1e-4, 1e-4, false,
+                   "atol = rtol = 1e-4: with the kept set PKB's bf16 top-p decision gives, a "
+                   "correct fp32 log-softmax (any summation order, fused) is within ~1e-5; a "
+                   "token kept or dropped differently moves the output by >= ~0.01. PKB's "
+                   "1e-2 passes all zeros on most of its own inputs."};
+}
+
+inline Roofline LogProbRoofline(const RunConfig& cfg) {
+  const Sizes s = SizesOf(cfg);
+  const double e = ElementBytes(cfg.dtype), w = cfg.world, tl = s.tokens / w;
+  Roofline r;
+  r.nvlink_bytes = s.tokens * s.local_vocab * e * (w - 1) / w + (w - 1) * 4 * tl;
+  r.hbm_bytes = s.tokens * s.local_vocab * e + 8.0 * s.tokens + 4.0 * s.tokens;
+  r.flops = 10.0 * tl * kVocab;  // sort, softmax, cumsum, log-softmax of Tl rows
+  return r;
+}
+
 }  // namespace pkb::topk
 
 #endif  // PKB_PROBLEMS_TP_TOPK_FILTER_H_
