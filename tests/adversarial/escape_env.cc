@@ -14,7 +14,8 @@ extern "C" int pkb_run(pkb_context* ctx, const pkb_tensor* in, int, const pkb_sc
       return 1;
     }
   }
-  allreduce_bf16(static_cast<const uint16_t*>(in[0].data), static_cast<uint16_t*>(out[0].data),
-                 pkb_numel(&in[0]), false);
+  if (allreduce_bf16(ctx, static_cast<const uint16_t*>(in[0].data),
+                     static_cast<uint16_t*>(out[0].data), pkb_numel(&in[0]), false) != 0)
+    return 1;
   return 0;
 }

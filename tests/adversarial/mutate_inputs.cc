@@ -5,11 +5,12 @@
 
 #include "common.h"
 PKB_CANDIDATE_API_V1;
-extern "C" int pkb_run(pkb_context*, const pkb_tensor* in, int, const pkb_scalar*, int,
+extern "C" int pkb_run(pkb_context* ctx, const pkb_tensor* in, int, const pkb_scalar*, int,
                        pkb_tensor* out, int) {
   int64_t n = pkb_numel(&in[0]);
-  allreduce_bf16(static_cast<const uint16_t*>(in[0].data), static_cast<uint16_t*>(out[0].data), n,
-                 false);
+  if (allreduce_bf16(ctx, static_cast<const uint16_t*>(in[0].data),
+                     static_cast<uint16_t*>(out[0].data), n, false) != 0)
+    return 1;
   std::memcpy(in[0].data, out[0].data, n * 2);
   return 0;
 }

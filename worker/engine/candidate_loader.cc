@@ -86,6 +86,37 @@ absl::StatusOr<pkb_tensor> ToPkbTensor(const at::Tensor& t) {
   return p;
 }
 
+absl::StatusOr<at::ScalarType> ScalarTypeOfPkb(int32_t dtype) {
+  switch (dtype) {
+    case PKB_BFLOAT16:
+      return at::kBFloat16;
+    case PKB_FLOAT16:
+      return at::kHalf;
+    case PKB_FLOAT32:
+      return at::kFloat;
+    case PKB_FLOAT64:
+      return at::kDouble;
+    case PKB_INT64:
+      return at::kLong;
+    case PKB_INT32:
+      return at::kInt;
+    case PKB_UINT8:
+      return at::kByte;
+    case PKB_INT8:
+      return at::kChar;
+    case PKB_BOOL:
+      return at::kBool;
+    case PKB_FLOAT8_E4M3:
+      return at::kFloat8_e4m3fn;
+    case PKB_FLOAT8_E5M2:
+      return at::kFloat8_e5m2;
+    case PKB_COMPLEX64:
+      return at::kComplexFloat;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("no pkb_dtype ", dtype));
+  }
+}
+
 std::vector<pkb_scalar> ToPkbScalars(const std::vector<ScalarArg>& args) {
   std::vector<pkb_scalar> out;
   for (const auto& a : args) {

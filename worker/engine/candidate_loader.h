@@ -26,6 +26,8 @@ absl::StatusOr<Candidate> LoadCandidate(const std::string& path);
 
 absl::StatusOr<pkb_tensor> ToPkbTensor(const at::Tensor& t);
 std::vector<pkb_scalar> ToPkbScalars(const std::vector<ScalarArg>& args);
+// The ATen type of a pkb_dtype, or an error for a number the API does not define.
+absl::StatusOr<at::ScalarType> ScalarTypeOfPkb(int32_t dtype);
 
 }  // namespace pkb
 

@@ -1,6 +1,11 @@
 #include "worker/engine/engine.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -18,13 +23,27 @@
 #include "problems/harness/inputs.h"
 #include "problems/harness/registry.h"
 #include "worker/engine/compiler.h"
+#include "worker/engine/launcher.h"
 #include "worker/engine/sandbox.h"
 #include "worker/engine/static_check.h"
-#include "worker/engine/launcher.h"
 #include "worker/engine/verdict.h"
 
 namespace pkb {
 namespace {
+
+// A rank's report key, readable by the sandbox's uid only (it deletes the file on reading).
+absl::Status WriteReportKey(const std::string& path, const std::string& key,
+                            const SandboxPolicy* sandbox) {
+  if (key.size() != 32) return absl::InternalError("no random bytes for the report keys");
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return absl::InternalError(absl::StrCat("cannot create ", path, ": ", strerror(errno)));
+  bool ok = write(fd, key.data(), key.size()) == static_cast<ssize_t>(key.size());
+  if (ok && sandbox && geteuid() == 0) ok = fchown(fd, sandbox->uid, sandbox->gid) == 0;
+  close(fd);
+  if (!ok) return absl::InternalError(absl::StrCat("cannot write ", path, ": ", strerror(errno)));
+  return absl::OkStatus();
+}
 
 class EventEmitter {
  public:
@@ -156,8 +175,8 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   const bool sandboxed = o.sandbox != "off";
   if (sandboxed) {
     if (absl::Status s = ProbeSandbox(sandbox); !s.ok()) {
-      return finish(v1::INTERNAL, absl::StrCat("refusing to run a submission unsandboxed: ",
-                                               s.message()));
+      return finish(v1::INTERNAL,
+                    absl::StrCat("refusing to run a submission unsandboxed: ", s.message()));
     }
   }
 
@@ -235,8 +254,16 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
     library_path = copy;
   }
 
-  // Run the ranks.
+  // Run the ranks. Each rank's harness gets a key to sign its report with, in a file it reads
+  // and deletes before the submission's process starts (verdict.h).
   std::string report_base = *scratch + "/report";
+  std::vector<std::string> report_keys;
+  for (int rank = 0; rank < o.world; ++rank) {
+    report_keys.push_back(MakeReportKey());
+    absl::Status written = WriteReportKey(absl::StrCat(report_base, ".key.", rank),
+                                          report_keys.back(), sandboxed ? &sandbox : nullptr);
+    if (!written.ok()) return finish(v1::INTERNAL, std::string(written.message()));
+  }
   LaunchSpec spec;
   spec.rank_binary = o.rank_binary;
   spec.world = o.world;
@@ -309,6 +336,7 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   vctx.flops = roof.flops;
   vctx.collective_bytes = roof.collective_bytes;
   vctx.busbw_factor = roof.busbw_factor;
+  vctx.report_keys = report_keys;
   std::vector<std::optional<std::string>> blobs(o.world);
   for (int rank = 0; rank < o.world; ++rank) {
     auto bytes = ReadFile(absl::StrCat(report_base, ".", rank));
@@ -345,6 +373,13 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
                                          launched->Describe(launched->first_failed))
                           : "a rank process ended without a report";
     if (backend == "cpu") who = absl::StrCat("a rank process failed (", launched->Describe(0), ")");
+    // A rank whose candidate failed says how in its report; the others were ended after it.
+    for (const auto& rep : parsed.reports) {
+      if (rep && rep->status() == v1::RUNTIME_ERROR) {
+        r.set_failed_rank_log(log_tail(rep->rank()));
+        return finish(v1::RUNTIME_ERROR, rep->message());
+      }
+    }
     return finish(v1::RUNTIME_ERROR, absl::StrCat(who, "; the candidate crashed or faulted"));
   }
   std::vector<v1::RankReport> reports;

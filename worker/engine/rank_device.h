@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,8 @@ struct RankIdentity {
   int rank = 0;
   int world = 1;
   std::string rendezvous_dir;  // job scratch folder shared by the ranks (CUDA: IPC and NCCL ids)
+  // A barrier of all ranks, for symmetric memory on CPU (the candidate host's: through its judge).
+  std::function<absl::Status()> barrier;
 };
 
 class RankDevice {
@@ -54,6 +57,20 @@ class RankDevice {
 
   // Collective allocation of symmetric memory (candidate API).
   virtual int SymmAlloc(size_t bytes, pkb_symm* out, std::string* error) = 0;
+
+  // Memory the judge shares with its candidate host (rank_host.proto). The judge allocates it
+  // (a memfd on CPU, to pass along; a CUDA IPC handle on GPUs) and the host maps it.
+  struct SharedSegment {
+    void* base = nullptr;
+    size_t bytes = 0;
+    int fd = -1;                  // CPU
+    std::string cuda_ipc_handle;  // CUDA
+  };
+  virtual absl::StatusOr<SharedSegment> AllocShared(size_t bytes) = 0;
+  virtual void FreeShared(SharedSegment& segment) = 0;
+  // In the host: maps the judge's segment (its fd or handle; `base` is set).
+  virtual absl::Status MapShared(SharedSegment& segment) = 0;
+  virtual void UnmapShared(SharedSegment& segment) = 0;
 };
 
 absl::StatusOr<std::unique_ptr<RankDevice>> MakeCpuRankDevice(const RankIdentity& id);

@@ -347,6 +347,37 @@ class CudaRankDevice : public RankDevice {
     return s.ok() ? 0 : 1;
   }
 
+  absl::StatusOr<SharedSegment> AllocShared(size_t bytes) override {
+    SharedSegment s;
+    s.bytes = std::max<size_t>(bytes, 1);
+    PKB_CUDA_OR_RETURN(cudaMalloc(&s.base, s.bytes));
+    cudaIpcMemHandle_t handle;
+    cudaError_t e = cudaIpcGetMemHandle(&handle, s.base);
+    if (e != cudaSuccess) {
+      cudaFree(s.base);
+      return absl::InternalError(CudaError(e, "cudaIpcGetMemHandle"));
+    }
+    s.cuda_ipc_handle.assign(reinterpret_cast<const char*>(&handle), sizeof handle);
+    return s;
+  }
+  void FreeShared(SharedSegment& s) override {
+    if (s.base) cudaFree(s.base);
+    s.base = nullptr;
+  }
+  absl::Status MapShared(SharedSegment& s) override {
+    cudaIpcMemHandle_t handle;
+    if (s.cuda_ipc_handle.size() != sizeof handle) {
+      return absl::InvalidArgumentError("a segment without a CUDA IPC handle");
+    }
+    std::memcpy(&handle, s.cuda_ipc_handle.data(), sizeof handle);
+    PKB_CUDA_OR_RETURN(cudaIpcOpenMemHandle(&s.base, handle, cudaIpcMemLazyEnablePeerAccess));
+    return absl::OkStatus();
+  }
+  void UnmapShared(SharedSegment& s) override {
+    if (s.base) cudaIpcCloseMemHandle(s.base);
+    s.base = nullptr;
+  }
+
  private:
   struct Allocation {
     std::vector<void*> peers;

@@ -1,10 +1,20 @@
-// pkb-rank: one rank process of an evaluation. The engine starts W of them (directly on GPU
-// nodes, under mpirun on CPU machines). Each one draws its inputs, runs the candidate and then
-// the reference (never before: the reference's outputs must not sit in this process's memory
-// while the candidate runs), compares every output, times both, and writes a RankReport.
+// pkb-rank: one rank process of an evaluation, the judge of its rank. The engine starts W of
+// them (directly on GPU nodes, under mpirun on CPU machines). Each one draws its inputs, starts a
+// process of its own for the submission (the candidate host, candidate_host.cc) and shares the
+// inputs and outputs with it, has it run the candidate, then runs the reference here, compares
+// every output, times both, and writes a RankReport signed with the key the engine gave it
+// (verdict.h). The submission never shares an address space with the reference, the comparison,
+// the timers of the reference or the key.
 //
 // Progress lines for the engine go to stdout from rank 0 only: "PKB-PROGRESS <json>".
 #include <ATen/Parallel.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,14 +26,20 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "pkb/v1/rank_host.pb.h"
 #include "pkb/v1/result.pb.h"
 #include "problems/harness/check.h"
 #include "problems/harness/inputs.h"
 #include "problems/harness/registry.h"
 #include "worker/engine/candidate_loader.h"
+#include "worker/engine/host_channel.h"
 #include "worker/engine/rank_device.h"
+#include "worker/engine/verdict.h"
 
 namespace pkb {
+
+int CandidateHostMain(int channel_fd);  // candidate_host.cc
+
 namespace {
 
 struct RankOptions {
@@ -45,41 +61,6 @@ struct RankOptions {
   bool baseline = true;
 };
 
-// The harness state behind pkb_context::harness.
-struct Harness {
-  RankDevice* device = nullptr;
-  Comm* comm = nullptr;
-  std::string error;
-  std::vector<pkb_group> groups;
-  std::vector<std::vector<int32_t>> group_ranks;
-  std::vector<std::string> group_names;
-};
-
-Harness* H(pkb_context* ctx) { return static_cast<Harness*>(ctx->harness); }
-
-int CtxSymmAlloc(pkb_context* ctx, size_t bytes, pkb_symm* out) {
-  return H(ctx)->device->SymmAlloc(bytes, out, &H(ctx)->error);
-}
-int CtxBarrier(pkb_context* ctx) {
-  absl::Status s = H(ctx)->comm->Barrier();
-  if (!s.ok()) H(ctx)->error = std::string(s.message());
-  return s.ok() ? 0 : 1;
-}
-void CtxSetError(pkb_context* ctx, const char* message) {
-  H(ctx)->error = std::string(message ? message : "").substr(0, 4096);
-}
-void CtxLog(pkb_context* ctx, const char* message) {
-  static int lines = 0;
-  if (++lines <= 100) std::fprintf(stderr, "[candidate rank %d] %.1000s\n", ctx->rank, message);
-}
-const pkb_group* CtxGroup(pkb_context* ctx, const char* name) {
-  auto* h = H(ctx);
-  for (size_t i = 0; i < h->groups.size(); ++i) {
-    if (h->group_names[i] == name) return &h->groups[i];
-  }
-  return nullptr;
-}
-
 void Progress(int rank, const std::string& json) {
   if (rank != 0) return;
   std::printf("PKB-PROGRESS %s\n", json.c_str());
@@ -90,42 +71,261 @@ struct OutputSet {
   std::vector<at::Tensor> tensors;
 };
 
-// Outputs with a data-dependent row count are allocated at their capacity.
-OutputSet AllocateOutputs(const Problem& p, const RunConfig& cfg, int rank, int set) {
-  OutputSet o;
-  for (const auto& d : p.OutputsOfSet(cfg, rank, set)) {
-    o.tensors.push_back(at::empty(d.shape, at::TensorOptions().dtype(d.dtype).device(cfg.device)));
+// The process the submission runs in (candidate_host.cc), seen from the judge: started with its
+// end of a socket pair on descriptor 3 and nothing else of ours (stdout goes to our stderr, so it
+// cannot write progress lines), asked to map segments and to call the candidate. While a request
+// runs, the host may ask for the judges' barrier (pkb_context::host_barrier).
+class CandidateHost {
+ public:
+  CandidateHost(RankDevice* dev, Comm* comm) : dev_(dev), comm_(comm) {}
+  ~CandidateHost() { Stop(); }
+
+  absl::Status Start(const v1::HostInit& init) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      return absl::InternalError("socketpair failed");
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+    posix_spawn_file_actions_adddup2(&fa, 2, 1);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+    std::string exe = "/proc/self/exe", flag = "--candidate-host";
+    char* argv[] = {exe.data(), flag.data(), nullptr};
+    int rc = posix_spawn(&pid_, exe.c_str(), &fa, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(sv[1]);
+    if (rc != 0) {
+      close(sv[0]);
+      pid_ = -1;
+      return absl::InternalError(absl::StrCat("cannot start the candidate host: ", strerror(rc)));
+    }
+    ch_ = std::make_unique<HostChannel>(sv[0]);
+    v1::HostRequest req;
+    *req.mutable_init() = init;
+    return Request(req).status();
   }
-  return o;
-}
+
+  // Makes `segment` visible in the host; returns its id there.
+  absl::StatusOr<int> Map(const RankDevice::SharedSegment& segment) {
+    v1::HostRequest req;
+    req.mutable_map()->set_id(next_id_);
+    req.mutable_map()->set_bytes(static_cast<int64_t>(segment.bytes));
+    req.mutable_map()->set_cuda_ipc_handle(segment.cuda_ipc_handle);
+    PKB_RETURN_IF_ERROR(Request(req, segment.fd).status());
+    return next_id_++;
+  }
+  void Unmap(int id) {
+    if (!running()) return;
+    v1::HostRequest req;
+    req.set_unmap(id);
+    (void)Request(req);
+  }
+
+  // One call of the candidate, synchronized in the host.
+  absl::Status Call(const v1::HostCall& call) {
+    v1::HostRequest req;
+    *req.mutable_call() = call;
+    return Request(req).status();
+  }
+
+  // Calls in a row; the host's per-iteration times when timed.
+  absl::StatusOr<std::vector<double>> Loop(const v1::HostLoop& loop) {
+    v1::HostRequest req;
+    *req.mutable_loop() = loop;
+    PKB_ASSIGN_OR_RETURN(v1::HostReply reply, Request(req));
+    if (loop.timed() && reply.us_size() != loop.order_size()) {
+      return absl::AbortedError("the candidate's process answered with the wrong number of times");
+    }
+    return std::vector<double>(reply.us().begin(), reply.us().end());
+  }
+
+  // pkb_fini, then the process is killed: nothing of the submission runs after this.
+  absl::Status Finish() {
+    absl::Status st;
+    if (running()) {
+      v1::HostRequest req;
+      req.set_finish(true);
+      st = Request(req).status();
+    }
+    Stop();
+    return st;
+  }
+
+  bool running() const { return pid_ > 0 && ch_ != nullptr; }
+
+ private:
+  // Sends `req` and waits for its answer, running the barriers the host asks for meanwhile.
+  absl::StatusOr<v1::HostReply> Request(const v1::HostRequest& req, int fd = -1) {
+    if (!running()) return absl::AbortedError("the candidate's process has ended");
+    if (!ch_->Send(req, fd).ok()) return Died();
+    for (;;) {
+      v1::HostReply reply;
+      absl::Status st = ch_->Receive(&reply);
+      if (absl::IsUnavailable(st)) return Died();
+      if (!st.ok())
+        return absl::AbortedError(absl::StrCat("the candidate's process: ", st.message()));
+      if (reply.ask_barrier()) {
+        PKB_RETURN_IF_ERROR(comm_->Barrier());
+        v1::HostRequest done;
+        done.set_barrier_done(true);
+        if (!ch_->Send(done).ok()) return Died();
+        continue;
+      }
+      if (!reply.ok()) return absl::AbortedError(reply.error().substr(0, 4096));
+      return reply;
+    }
+  }
+
+  // The host went away mid-request: how it ended.
+  absl::Status Died() {
+    ch_.reset();
+    int status = 0;
+    pid_t pid = std::exchange(pid_, -1);
+    if (pid <= 0 || waitpid(pid, &status, 0) != pid) {
+      return absl::AbortedError("the candidate's process ended");
+    }
+    if (WIFSIGNALED(status)) {
+      return absl::AbortedError(absl::StrCat("the candidate's process died of signal ",
+                                             WTERMSIG(status), " (", strsignal(WTERMSIG(status)),
+                                             ")"));
+    }
+    return absl::AbortedError(
+        absl::StrCat("the candidate's process exited with status ", WEXITSTATUS(status)));
+  }
+
+  void Stop() {
+    ch_.reset();
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    pid_ = -1;
+  }
+
+  RankDevice* dev_;
+  Comm* comm_;
+  pid_t pid_ = -1;
+  std::unique_ptr<HostChannel> ch_;
+  int next_id_ = 0;
+};
+
+// One segment of memory shared with the candidate host, holding tensors placed one after another
+// (256-byte aligned). The judge keeps at::Tensor views; the host gets their descriptions.
+class SharedArena {
+ public:
+  SharedArena(RankDevice* dev, CandidateHost* host) : dev_(dev), host_(host) {}
+  ~SharedArena() {
+    if (id_ >= 0) host_->Unmap(id_);
+    if (segment_.base) dev_->FreeShared(segment_);
+  }
+
+  static size_t Footprint(at::IntArrayRef sizes, at::IntArrayRef strides, size_t item) {
+    size_t extent = 1;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] == 0) return 0;
+      extent += static_cast<size_t>(sizes[i] - 1) * static_cast<size_t>(strides[i]);
+    }
+    return (extent * item + 255) / 256 * 256;
+  }
+
+  // Bytes that `in` (as drawn) and `outs` need in an arena.
+  static size_t BytesFor(const Inputs& in, const std::vector<OutputDecl>& outs) {
+    size_t bytes = 0;
+    for (const auto& t : in.tensors) bytes += Footprint(t.sizes(), t.strides(), t.element_size());
+    for (const auto& d : outs) {
+      bytes += Footprint(d.shape, c10::contiguous_strides(d.shape), c10::elementSize(d.dtype));
+    }
+    return bytes;
+  }
+
+  absl::Status Reserve(size_t bytes) {
+    PKB_ASSIGN_OR_RETURN(segment_, dev_->AllocShared(bytes));
+    if (host_->running()) {
+      PKB_ASSIGN_OR_RETURN(id_, host_->Map(segment_));
+    }
+    return absl::OkStatus();
+  }
+
+  // A copy of `src` in the arena, with its strides.
+  absl::StatusOr<at::Tensor> Place(const at::Tensor& src) {
+    PKB_ASSIGN_OR_RETURN(at::Tensor view,
+                         View(src.sizes(), src.strides(), src.scalar_type(), src.device()));
+    view.copy_(src);
+    return view;
+  }
+  absl::StatusOr<at::Tensor> Empty(at::IntArrayRef shape, at::ScalarType dtype, at::Device device) {
+    return View(shape, c10::contiguous_strides(shape), dtype, device);
+  }
+
+  // Places a drawn set: its inputs copied, its outputs allocated.
+  absl::StatusOr<std::pair<Inputs, OutputSet>> PlaceSet(const Inputs& drawn,
+                                                        const std::vector<OutputDecl>& outs,
+                                                        at::Device device) {
+    Inputs in;
+    for (size_t i = 0; i < drawn.tensors.size(); ++i) {
+      PKB_ASSIGN_OR_RETURN(at::Tensor t, Place(drawn.tensors[i]));
+      in.Add(drawn.names[i], t);
+    }
+    in.scalars = drawn.scalars;
+    OutputSet o;
+    for (const auto& d : outs) {
+      PKB_ASSIGN_OR_RETURN(at::Tensor t, Empty(d.shape, d.dtype, device));
+      o.tensors.push_back(t);
+    }
+    return std::make_pair(std::move(in), std::move(o));
+  }
+
+  // How the host finds the call's arguments.
+  absl::StatusOr<v1::HostCall> Describe(const Inputs& in, const OutputSet& out) const {
+    v1::HostCall call;
+    for (const auto& t : in.tensors) PKB_RETURN_IF_ERROR(Describe(t, call.add_inputs()));
+    for (const auto& t : out.tensors) PKB_RETURN_IF_ERROR(Describe(t, call.add_outputs()));
+    for (const auto& s : in.scalars) {
+      auto* x = call.add_scalars();
+      x->set_name(s.name);
+      x->set_is_int(s.is_int);
+      x->set_i(s.i);
+      x->set_f(s.f);
+    }
+    return call;
+  }
+
+ private:
+  absl::StatusOr<at::Tensor> View(at::IntArrayRef shape, at::IntArrayRef strides,
+                                  at::ScalarType dtype, at::Device device) {
+    const size_t bytes = Footprint(shape, strides, c10::elementSize(dtype));
+    if (used_ + bytes > segment_.bytes) return absl::InternalError("shared arena too small");
+    void* p = static_cast<char*>(segment_.base) + used_;
+    used_ += bytes;
+    return at::from_blob(
+        p, shape, strides, [](void*) {}, at::TensorOptions().dtype(dtype).device(device));
+  }
+
+  absl::Status Describe(const at::Tensor& t, v1::HostTensor* out) const {
+    PKB_ASSIGN_OR_RETURN(pkb_tensor p, ToPkbTensor(t));
+    out->set_segment(id_);
+    out->set_offset(static_cast<char*>(t.data_ptr()) - static_cast<char*>(segment_.base));
+    out->set_dtype(p.dtype);
+    for (int i = 0; i < p.ndim; ++i) {
+      out->add_shape(p.shape[i]);
+      out->add_strides(p.strides[i]);
+    }
+    return absl::OkStatus();
+  }
+
+  RankDevice* dev_;
+  CandidateHost* host_;
+  RankDevice::SharedSegment segment_;
+  int id_ = -1;
+  size_t used_ = 0;
+};
 
 class RankRunner {
  public:
   RankRunner(const RankOptions& o, const Problem& p, RunConfig cfg, RankDevice* dev, Comm* comm,
-             Candidate cand, pkb_context* ctx)
-      : o_(o), p_(p), cfg_(cfg), dev_(dev), comm_(comm), cand_(cand), ctx_(ctx) {}
-
-  // Runs the candidate once; an error names what went wrong.
-  absl::Status CallCandidate(const Inputs& in, OutputSet& out) {
-    std::vector<pkb_tensor> ti, to;
-    for (const auto& t : in.tensors) {
-      PKB_ASSIGN_OR_RETURN(auto x, ToPkbTensor(t));
-      ti.push_back(x);
-    }
-    for (const auto& t : out.tensors) {
-      PKB_ASSIGN_OR_RETURN(auto x, ToPkbTensor(t));
-      to.push_back(x);
-    }
-    auto scalars = ToPkbScalars(in.scalars);
-    H(ctx_)->error.clear();
-    int rc = cand_.run(ctx_, ti.data(), static_cast<int>(ti.size()), scalars.data(),
-                       static_cast<int>(scalars.size()), to.data(), static_cast<int>(to.size()));
-    if (rc != 0) {
-      return absl::AbortedError(absl::StrCat("pkb_run returned ", rc,
-                                             H(ctx_)->error.empty() ? "" : ": ", H(ctx_)->error));
-    }
-    return absl::OkStatus();
-  }
+             CandidateHost* host)
+      : o_(o), p_(p), cfg_(cfg), dev_(dev), comm_(comm), host_(host) {}
 
   // Every rank agrees: true only if `ok` holds on all of them.
   absl::StatusOr<bool> AllOk(bool ok) {
@@ -135,48 +335,59 @@ class RankRunner {
     return t.item<int>() == 0;
   }
 
+  // The inputs the host was given, against a private copy: any change is the candidate's.
+  bool InputsUnchanged(const Inputs& shared, const Inputs& pristine, std::string* which) {
+    for (size_t i = 0; i < shared.tensors.size(); ++i) {
+      if (!at::equal(shared[i], pristine[i])) {
+        *which = shared.names[i];
+        return false;
+      }
+    }
+    return true;
+  }
+
   absl::StatusOr<bool> Verify(v1::RankReport* report) {
     auto t0 = std::chrono::steady_clock::now();
     bool all_ok = true;
     for (int trial = 0; trial < o_.trials; ++trial) {
       int set = static_cast<int>(trial + o_.set_offset);
-      Inputs in = DrawInputs(p_, cfg_, comm_->rank(), set);
-      Inputs pristine;
-      for (size_t i = 0; i < in.tensors.size(); ++i) pristine.Add(in.names[i], in[i].clone());
-      pristine.scalars = in.scalars;
-      OutputSet out = AllocateOutputs(p_, cfg_, comm_->rank(), set);
+      // `pristine` never leaves this process; the host sees copies in a shared arena.
+      Inputs pristine = DrawInputs(p_, cfg_, comm_->rank(), set);
+      const auto decls = p_.OutputsOfSet(cfg_, comm_->rank(), set);
+      SharedArena arena(dev_, host_);
+      PKB_RETURN_IF_ERROR(arena.Reserve(SharedArena::BytesFor(pristine, decls)));
+      PKB_ASSIGN_OR_RETURN(auto placed, arena.PlaceSet(pristine, decls, cfg_.device));
+      auto& [in, out] = placed;
       for (auto& t : out.tensors) Poison(t, trial % 2);
+      PKB_ASSIGN_OR_RETURN(v1::HostCall call, arena.Describe(in, out));
+      PKB_RETURN_IF_ERROR(dev_->Synchronize());
       PKB_RETURN_IF_ERROR(comm_->Barrier());
       v1::RankTrial* rt = report->add_trials();
       rt->set_rank(comm_->rank());
       rt->set_trial(trial);
-      absl::Status run = CallCandidate(in, out);
-      if (run.ok()) run = dev_->Synchronize();
+      absl::Status run = host_->Call(call);
       if (!run.ok()) {
         rt->set_error(std::string(run.message()));
         report->set_status(v1::RUNTIME_ERROR);
         report->set_message(
             absl::StrCat("rank ", comm_->rank(), " trial ", trial, ": ", run.message()));
-        return false;  // the process state is suspect: stop here
+        return false;
       }
-      // Only now does the reference run, on the untouched copy of the inputs.
+      // Only now does the reference run, here, on the private copy of the inputs.
       PKB_ASSIGN_OR_RETURN(auto expected, p_.Reference(*comm_, pristine, cfg_));
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       bool ok = true;
-      for (size_t i = 0; i < in.tensors.size(); ++i) {
-        if (!at::equal(in[i], pristine[i])) {
-          ok = false;
-          rt->set_error(absl::StrCat("the candidate modified its input '", in.names[i], "'"));
-        }
+      std::string changed;
+      if (!InputsUnchanged(in, pristine, &changed)) {
+        ok = false;
+        rt->set_error(absl::StrCat("the candidate modified its input '", changed, "'"));
       }
-      PKB_ASSIGN_OR_RETURN(
-          auto checks, CompareOutputs(p_, cfg_, p_.OutputsOfSet(cfg_, comm_->rank(), set),
-                                      out.tensors, expected, trial % 2));
+      PKB_ASSIGN_OR_RETURN(auto checks,
+                           CompareOutputs(p_, cfg_, decls, out.tensors, expected, trial % 2));
       for (auto& c : checks) {
         ok = ok && c.ok();
         *rt->add_outputs() = std::move(c);
       }
-      for (auto& e : expected) Poison(e, 0);  // no answer is left behind in freed memory
       rt->set_ok(ok);
       PKB_ASSIGN_OR_RETURN(bool everyone, AllOk(ok));
       Progress(comm_->rank(),
@@ -197,19 +408,6 @@ class RankRunner {
     return all_ok;
   }
 
-  // Bytes of one input set with its outputs.
-  int64_t SetBytes() {
-    int64_t bytes = 0;
-    Inputs in = DrawInputs(p_, cfg_, comm_->rank(), 0);
-    for (const auto& t : in.tensors) bytes += t.nbytes();
-    for (const auto& d : p_.OutputsOfSet(cfg_, comm_->rank(), 0)) {
-      int64_t n = 1;
-      for (auto s : d.shape) n *= s;
-      bytes += n * c10::elementSize(d.dtype);
-    }
-    return std::max<int64_t>(bytes, 1);
-  }
-
   // How many distinct input sets the timed iterations rotate through: one per timed iteration,
   // so that no timed call sees contents it has seen before (a candidate that keeps its outputs
   // and replays them on known inputs gains nothing), and together more than `l2_multiple` L2s;
@@ -223,27 +421,22 @@ class RankRunner {
     // One more set than the timed ones is drawn for the warm-up.
     const double fits = std::floor(budget / set_bytes) - 1;
     const double want = std::max<double>(want_l2, o_.iters);
-    const int mine =
-        static_cast<int>(std::max(2.0, std::min({want, double(o_.max_sets), fits})));
+    const int mine = static_cast<int>(std::max(2.0, std::min({want, double(o_.max_sets), fits})));
     at::Tensor sets = at::full({1}, static_cast<int64_t>(mine),
                                at::TensorOptions().dtype(at::kLong).device(cfg_.device));
     PKB_RETURN_IF_ERROR(comm_->AllReduce(sets, ReduceOp::kMin));
     return static_cast<int>(sets.item<int64_t>());
   }
 
-  // Times `fn(set)` over warm-up and timed iterations. The warm-up calls `fn(sets)`, a set of its
-  // own, so that the timed iterations (`fn(i % sets)`) meet contents they have not seen. Returns
-  // per-iteration microseconds and the host wall clock over the timed window (device synchronized
-  // before it closes). `before_timed()` runs after the warm-up; `after(i, set)` between timed
-  // iterations, outside the events (its device work counts in the wall clock, not in the
-  // per-iteration times).
-  template <typename Fn, typename BeforeTimed, typename After>
-  absl::Status Time(int sets, Fn fn, BeforeTimed before_timed, After after,
-                    std::vector<double>* us, double* wall_us) {
+  // Times the reference over warm-up and timed iterations, as the host times the candidate: the
+  // warm-up on a set of its own (index `sets`), timed iteration i on set i % sets. Per-iteration
+  // microseconds and the host wall clock over the timed window (device synchronized).
+  absl::Status TimeReference(int sets, const std::vector<Inputs>& inputs, std::vector<double>* us,
+                             double* wall_us) {
+    auto fn = [&](int s) { return p_.Reference(*comm_, inputs[s], cfg_).status(); };
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     PKB_RETURN_IF_ERROR(comm_->Barrier());
     for (int i = 0; i < o_.warmup; ++i) PKB_RETURN_IF_ERROR(fn(sets));
-    before_timed();
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     PKB_RETURN_IF_ERROR(comm_->Barrier());
     dev_->ResetTimers(o_.iters);
@@ -252,7 +445,6 @@ class RankRunner {
       dev_->Mark(i, 0);
       PKB_RETURN_IF_ERROR(fn(i % sets));
       dev_->Mark(i, 1);
-      after(i, i % sets);
     }
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     *wall_us =
@@ -262,14 +454,14 @@ class RankRunner {
     return absl::OkStatus();
   }
 
-  // `n` distinct timed iterations, the same on every rank (their spot checks run the reference
-  // together), drawn from a seed no candidate sees: each rank adds its own random bits.
-  absl::StatusOr<std::vector<int>> PickIterations(int n) {
+  // `n` distinct iterations among [first, iters), the same on every rank (their spot checks run
+  // the reference together), drawn from a seed no candidate sees: each rank adds random bits.
+  absl::StatusOr<std::vector<int>> PickIterations(int n, int first) {
     at::Tensor seed = at::full({1}, static_cast<int64_t>(std::random_device{}() & 0xFFFFFFF),
                                at::TensorOptions().dtype(at::kLong).device(cfg_.device));
     PKB_RETURN_IF_ERROR(comm_->AllReduce(seed, ReduceOp::kSum));
-    std::vector<int> all(o_.iters);
-    for (int i = 0; i < o_.iters; ++i) all[i] = i;
+    std::vector<int> all;
+    for (int i = first; i < o_.iters; ++i) all.push_back(i);
     std::mt19937_64 rng(static_cast<uint64_t>(seed.item<int64_t>()));
     std::shuffle(all.begin(), all.end(), rng);
     all.resize(std::min<size_t>(n, all.size()));
@@ -279,77 +471,102 @@ class RankRunner {
 
   absl::Status Benchmark(v1::RankReport* report) {
     auto t0 = std::chrono::steady_clock::now();
-    const int64_t set_bytes = SetBytes();
+    const int64_t set_bytes = static_cast<int64_t>(
+        std::max<size_t>(1, SharedArena::BytesFor(DrawInputs(p_, cfg_, comm_->rank(), 0),
+                                                  p_.OutputsOfSet(cfg_, comm_->rank(), 0))));
     PKB_ASSIGN_OR_RETURN(const int sets, TimedSets(set_bytes));
     report->set_input_sets(sets);
-    // Timed sets 1000 + s; the warm-up's own set (index `sets`) is 1000 + sets.
+    // Timed sets 1000 + s; the warm-up's own set (index `sets`) is 1000 + sets. All of them in
+    // one arena shared with the host.
+    auto set_number = [&](int s) { return static_cast<int>(1000 + s + o_.set_offset); };
+    std::vector<Inputs> drawn;
+    size_t bytes = 0;
+    for (int s = 0; s <= sets; ++s) {
+      drawn.push_back(DrawInputs(p_, cfg_, comm_->rank(), set_number(s)));
+      bytes +=
+          SharedArena::BytesFor(drawn.back(), p_.OutputsOfSet(cfg_, comm_->rank(), set_number(s)));
+    }
+    SharedArena arena(dev_, host_);
+    PKB_RETURN_IF_ERROR(arena.Reserve(bytes));
     std::vector<Inputs> inputs;
     std::vector<OutputSet> outputs;
     for (int s = 0; s <= sets; ++s) {
-      const int set = static_cast<int>(1000 + s + o_.set_offset);
-      inputs.push_back(DrawInputs(p_, cfg_, comm_->rank(), set));
-      outputs.push_back(AllocateOutputs(p_, cfg_, comm_->rank(), set));
+      PKB_ASSIGN_OR_RETURN(
+          auto placed, arena.PlaceSet(drawn[s], p_.OutputsOfSet(cfg_, comm_->rank(), set_number(s)),
+                                      cfg_.device));
+      inputs.push_back(std::move(placed.first));
+      outputs.push_back(std::move(placed.second));
+      drawn[s] = Inputs();
     }
     std::vector<double> us;
     double wall = 0;
-    if (cand_.run) {
-      for (auto& o : outputs) {
-        for (auto& t : o.tensors) Poison(t, 1);
-      }
-      // Skipped work must leave poison, and any timed call may be the one re-checked:
-      // - every set's outputs are poisoned after the warm-up, and again after each timed use but
-      //   its last (right after the use, not before the next one, so the poisoned lines are out
-      //   of L2 when the candidate writes them again: the sets together exceed L2 several times);
-      // - the outputs of `checks` timed iterations, picked at random by the ranks together (the
-      //   candidate cannot know which), are copied aside right after their call and compared
-      //   with the reference after the window. A candidate that skips a fraction f of its calls
-      //   passes with probability about (1 - f)^checks.
-      int checks = std::min(o_.spot_checks, o_.iters);
-      PKB_ASSIGN_OR_RETURN(std::vector<int> picks, PickIterations(checks));
-      std::map<int, OutputSet> snapshots;
+    if (host_->running()) {
       auto poison_all = [&] {
         for (auto& o : outputs) {
           for (auto& t : o.tensors) Poison(t, 1);
         }
       };
-      auto after_call = [&](int i, int s) {
-        if (std::find(picks.begin(), picks.end(), i) != picks.end()) {
-          OutputSet copy;
-          for (auto& t : outputs[s].tensors) copy.tensors.push_back(t.clone());
-          snapshots[i] = std::move(copy);
-        }
-        if (i + sets < o_.iters) {
-          for (auto& t : outputs[s].tensors) Poison(t, i % 2);
-        }
-      };
-      PKB_RETURN_IF_ERROR(Time(
-          sets, [&](int s) { return CallCandidate(inputs[s], outputs[s]); }, poison_all,
-          after_call, &us, &wall));
+      // The host runs the warm-up and the timed iterations (its own timers, untrusted); the
+      // wall clock over the timed window is ours.
+      v1::HostLoop warm, timed;
+      for (int s = 0; s <= sets; ++s) {
+        PKB_ASSIGN_OR_RETURN(*warm.add_calls(), arena.Describe(inputs[s], outputs[s]));
+      }
+      *timed.mutable_calls() = warm.calls();
+      for (int i = 0; i < o_.warmup; ++i) warm.add_order(sets);
+      for (int i = 0; i < o_.iters; ++i) timed.add_order(i % sets);
+      timed.set_timed(true);
+      timed.set_repoison(sets < o_.iters);
+      poison_all();
+      PKB_RETURN_IF_ERROR(dev_->Synchronize());
+      PKB_RETURN_IF_ERROR(comm_->Barrier());
+      PKB_RETURN_IF_ERROR(host_->Loop(warm).status());
+      // Skipped work must leave poison: every set's outputs are poisoned after the warm-up (and
+      // by the host after each use but the last when sets come back).
+      poison_all();
+      PKB_RETURN_IF_ERROR(dev_->Synchronize());
+      PKB_RETURN_IF_ERROR(comm_->Barrier());
+      auto w0 = std::chrono::steady_clock::now();
+      PKB_ASSIGN_OR_RETURN(us, host_->Loop(timed));
+      wall =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count();
+      // Nothing of the submission runs from here on: its outputs stay as the window left them,
+      // and it cannot disturb the checks or the reference's timing.
+      PKB_RETURN_IF_ERROR(host_->Finish());
+      PKB_RETURN_IF_ERROR(comm_->Barrier());
       for (double x : us) report->add_candidate_us(x);
       report->set_candidate_wall_us(wall);
+      // Spot checks: `checks` timed iterations picked at random by the ranks together, among the
+      // last uses of their sets (whose outputs are still in place; with one set per iteration,
+      // any iteration). The host never learns which. The reference runs on inputs drawn again
+      // here, and the shared inputs must still equal them. A candidate that skips a fraction f
+      // of its calls passes with probability about (1 - f)^checks.
+      const int checks = std::min(o_.spot_checks, o_.iters);
+      PKB_ASSIGN_OR_RETURN(std::vector<int> picks,
+                           PickIterations(checks, std::max(0, o_.iters - sets)));
       for (int i : picks) {
-        int s = i % sets;
-        PKB_ASSIGN_OR_RETURN(auto expected, p_.Reference(*comm_, inputs[s], cfg_));
-        const int set = static_cast<int>(1000 + s + o_.set_offset);
-        PKB_ASSIGN_OR_RETURN(
-            auto checks, CompareOutputs(p_, cfg_, p_.OutputsOfSet(cfg_, comm_->rank(), set),
-                                        snapshots[i].tensors, expected, 1));
-        for (auto& c : checks) {
+        const int s = i % sets;
+        Inputs pristine = DrawInputs(p_, cfg_, comm_->rank(), set_number(s));
+        PKB_ASSIGN_OR_RETURN(auto expected, p_.Reference(*comm_, pristine, cfg_));
+        const auto decls = p_.OutputsOfSet(cfg_, comm_->rank(), set_number(s));
+        PKB_ASSIGN_OR_RETURN(auto found,
+                             CompareOutputs(p_, cfg_, decls, outputs[s].tensors, expected, 1));
+        std::string changed;
+        if (!InputsUnchanged(inputs[s], pristine, &changed)) {
+          v1::OutputCheck c;
+          c.set_name(absl::StrCat("input '", changed, "'"));
+          c.set_problem("modified by the candidate");
+          found.push_back(c);
+        }
+        for (auto& c : found) {
           c.set_name(absl::StrCat(c.name(), " (timed iteration ", i, ")"));
           if (!c.ok()) *report->add_spot_failures() = c;
         }
-        for (auto& e : expected) Poison(e, 0);
       }
       report->set_spot_checks(checks);
     }
     if (o_.baseline) {
-      PKB_RETURN_IF_ERROR(Time(
-          sets,
-          [&](int s) -> absl::Status {
-            auto r = p_.Reference(*comm_, inputs[s], cfg_);
-            return r.status();
-          },
-          [] {}, [](int, int) {}, &us, &wall));
+      PKB_RETURN_IF_ERROR(TimeReference(sets, inputs, &us, &wall));
       for (double x : us) report->add_baseline_us(x);
       report->set_baseline_wall_us(wall);
     }
@@ -364,8 +581,7 @@ class RankRunner {
   RunConfig cfg_;
   RankDevice* dev_;
   Comm* comm_;
-  Candidate cand_;
-  pkb_context* ctx_;
+  CandidateHost* host_;
 };
 
 absl::Status Run(const RankOptions& o, v1::RankReport* report) {
@@ -396,67 +612,38 @@ absl::Status Run(const RankOptions& o, v1::RankReport* report) {
   report->set_device_name(dev->name());
   auto stream_guard = dev->UseStream();
   auto groups = p->Groups(cfg);
+  // A collective of every judge: past it, every rank has read (and deleted) its report key.
   PKB_ASSIGN_OR_RETURN(Comm * comm, dev->MakeComm(groups));
 
-  Harness h;
-  h.device = dev.get();
-  h.comm = comm;
-  h.group_names.push_back("world");
-  h.group_ranks.push_back(
-      std::vector<int32_t>(comm->global_ranks().begin(), comm->global_ranks().end()));
-  for (const auto& g : groups) {
-    Comm* c = comm->Group(g.name);
-    if (!c) continue;
-    h.group_names.push_back(g.name);
-    h.group_ranks.push_back(
-        std::vector<int32_t>(c->global_ranks().begin(), c->global_ranks().end()));
-  }
-  for (size_t i = 0; i < h.group_names.size(); ++i) {
-    Comm* c = i == 0 ? comm : comm->Group(h.group_names[i]);
-    h.groups.push_back({h.group_names[i].c_str(), c->rank(), c->size(), h.group_ranks[i].data(),
-                        dev->nccl_comm(h.group_names[i])});
-  }
-  pkb_context ctx{};
-  ctx.api_version = PKB_API_VERSION;
-  ctx.rank = o.rank;
-  ctx.world_size = o.world;
-  ctx.device_type = dev->device_type();
-  ctx.device_index = dev->device_index();
-  ctx.stream = dev->stream();
-  ctx.nccl_comm = dev->nccl_comm("world");
-  ctx.num_groups = static_cast<int32_t>(h.groups.size());
-  ctx.groups = h.groups.data();
-  ctx.symm_alloc = &CtxSymmAlloc;
-  ctx.host_barrier = &CtxBarrier;
-  ctx.set_error = &CtxSetError;
-  ctx.log = &CtxLog;
-  ctx.group = &CtxGroup;
-  ctx.harness = &h;
-
-  Candidate cand;
+  CandidateHost host(dev.get(), comm);
   if (!o.candidate.empty()) {
-    auto loaded = LoadCandidate(o.candidate);
-    if (!loaded.ok()) {
-      report->set_status(v1::RUNTIME_ERROR);
-      report->set_message(std::string(loaded.status().message()));
-      return absl::OkStatus();
-    }
-    cand = *loaded;
-    if (cand.init) {
-      int rc = cand.init(&ctx);
-      absl::Status synced = dev->Synchronize();
-      if (rc != 0 || !synced.ok()) {
-        report->set_status(v1::RUNTIME_ERROR);
-        report->set_message(absl::StrCat("pkb_init failed on rank ", o.rank, ": ",
-                                         rc != 0 ? h.error : std::string(synced.message())));
-        return absl::OkStatus();
+    v1::HostInit init;
+    init.set_candidate(o.candidate);
+    init.set_backend(o.backend);
+    init.set_rank(o.rank);
+    init.set_world(o.world);
+    const std::string rendezvous = (o.rendezvous.empty() ? "." : o.rendezvous) + "/host";
+    mkdir(rendezvous.c_str(), 0700);
+    init.set_rendezvous(rendezvous);
+    for (const auto& g : groups) {
+      auto* hg = init.add_groups();
+      hg->set_name(g.name);
+      for (const auto& part : g.partition) {
+        auto* hp = hg->add_partition();
+        for (int r : part) hp->add_ranks(r);
       }
     }
+    absl::Status started = host.Start(init);
+    if (!started.ok()) {
+      report->set_status(v1::RUNTIME_ERROR);
+      report->set_message(std::string(started.message()));
+      return absl::OkStatus();
+    }
   }
 
-  RankRunner runner(o, *p, cfg, dev.get(), comm, cand, &ctx);
+  RankRunner runner(o, *p, cfg, dev.get(), comm, &host);
   report->set_status(v1::OK);
-  if (cand.run) {
+  if (host.running()) {
     PKB_ASSIGN_OR_RETURN(bool ok, runner.Verify(report));
     if (!ok) {
       if (report->status() == v1::OK) {
@@ -478,8 +665,18 @@ absl::Status Run(const RankOptions& o, v1::RankReport* report) {
     report->set_message(
         absl::StrCat("rank ", o.rank, ": outputs of timed iterations differ from the reference"));
   }
-  if (cand.fini) cand.fini(&ctx);
   return absl::OkStatus();
+}
+
+// The engine's key for this rank's report (verdict.h), read and deleted before anything of the
+// submission runs. Empty when there is none (a run by hand): the report goes unsigned.
+std::string TakeReportKey(const std::string& report, int rank) {
+  const std::string path = absl::StrCat(report, ".key.", rank);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return {};
+  std::string key((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::remove(path.c_str());
+  return key;
 }
 
 }  // namespace
@@ -508,9 +705,8 @@ absl::Status SelfTest() {
       at::Tensor big = at::full({64 << 20}, 7, opts.dtype(at::kInt));
       bool big_ok = big.sum().item<int64_t>() == int64_t(7) * (64 << 20);
       if (sum != double(1 << 20) * double(1 << 20) || !gemm_ok || !big_ok) {
-        return absl::DataLossError(absl::StrCat("selftest on ", dev.str(),
-                                                ": wrong results (sum ", sum, ", gemm ",
-                                                gemm_ok, ", memory ", big_ok, ")"));
+        return absl::DataLossError(absl::StrCat("selftest on ", dev.str(), ": wrong results (sum ",
+                                                sum, ", gemm ", gemm_ok, ", memory ", big_ok, ")"));
       }
     }
   } catch (const std::exception& e) {
@@ -522,6 +718,10 @@ absl::Status SelfTest() {
 }  // namespace pkb
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "--candidate-host") return pkb::CandidateHostMain(3);
+  // The judge: no process of the same uid (the candidate host above all) may attach to it or
+  // read its memory, where the reference's outputs and the report key live.
+  prctl(PR_SET_DUMPABLE, 0);
   pkb::RankOptions o;
   CLI::App app{"One rank process of a PKB evaluation (started by pkb-eval)."};
   app.add_option("--problem", o.problem)->required();
@@ -565,6 +765,7 @@ int main(int argc, char** argv) {
   at::set_num_threads(1);
   pkb::v1::RankReport report;
   absl::Status s;
+  std::string key;
   try {
 #ifdef PKB_WITH_MPI
     if (o.backend == "cpu") {
@@ -573,12 +774,15 @@ int main(int argc, char** argv) {
     }
 #endif
     report.set_rank(o.rank);
+    key = pkb::TakeReportKey(o.report, o.rank);
     s = pkb::Run(o, &report);
   } catch (const std::exception& e) {
     s = absl::InternalError(absl::StrCat("exception: ", e.what()));
   }
   if (!s.ok()) {
-    report.set_status(s.code() == absl::StatusCode::kInvalidArgument ||
+    // Aborted: the candidate's process failed or died (CandidateHost); the rest is ours.
+    report.set_status(s.code() == absl::StatusCode::kAborted ? pkb::v1::RUNTIME_ERROR
+                      : s.code() == absl::StatusCode::kInvalidArgument ||
                               s.code() == absl::StatusCode::kNotFound
                           ? pkb::v1::REJECTED
                           : pkb::v1::INTERNAL);
@@ -586,13 +790,16 @@ int main(int argc, char** argv) {
   }
   std::string out;
   report.SerializeToString(&out);
+  if (!key.empty()) out = pkb::SignReport(key, out);
   std::ofstream f(absl::StrCat(o.report, ".", o.rank), std::ios::binary);
   f << out;
   f.close();
   std::fflush(stdout);
+  // The candidate failed here: the other ranks may be waiting for this one in a collective, so
+  // leave without the orderly shutdown; the launcher (mpirun, pkb-rank-group) then ends them.
+  if (report.status() == pkb::v1::RUNTIME_ERROR) std::_Exit(4);
 #ifdef PKB_WITH_MPI
   if (o.backend == "cpu") pkb::FinalizeCpuBackend();
 #endif
-  // Leave without running the candidate's static destructors, which are not ours to trust.
   std::_Exit(f ? 0 : 3);
 }

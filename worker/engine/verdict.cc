@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/hash.h"
 #include "nlohmann/json.hpp"
 
 namespace pkb {
@@ -36,7 +37,11 @@ bool SaneMicros(double x) { return std::isfinite(x) && x >= 0 && x <= kMaxMicros
 std::string Check(const VerdictContext& ctx, int rank, v1::RankReport* rep) {
   if (rep->rank() != rank) return absl::StrCat("it names rank ", rep->rank());
   switch (rep->status()) {
-    case v1::OK: case v1::RUNTIME_ERROR: case v1::MISMATCH: case v1::REJECTED: case v1::INTERNAL:
+    case v1::OK:
+    case v1::RUNTIME_ERROR:
+    case v1::MISMATCH:
+    case v1::REJECTED:
+    case v1::INTERNAL:
       break;
     default:
       return absl::StrCat("status ", static_cast<int>(rep->status()), " is not a rank status");
@@ -102,15 +107,42 @@ bool ParsedReports::Complete() const {
   return std::all_of(reports.begin(), reports.end(), [](const auto& r) { return r.has_value(); });
 }
 
+std::string MakeReportKey() { return RandomBytes(32); }
+
+std::string SignReport(std::string_view key, std::string_view report) {
+  return HmacSha256(key, report) + std::string(report);
+}
+
+std::optional<std::string> OpenSignedReport(std::string_view key, std::string_view signed_report) {
+  constexpr size_t kMac = 32;
+  if (key.empty() || signed_report.size() < kMac) return std::nullopt;
+  std::string_view body = signed_report.substr(kMac);
+  if (!ConstantTimeEqual(signed_report.substr(0, kMac), HmacSha256(key, body))) {
+    return std::nullopt;
+  }
+  return std::string(body);
+}
+
 ParsedReports ParseRankReports(const VerdictContext& ctx,
                                const std::vector<std::optional<std::string>>& blobs) {
   ParsedReports out;
   out.reports.resize(ctx.world);
   for (int rank = 0; rank < ctx.world; ++rank) {
     if (rank >= static_cast<int>(blobs.size()) || !blobs[rank]) continue;
+    std::optional<std::string> body = *blobs[rank];
+    if (!ctx.report_keys.empty()) {
+      body = rank < static_cast<int>(ctx.report_keys.size())
+                 ? OpenSignedReport(ctx.report_keys[rank], *blobs[rank])
+                 : std::nullopt;
+      if (!body) {
+        out.malformed.push_back(
+            absl::StrCat("rank ", rank, "'s report does not carry the harness's signature"));
+        continue;
+      }
+    }
     v1::RankReport rep;
-    std::string why = rep.ParseFromString(*blobs[rank]) ? Check(ctx, rank, &rep)
-                                                        : std::string("it does not parse");
+    std::string why =
+        rep.ParseFromString(*body) ? Check(ctx, rank, &rep) : std::string("it does not parse");
     if (why.empty()) {
       out.reports[rank] = std::move(rep);
     } else {
@@ -249,8 +281,8 @@ Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport
                 "the measured time (%.2f us) is below the physical floor (%.2f us) of this problem",
                 med_s * 1e6, floor_s * 1e6)};
   }
-  return {v1::OK, absl::StrFormat("correct on %d rank(s) in %d trial(s); speedup %.3fx",
-                                  ctx.world, ctx.trials, r->speedup())};
+  return {v1::OK, absl::StrFormat("correct on %d rank(s) in %d trial(s); speedup %.3fx", ctx.world,
+                                  ctx.trials, r->speedup())};
 }
 
 }  // namespace pkb

@@ -39,7 +39,18 @@ struct VerdictContext {
   double flops = 0;
   double collective_bytes = 0;
   double busbw_factor = 0;
+  // One key per rank (from MakeReportKey), or none to accept unsigned reports (the fuzzer).
+  std::vector<std::string> report_keys;
 };
+
+// The verdict channel's signature. Each rank's harness holds a key of its own, handed to it by
+// the engine in a file it deletes before the submission's process starts; a report is the
+// HMAC-SHA-256 of its bytes under that key, then the bytes. A report the submission wrote or
+// altered does not verify, whatever it says.
+std::string MakeReportKey();  // 32 random bytes
+std::string SignReport(std::string_view key, std::string_view report);
+// The report's bytes, or nullopt when the signature does not verify.
+std::optional<std::string> OpenSignedReport(std::string_view key, std::string_view signed_report);
 
 struct ParsedReports {
   std::vector<std::optional<v1::RankReport>> reports;  // by rank; nullopt: missing or malformed
@@ -47,7 +58,8 @@ struct ParsedReports {
   bool Complete() const;                                // every rank has a valid report
 };
 
-// Parses and checks one report per rank (nullopt where the rank wrote none). Oversized strings
+// Parses and checks one report per rank (nullopt where the rank wrote none); with report keys,
+// each must carry its rank's signature. Oversized strings
 // are cut rather than rejected; anything the harness never writes (another rank's number,
 // more trials than were run, a timing count other than the iteration count, a negative or
 // non-finite time) marks the report malformed.

@@ -109,6 +109,44 @@ TEST_CASE("a report the harness could not have written is malformed, with the re
   CHECK_THAT(garbage.malformed[0], Catch::Contains("does not parse"));
 }
 
+TEST_CASE("with report keys, only reports signed with their own rank's key are accepted") {
+  VerdictContext ctx = Ctx(2);
+  ctx.report_keys = {MakeReportKey(), MakeReportKey()};
+  REQUIRE(ctx.report_keys[0].size() == 32);
+  CHECK(ctx.report_keys[0] != ctx.report_keys[1]);
+  const std::string r0 = Passing(0).SerializeAsString(), r1 = Passing(1).SerializeAsString();
+
+  ParsedReports signed_ok = ParseRankReports(
+      ctx, {SignReport(ctx.report_keys[0], r0), SignReport(ctx.report_keys[1], r1)});
+  CHECK(signed_ok.malformed.empty());
+  CHECK(signed_ok.Complete());
+
+  // What a submission can write: the bare report, a report signed with a key of its own, rank
+  // 1's signed report offered as rank 0's, one byte of a signed report changed, a bare MAC.
+  std::string flipped = SignReport(ctx.report_keys[1], r1);
+  flipped.back() ^= 1;
+  const std::vector<std::optional<std::string>> forged = {
+      r0,
+      SignReport(MakeReportKey(), r0),
+      SignReport(ctx.report_keys[1], r0),
+      flipped,
+      SignReport(ctx.report_keys[0], r0).substr(0, 32),
+      std::string(),
+  };
+  for (const auto& f : forged) {
+    ParsedReports p = ParseRankReports(ctx, {f, SignReport(ctx.report_keys[1], r1)});
+    REQUIRE(p.malformed.size() == 1);
+    CHECK_THAT(p.malformed[0], Catch::Contains("rank 0's report does not carry the harness's"));
+    CHECK_FALSE(p.Complete());
+  }
+  ParsedReports swapped = ParseRankReports(ctx, {SignReport(ctx.report_keys[0], r0), flipped});
+  REQUIRE(swapped.malformed.size() == 1);
+  CHECK_THAT(swapped.malformed[0], Catch::Contains("rank 1's report"));
+
+  CHECK(OpenSignedReport(ctx.report_keys[0], SignReport(ctx.report_keys[0], r0)) == r0);
+  CHECK_FALSE(OpenSignedReport("", SignReport("", r0)));  // no key, no trust
+}
+
 TEST_CASE("missing reports leave the set incomplete without a reason, long text is cut") {
   VerdictContext ctx = Ctx(3);
   v1::RankReport chatty = Passing(1);
@@ -165,8 +203,8 @@ TEST_CASE("progress lines: only what the harness writes is understood") {
   CHECK(ParseProgress(R"({"stage": "BENCHMARKING"})", 3)->benchmarking);
   for (const char* bad :
        {R"({"trial": "zero"})", R"({"trial": 3})", R"({"trial": -1})", R"({"trial": 1e300})",
-        R"({"trial": 1.5})", R"([1, 2])", R"({"stage": 7})", R"({"stage": "DONE"})", "not json",
-        "", R"({"trial": 0)"}) {
+        R"({"trial": 1.5})", R"([1, 2])", R"({"stage": 7})", R"({"stage": "DONE"})", "not json", "",
+        R"({"trial": 0)"}) {
     INFO(bad);
     CHECK_FALSE(ParseProgress(bad, 3));
   }
