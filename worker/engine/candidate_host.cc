@@ -102,7 +102,10 @@ class Host {
         return dev_->Synchronize();
       }
       case v1::HostRequest::kLoop:
-        return Loop(req.loop(), reply);
+        PKB_RETURN_IF_ERROR(PrepareLoop(req.loop()));
+        return req.loop().defer() ? absl::OkStatus() : RunLoop(reply);
+      case v1::HostRequest::kRunLoop:
+        return RunLoop(reply);
       case v1::HostRequest::kFinish:
         if (cand_.fini) cand_.fini(&ctx_);
         return absl::OkStatus();
@@ -142,11 +145,8 @@ class Host {
     for (const auto& t : c.outputs()) {
       PKB_ASSIGN_OR_RETURN(auto p, Tensor(t));
       call.outputs.push_back(p);
-      PKB_ASSIGN_OR_RETURN(at::ScalarType type, ScalarTypeOfPkb(p.dtype));
-      call.output_views.push_back(
-          at::from_blob(p.data, std::vector<int64_t>(t.shape().begin(), t.shape().end()),
-                        std::vector<int64_t>(t.strides().begin(), t.strides().end()),
-                        at::TensorOptions().dtype(type).device(dev_->device())));
+      PKB_ASSIGN_OR_RETURN(at::Tensor view, View(t));
+      call.output_views.push_back(view);
     }
     for (const auto& s : c.scalars()) call.scalar_names.push_back(s.name());
     for (int i = 0; i < c.scalars_size(); ++i) {
@@ -170,31 +170,63 @@ class Host {
     return absl::OkStatus();
   }
 
-  absl::Status Loop(const v1::HostLoop& loop, v1::HostReply* reply) {
-    std::vector<PreparedCall> calls;
+  // A view of a shared tensor, for copies and poison.
+  absl::StatusOr<at::Tensor> View(const v1::HostTensor& t) {
+    PKB_ASSIGN_OR_RETURN(pkb_tensor p, Tensor(t));
+    PKB_ASSIGN_OR_RETURN(at::ScalarType type, ScalarTypeOfPkb(p.dtype));
+    return at::from_blob(p.data, std::vector<int64_t>(t.shape().begin(), t.shape().end()),
+                         std::vector<int64_t>(t.strides().begin(), t.strides().end()),
+                         at::TensorOptions().dtype(type).device(dev_->device()));
+  }
+
+  absl::Status PrepareLoop(const v1::HostLoop& loop) {
+    loop_ = PreparedLoop();
+    loop_.loop = loop;
     for (const auto& c : loop.calls()) {
       PKB_ASSIGN_OR_RETURN(auto p, Prepare(c));
-      calls.push_back(std::move(p));
+      loop_.calls.push_back(std::move(p));
     }
-    const int n = loop.order_size();
-    std::vector<int> last_use(calls.size(), -1);
-    for (int i = 0; i < n; ++i) {
+    loop_.last_use.assign(loop_.calls.size(), -1);
+    for (int i = 0; i < loop.order_size(); ++i) {
       const int c = loop.order(i);
-      if (c < 0 || c >= static_cast<int>(calls.size())) {
+      if (c < 0 || c >= static_cast<int>(loop_.calls.size())) {
         return absl::InvalidArgumentError("a loop over a call it does not have");
       }
-      last_use[c] = i;
+      loop_.last_use[c] = i;
     }
+    for (const auto& snap : loop.snapshots()) {
+      auto& into = loop_.snapshots[snap.iteration()];
+      for (const auto& t : snap.into()) {
+        PKB_ASSIGN_OR_RETURN(at::Tensor v, View(t));
+        into.push_back(v);
+      }
+    }
+    loop_.ready = true;
+    return absl::OkStatus();
+  }
+
+  absl::Status RunLoop(v1::HostReply* reply) {
+    if (!loop_.ready) return absl::FailedPreconditionError("no loop prepared");
+    loop_.ready = false;
+    const v1::HostLoop& loop = loop_.loop;
+    const int n = loop.order_size();
     if (loop.timed()) dev_->ResetTimers(n);
     for (int i = 0; i < n; ++i) {
       const int c = loop.order(i);
+      PreparedCall& call = loop_.calls[c];
       if (loop.timed()) dev_->Mark(i, 0);
-      PKB_RETURN_IF_ERROR(Run(calls[c]));
+      PKB_RETURN_IF_ERROR(Run(call));
       if (loop.timed()) dev_->Mark(i, 1);
+      auto snap = loop_.snapshots.find(i);
+      if (snap != loop_.snapshots.end()) {
+        for (size_t k = 0; k < snap->second.size() && k < call.output_views.size(); ++k) {
+          snap->second[k].copy_(call.output_views[k]);
+        }
+      }
       // A set that comes back is poisoned right after its use (outside the timers), so that
-      // skipped work on it leaves poison for the judge's spot checks.
-      if (loop.repoison() && i != last_use[c]) {
-        for (auto& t : calls[c].output_views) Poison(t, i % 2);
+      // skipped work on it leaves poison for the judge's checks.
+      if (loop.repoison() && i != loop_.last_use[c]) {
+        for (auto& t : call.output_views) Poison(t, i % 2);
       }
     }
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
@@ -204,10 +236,19 @@ class Host {
     return absl::OkStatus();
   }
 
+  struct PreparedLoop {
+    bool ready = false;
+    v1::HostLoop loop;
+    std::vector<PreparedCall> calls;
+    std::vector<int> last_use;
+    std::map<int, std::vector<at::Tensor>> snapshots;
+  };
+
   HostChannel* ch_;
   std::unique_ptr<RankDevice> dev_;
   std::shared_ptr<void> stream_guard_;
   std::map<int, RankDevice::SharedSegment> segments_;
+  PreparedLoop loop_;
   Candidate cand_;
   pkb_context ctx_{};
   std::string error_;

@@ -129,15 +129,24 @@ class CandidateHost {
     return Request(req).status();
   }
 
-  // Calls in a row; the host's per-iteration times when timed.
+  // Calls in a row (prepared only, with loop.defer()); the host's per-iteration times when
+  // timed.
   absl::StatusOr<std::vector<double>> Loop(const v1::HostLoop& loop) {
     v1::HostRequest req;
     *req.mutable_loop() = loop;
     PKB_ASSIGN_OR_RETURN(v1::HostReply reply, Request(req));
-    if (loop.timed() && reply.us_size() != loop.order_size()) {
-      return absl::AbortedError("the candidate's process answered with the wrong number of times");
+    if (loop.defer()) {
+      deferred_ = loop.timed() ? loop.order_size() : 0;
+      return std::vector<double>();
     }
-    return std::vector<double>(reply.us().begin(), reply.us().end());
+    return Times(reply, loop.timed() ? loop.order_size() : 0);
+  }
+  // Runs the loop prepared with defer.
+  absl::StatusOr<std::vector<double>> RunLoop() {
+    v1::HostRequest req;
+    req.set_run_loop(true);
+    PKB_ASSIGN_OR_RETURN(v1::HostReply reply, Request(req));
+    return Times(reply, deferred_);
   }
 
   // pkb_fini, then the process is killed: nothing of the submission runs after this.
@@ -155,6 +164,13 @@ class CandidateHost {
   bool running() const { return pid_ > 0 && ch_ != nullptr; }
 
  private:
+  static absl::StatusOr<std::vector<double>> Times(const v1::HostReply& reply, int expected) {
+    if (reply.us_size() != expected) {
+      return absl::AbortedError("the candidate's process answered with the wrong number of times");
+    }
+    return std::vector<double>(reply.us().begin(), reply.us().end());
+  }
+
   // Sends `req` and waits for its answer, running the barriers the host asks for meanwhile.
   absl::StatusOr<v1::HostReply> Request(const v1::HostRequest& req, int fd = -1) {
     if (!running()) return absl::AbortedError("the candidate's process has ended");
@@ -208,6 +224,7 @@ class CandidateHost {
   pid_t pid_ = -1;
   std::unique_ptr<HostChannel> ch_;
   int next_id_ = 0;
+  int deferred_ = 0;
 };
 
 // One segment of memory shared with the candidate host, holding tensors placed one after another
@@ -471,43 +488,49 @@ class RankRunner {
 
   absl::Status Benchmark(v1::RankReport* report) {
     auto t0 = std::chrono::steady_clock::now();
+    auto set_number = [&](int s) { return static_cast<int>(1000 + s + o_.set_offset); };
+    auto decls_of = [&](int s) { return p_.OutputsOfSet(cfg_, comm_->rank(), set_number(s)); };
     const int64_t set_bytes = static_cast<int64_t>(
         std::max<size_t>(1, SharedArena::BytesFor(DrawInputs(p_, cfg_, comm_->rank(), 0),
                                                   p_.OutputsOfSet(cfg_, comm_->rank(), 0))));
     PKB_ASSIGN_OR_RETURN(const int sets, TimedSets(set_bytes));
     report->set_input_sets(sets);
-    // Timed sets 1000 + s; the warm-up's own set (index `sets`) is 1000 + sets. All of them in
-    // one arena shared with the host.
-    auto set_number = [&](int s) { return static_cast<int>(1000 + s + o_.set_offset); };
+    const bool candidate = host_->running();
+    // Checks of timed iterations, picked at random by the ranks together (a candidate that skips
+    // a fraction f of its calls passes each kind with probability about (1 - f)^checks):
+    // - `copied`: the host copies their outputs aside right after their call, on the
+    //   candidate's stream, so work left on other streams is not there yet;
+    // - `in_place`: among the last uses of their sets, checked where the window left them; the
+    //   host never learns which (with one set per iteration, any iteration).
+    const int checks = std::min(o_.spot_checks, o_.iters);
+    std::vector<int> copied, in_place;
+    if (candidate) {
+      PKB_ASSIGN_OR_RETURN(copied, PickIterations(checks, 0));
+      PKB_ASSIGN_OR_RETURN(in_place, PickIterations(checks, std::max(0, o_.iters - sets)));
+    }
+    // Timed sets 1000 + s; the warm-up's own set (index `sets`) is 1000 + sets. All of them,
+    // and the copies, in one arena shared with the host.
     std::vector<Inputs> drawn;
     size_t bytes = 0;
     for (int s = 0; s <= sets; ++s) {
       drawn.push_back(DrawInputs(p_, cfg_, comm_->rank(), set_number(s)));
-      bytes +=
-          SharedArena::BytesFor(drawn.back(), p_.OutputsOfSet(cfg_, comm_->rank(), set_number(s)));
+      bytes += SharedArena::BytesFor(drawn.back(), decls_of(s));
     }
+    for (int i : copied) bytes += SharedArena::BytesFor(Inputs(), decls_of(i % sets));
     SharedArena arena(dev_, host_);
     PKB_RETURN_IF_ERROR(arena.Reserve(bytes));
     std::vector<Inputs> inputs;
     std::vector<OutputSet> outputs;
     for (int s = 0; s <= sets; ++s) {
-      PKB_ASSIGN_OR_RETURN(
-          auto placed, arena.PlaceSet(drawn[s], p_.OutputsOfSet(cfg_, comm_->rank(), set_number(s)),
-                                      cfg_.device));
+      PKB_ASSIGN_OR_RETURN(auto placed, arena.PlaceSet(drawn[s], decls_of(s), cfg_.device));
       inputs.push_back(std::move(placed.first));
       outputs.push_back(std::move(placed.second));
       drawn[s] = Inputs();
     }
     std::vector<double> us;
     double wall = 0;
-    if (host_->running()) {
-      auto poison_all = [&] {
-        for (auto& o : outputs) {
-          for (auto& t : o.tensors) Poison(t, 1);
-        }
-      };
-      // The host runs the warm-up and the timed iterations (its own timers, untrusted); the
-      // wall clock over the timed window is ours.
+    if (candidate) {
+      std::map<int, OutputSet> copies;
       v1::HostLoop warm, timed;
       for (int s = 0; s <= sets; ++s) {
         PKB_ASSIGN_OR_RETURN(*warm.add_calls(), arena.Describe(inputs[s], outputs[s]));
@@ -517,6 +540,21 @@ class RankRunner {
       for (int i = 0; i < o_.iters; ++i) timed.add_order(i % sets);
       timed.set_timed(true);
       timed.set_repoison(sets < o_.iters);
+      timed.set_defer(true);
+      for (int i : copied) {
+        PKB_ASSIGN_OR_RETURN(auto placed,
+                             arena.PlaceSet(Inputs(), decls_of(i % sets), cfg_.device));
+        PKB_ASSIGN_OR_RETURN(v1::HostCall where, arena.Describe(Inputs(), placed.second));
+        auto* snap = timed.add_snapshots();
+        snap->set_iteration(i);
+        *snap->mutable_into() = where.outputs();
+        copies[i] = std::move(placed.second);
+      }
+      auto poison_all = [&] {
+        for (auto& o : outputs) {
+          for (auto& t : o.tensors) Poison(t, 1);
+        }
+      };
       poison_all();
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       PKB_RETURN_IF_ERROR(comm_->Barrier());
@@ -524,10 +562,13 @@ class RankRunner {
       // Skipped work must leave poison: every set's outputs are poisoned after the warm-up (and
       // by the host after each use but the last when sets come back).
       poison_all();
+      PKB_RETURN_IF_ERROR(host_->Loop(timed).status());
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       PKB_RETURN_IF_ERROR(comm_->Barrier());
+      // The host runs the timed iterations between its own timers (untrusted); the wall clock
+      // over the window is ours.
       auto w0 = std::chrono::steady_clock::now();
-      PKB_ASSIGN_OR_RETURN(us, host_->Loop(timed));
+      PKB_ASSIGN_OR_RETURN(us, host_->RunLoop());
       wall =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count();
       // Nothing of the submission runs from here on: its outputs stay as the window left them,
@@ -536,34 +577,42 @@ class RankRunner {
       PKB_RETURN_IF_ERROR(comm_->Barrier());
       for (double x : us) report->add_candidate_us(x);
       report->set_candidate_wall_us(wall);
-      // Spot checks: `checks` timed iterations picked at random by the ranks together, among the
-      // last uses of their sets (whose outputs are still in place; with one set per iteration,
-      // any iteration). The host never learns which. The reference runs on inputs drawn again
-      // here, and the shared inputs must still equal them. A candidate that skips a fraction f
-      // of its calls passes with probability about (1 - f)^checks.
-      const int checks = std::min(o_.spot_checks, o_.iters);
-      PKB_ASSIGN_OR_RETURN(std::vector<int> picks,
-                           PickIterations(checks, std::max(0, o_.iters - sets)));
-      for (int i : picks) {
+      // The reference runs on inputs drawn again here, and the shared inputs must still equal
+      // them.
+      std::vector<int> picked = copied;
+      picked.insert(picked.end(), in_place.begin(), in_place.end());
+      std::sort(picked.begin(), picked.end());
+      picked.erase(std::unique(picked.begin(), picked.end()), picked.end());
+      for (int i : picked) {
         const int s = i % sets;
         Inputs pristine = DrawInputs(p_, cfg_, comm_->rank(), set_number(s));
         PKB_ASSIGN_OR_RETURN(auto expected, p_.Reference(*comm_, pristine, cfg_));
-        const auto decls = p_.OutputsOfSet(cfg_, comm_->rank(), set_number(s));
-        PKB_ASSIGN_OR_RETURN(auto found,
-                             CompareOutputs(p_, cfg_, decls, outputs[s].tensors, expected, 1));
-        std::string changed;
-        if (!InputsUnchanged(inputs[s], pristine, &changed)) {
-          v1::OutputCheck c;
-          c.set_name(absl::StrCat("input '", changed, "'"));
-          c.set_problem("modified by the candidate");
-          found.push_back(c);
+        std::vector<v1::OutputCheck> found;
+        if (copies.count(i)) {
+          PKB_ASSIGN_OR_RETURN(
+              found, CompareOutputs(p_, cfg_, decls_of(s), copies[i].tensors, expected, 1));
+          for (auto& c : found) c.set_name(absl::StrCat(c.name(), " (timed iteration ", i, ")"));
+        }
+        if (std::binary_search(in_place.begin(), in_place.end(), i)) {
+          PKB_ASSIGN_OR_RETURN(
+              auto after, CompareOutputs(p_, cfg_, decls_of(s), outputs[s].tensors, expected, 1));
+          for (auto& c : after) {
+            c.set_name(absl::StrCat(c.name(), " (timed iteration ", i, ", after the window)"));
+            found.push_back(std::move(c));
+          }
+          std::string changed;
+          if (!InputsUnchanged(inputs[s], pristine, &changed)) {
+            v1::OutputCheck c;
+            c.set_name(absl::StrCat("input '", changed, "' (timed iteration ", i, ")"));
+            c.set_problem("modified by the candidate");
+            found.push_back(c);
+          }
         }
         for (auto& c : found) {
-          c.set_name(absl::StrCat(c.name(), " (timed iteration ", i, ")"));
           if (!c.ok()) *report->add_spot_failures() = c;
         }
       }
-      report->set_spot_checks(checks);
+      report->set_spot_checks(static_cast<int>(picked.size()));
     }
     if (o_.baseline) {
       PKB_RETURN_IF_ERROR(TimeReference(sets, inputs, &us, &wall));
