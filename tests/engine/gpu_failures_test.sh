@@ -27,7 +27,8 @@ check() {  # file expected [extra args]
   else
     echo "FAIL $f -> $got (expected $want); rank processes left: ${left}; GPU memory used: ${mem} MiB"; fail=1
   fi
-  ok=$("$EVAL" --json -p 1 -w 1 --warmup 10 --iters 10 "$SRC/problems/examples/p001_allreduce_symm.cu" 2>/dev/null | status_of 2>/dev/null)
+  ok=$("$EVAL" --json -p 1 -w 1 --warmup 10 --iters 10 "$SRC/problems/examples/p001_allreduce_symm.cu" 2>/dev/null | status_of 2>/tmp/pkb-health-why)
+  [ "$ok" = OK ] || cat /tmp/pkb-health-why
   [ "$ok" = OK ] && echo "     GPU healthy afterwards (p001 example OK)" || { echo "FAIL GPU unhealthy after $f: $ok"; fail=1; }
 }
 check p001_illegal_address.cu RUNTIME_ERROR

@@ -78,6 +78,8 @@ class Host {
     switch (req.kind_case()) {
       case v1::HostRequest::kInit:
         return Init(req.init());
+      case v1::HostRequest::kLoad:
+        return Load();
       case v1::HostRequest::kMap: {
         RankDevice::SharedSegment s;
         s.bytes = static_cast<size_t>(req.map().bytes());
@@ -97,6 +99,7 @@ class Host {
         return absl::OkStatus();
       }
       case v1::HostRequest::kCall: {
+        if (!cand_.run) return absl::FailedPreconditionError("a call before load");
         PKB_ASSIGN_OR_RETURN(PreparedCall call, Prepare(req.call()));
         PKB_RETURN_IF_ERROR(Run(call));
         return dev_->Synchronize();
@@ -115,6 +118,7 @@ class Host {
   }
 
   absl::Status Init(const v1::HostInit& init);
+  absl::Status Load();
 
   absl::StatusOr<pkb_tensor> Tensor(const v1::HostTensor& t) {
     auto seg = segments_.find(t.segment());
@@ -201,16 +205,17 @@ class Host {
         into.push_back(v);
       }
     }
+    // The timers exist before the loop runs: creating them is no part of the timed window.
+    if (loop.timed()) dev_->ResetTimers(loop.order_size());
     loop_.ready = true;
     return absl::OkStatus();
   }
 
   absl::Status RunLoop(v1::HostReply* reply) {
-    if (!loop_.ready) return absl::FailedPreconditionError("no loop prepared");
+    if (!loop_.ready || !cand_.run) return absl::FailedPreconditionError("no loop prepared");
     loop_.ready = false;
     const v1::HostLoop& loop = loop_.loop;
     const int n = loop.order_size();
-    if (loop.timed()) dev_->ResetTimers(n);
     for (int i = 0; i < n; ++i) {
       const int c = loop.order(i);
       PreparedCall& call = loop_.calls[c];
@@ -249,6 +254,7 @@ class Host {
   std::shared_ptr<void> stream_guard_;
   std::map<int, RankDevice::SharedSegment> segments_;
   PreparedLoop loop_;
+  std::string candidate_;
   Candidate cand_;
   pkb_context ctx_{};
   std::string error_;
@@ -345,13 +351,19 @@ absl::Status Host::Init(const v1::HostInit& init) {
   ctx_.group = &CtxGroup;
   ctx_.harness = this;
 
-  PKB_ASSIGN_OR_RETURN(cand_, LoadCandidate(init.candidate()));
+  candidate_ = init.candidate();
+  return absl::OkStatus();
+}
+
+absl::Status Host::Load() {
+  if (!dev_ || cand_.handle) return absl::FailedPreconditionError("load before init, or twice");
+  PKB_ASSIGN_OR_RETURN(cand_, LoadCandidate(candidate_));
   if (cand_.init) {
     error_.clear();
     int rc = cand_.init(&ctx_);
     absl::Status synced = dev_->Synchronize();
     if (rc != 0 || !synced.ok()) {
-      return absl::AbortedError(absl::StrCat("pkb_init failed on rank ", init.rank(), ": ",
+      return absl::AbortedError(absl::StrCat("pkb_init failed on rank ", ctx_.rank, ": ",
                                              rc != 0 ? error_ : std::string(synced.message())));
     }
   }

@@ -77,9 +77,11 @@ struct OutputSet {
 // runs, the host may ask for the judges' barrier (pkb_context::host_barrier).
 class CandidateHost {
  public:
-  CandidateHost(RankDevice* dev, Comm* comm) : dev_(dev), comm_(comm) {}
+  CandidateHost() = default;
   ~CandidateHost() { Stop(); }
 
+  // Starts the host and has it set up its device and communicators, without waiting: that runs
+  // while the judge sets up its own (Bind, then Load).
   absl::Status Start(const v1::HostInit& init) {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -103,6 +105,19 @@ class CandidateHost {
     ch_ = std::make_unique<HostChannel>(sv[0]);
     v1::HostRequest req;
     *req.mutable_init() = init;
+    if (!ch_->Send(req).ok()) return Died();
+    pending_ = true;
+    return absl::OkStatus();
+  }
+
+  // The judges' communicator, for the barriers the host asks for.
+  void Bind(Comm* comm) { comm_ = comm; }
+
+  // Loads the submission and runs its pkb_init. Only once every judge has taken its report key
+  // (the judges' communicator exists): this is the first code of the submission to run.
+  absl::Status Load() {
+    v1::HostRequest req;
+    req.set_load(true);
     return Request(req).status();
   }
 
@@ -174,7 +189,15 @@ class CandidateHost {
   // Sends `req` and waits for its answer, running the barriers the host asks for meanwhile.
   absl::StatusOr<v1::HostReply> Request(const v1::HostRequest& req, int fd = -1) {
     if (!running()) return absl::AbortedError("the candidate's process has ended");
+    if (pending_) {
+      pending_ = false;
+      PKB_RETURN_IF_ERROR(Await().status());
+    }
     if (!ch_->Send(req, fd).ok()) return Died();
+    return Await();
+  }
+
+  absl::StatusOr<v1::HostReply> Await() {
     for (;;) {
       v1::HostReply reply;
       absl::Status st = ch_->Receive(&reply);
@@ -182,6 +205,7 @@ class CandidateHost {
       if (!st.ok())
         return absl::AbortedError(absl::StrCat("the candidate's process: ", st.message()));
       if (reply.ask_barrier()) {
+        if (!comm_) return absl::AbortedError("the candidate's process asked for a barrier early");
         PKB_RETURN_IF_ERROR(comm_->Barrier());
         v1::HostRequest done;
         done.set_barrier_done(true);
@@ -219,9 +243,9 @@ class CandidateHost {
     pid_ = -1;
   }
 
-  RankDevice* dev_;
-  Comm* comm_;
+  Comm* comm_ = nullptr;
   pid_t pid_ = -1;
+  bool pending_ = false;  // the init request's reply is still to come
   std::unique_ptr<HostChannel> ch_;
   int next_id_ = 0;
   int deferred_ = 0;
@@ -642,29 +666,9 @@ absl::Status Run(const RankOptions& o, v1::RankReport* report) {
   PKB_ASSIGN_OR_RETURN(cfg.dtype, DtypeFromName(o.dtype));
   PKB_RETURN_IF_ERROR(CheckRunnable(*p, cfg));
 
-  RankIdentity id{o.rank, o.world, o.rendezvous};
-  std::unique_ptr<RankDevice> dev;
-  if (o.backend == "cpu") {
-#ifdef PKB_WITH_MPI
-    PKB_ASSIGN_OR_RETURN(dev, MakeCpuRankDevice(id));
-#else
-    return absl::FailedPreconditionError("this build of pkb-rank has no CPU (MPI) backend");
-#endif
-  } else {
-#ifdef PKB_WITH_CUDA
-    PKB_ASSIGN_OR_RETURN(dev, MakeCudaRankDevice(id));
-#else
-    return absl::FailedPreconditionError("this build of pkb-rank has no CUDA support");
-#endif
-  }
-  cfg.device = dev->device();
-  report->set_device_name(dev->name());
-  auto stream_guard = dev->UseStream();
   auto groups = p->Groups(cfg);
-  // A collective of every judge: past it, every rank has read (and deleted) its report key.
-  PKB_ASSIGN_OR_RETURN(Comm * comm, dev->MakeComm(groups));
-
-  CandidateHost host(dev.get(), comm);
+  // The candidate's process first, so that its device and communicators are set up while ours are.
+  CandidateHost host;
   if (!o.candidate.empty()) {
     v1::HostInit init;
     init.set_candidate(o.candidate);
@@ -686,6 +690,37 @@ absl::Status Run(const RankOptions& o, v1::RankReport* report) {
     if (!started.ok()) {
       report->set_status(v1::RUNTIME_ERROR);
       report->set_message(std::string(started.message()));
+      return absl::OkStatus();
+    }
+  }
+
+  RankIdentity id{o.rank, o.world, o.rendezvous};
+  std::unique_ptr<RankDevice> dev;
+  if (o.backend == "cpu") {
+#ifdef PKB_WITH_MPI
+    PKB_ASSIGN_OR_RETURN(dev, MakeCpuRankDevice(id));
+#else
+    return absl::FailedPreconditionError("this build of pkb-rank has no CPU (MPI) backend");
+#endif
+  } else {
+#ifdef PKB_WITH_CUDA
+    PKB_ASSIGN_OR_RETURN(dev, MakeCudaRankDevice(id));
+#else
+    return absl::FailedPreconditionError("this build of pkb-rank has no CUDA support");
+#endif
+  }
+  cfg.device = dev->device();
+  report->set_device_name(dev->name());
+  auto stream_guard = dev->UseStream();
+  // A collective of every judge: past it, every rank has read (and deleted) its report key, and
+  // the submission may be loaded.
+  PKB_ASSIGN_OR_RETURN(Comm * comm, dev->MakeComm(groups));
+  host.Bind(comm);
+  if (host.running()) {
+    absl::Status loaded = host.Load();
+    if (!loaded.ok()) {
+      report->set_status(v1::RUNTIME_ERROR);
+      report->set_message(std::string(loaded.message()));
       return absl::OkStatus();
     }
   }
