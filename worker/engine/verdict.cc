@@ -267,8 +267,14 @@ Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport
     }
   }
   // Work hidden on other streams or threads shows up in the wall clock but not in the events.
+  // The judge's wall clock also covers one request to the candidate's process (waking it, its
+  // final synchronization, the reply): 0.4-0.55 ms per window on the H200 (docs/benchmarks.md),
+  // allowed once per window rather than per iteration.
+  constexpr double kWindowRequestUs = 1000;
   const v1::Timing& c = r->candidate();
-  if (ctx.cuda && c.wall_per_iter_us() > 1.5 * c.mean_us() + 20.0) {
+  const double allowed_per_iter =
+      1.5 * c.mean_us() + 20.0 + kWindowRequestUs / std::max(1, c.samples());
+  if (ctx.cuda && c.wall_per_iter_us() > allowed_per_iter) {
     return {v1::REJECTED,
             absl::StrFormat("timing escape: the wall clock over the timed window (%.1f us per "
                             "iteration) far exceeds the events on the harness stream (%.1f us "

@@ -181,9 +181,17 @@ TEST_CASE("the first failing rank decides, a mismatch attaches no log") {
 TEST_CASE("GPU runs: hidden work and times below the physical floor are rejected") {
   VerdictContext ctx = Ctx(1);
   v1::RankReport hidden = Passing(0, 10);
-  hidden.set_candidate_wall_us(4 * 200);  // 200 us per iteration on the wall clock
+  hidden.set_candidate_wall_us(4 * 300);  // 300 us per iteration on the wall clock
   v1::EvalResult r;
   CHECK(JudgeReports(ctx, {hidden}, &r).status == v1::REJECTED);
+  // One request to the candidate's process per window is allowed for, once: 4 x 10 us of events
+  // in a 0.6 ms window pass, 4 x 10 us in 1.2 ms do not.
+  v1::RankReport request = Passing(0, 10);
+  request.set_candidate_wall_us(600);
+  v1::EvalResult rq;
+  CHECK(JudgeReports(ctx, {request}, &rq).status == v1::OK);
+  request.set_candidate_wall_us(1200);
+  CHECK(JudgeReports(ctx, {request}, &rq).status == v1::REJECTED);
   ctx.cuda = false;  // the CPU backend's wall clock includes MPI: no such check there
   v1::EvalResult r2;
   CHECK(JudgeReports(ctx, {hidden}, &r2).status == v1::OK);
