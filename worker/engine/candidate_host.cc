@@ -106,9 +106,12 @@ class Host {
       }
       case v1::HostRequest::kLoop:
         PKB_RETURN_IF_ERROR(PrepareLoop(req.loop()));
-        return req.loop().defer() ? absl::OkStatus() : RunLoop(reply);
+        return req.loop().defer() ? absl::OkStatus() : RunLoop();
       case v1::HostRequest::kRunLoop:
-        return RunLoop(reply);
+        return RunLoop();
+      case v1::HostRequest::kTimes:
+        for (int i = 0; i < timed_; ++i) reply->add_us(dev_->ElapsedUs(i));
+        return absl::OkStatus();
       case v1::HostRequest::kFinish:
         if (cand_.fini) cand_.fini(&ctx_);
         return absl::OkStatus();
@@ -211,11 +214,13 @@ class Host {
     return absl::OkStatus();
   }
 
-  absl::Status RunLoop(v1::HostReply* reply) {
+  // Answers once the device is idle; the times are read by a `times` request after.
+  absl::Status RunLoop() {
     if (!loop_.ready || !cand_.run) return absl::FailedPreconditionError("no loop prepared");
     loop_.ready = false;
     const v1::HostLoop& loop = loop_.loop;
     const int n = loop.order_size();
+    timed_ = 0;
     for (int i = 0; i < n; ++i) {
       const int c = loop.order(i);
       PreparedCall& call = loop_.calls[c];
@@ -235,9 +240,7 @@ class Host {
       }
     }
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
-    if (loop.timed()) {
-      for (int i = 0; i < n; ++i) reply->add_us(dev_->ElapsedUs(i));
-    }
+    if (loop.timed()) timed_ = n;
     return absl::OkStatus();
   }
 
@@ -254,6 +257,7 @@ class Host {
   std::shared_ptr<void> stream_guard_;
   std::map<int, RankDevice::SharedSegment> segments_;
   PreparedLoop loop_;
+  int timed_ = 0;  // iterations of the last timed loop run
   std::string candidate_;
   Candidate cand_;
   pkb_context ctx_{};

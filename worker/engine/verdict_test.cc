@@ -203,6 +203,40 @@ TEST_CASE("GPU runs: hidden work and times below the physical floor are rejected
   CHECK_THAT(v.message, Catch::Contains("physical floor"));
 }
 
+// A passing report with the given per-iteration events and judge's wall clock (microseconds).
+v1::RankReport Timed(const std::vector<double>& events, double wall_us) {
+  v1::RankReport r = Passing(0);
+  r.clear_candidate_us();
+  r.clear_baseline_us();
+  for (double x : events) {
+    r.add_candidate_us(x);
+    r.add_baseline_us(100);
+  }
+  r.set_candidate_wall_us(wall_us);
+  r.set_baseline_wall_us(100.0 * events.size());
+  return r;
+}
+
+TEST_CASE("GPU runs: the events' median agrees with the wall clock") {
+  VerdictContext ctx = Ctx(1);
+  ctx.iters = 100;
+  v1::EvalResult r;
+  // 100 calls of 50 us in a window of 5.4 ms (0.4 ms of it the request to the host).
+  std::vector<double> honest(100, 50.0);
+  CHECK(JudgeReports(ctx, {Timed(honest, 5400)}, &r).status == v1::OK);
+  // The same time in the events, moved from 90 calls onto 10: the mean still agrees with the
+  // wall clock, the median (5 us) would claim a 10x speedup.
+  std::vector<double> moved(90, 5.0);
+  moved.insert(moved.end(), 10, 455.0);
+  Verdict v = JudgeReports(ctx, {Timed(moved, 5400)}, &r);
+  CHECK(v.status == v1::REJECTED);
+  CHECK_THAT(v.message, Catch::Contains("median"));
+  // An honest run with a few slow calls passes.
+  std::vector<double> spiky(95, 50.0);
+  spiky.insert(spiky.end(), 5, 150.0);
+  CHECK(JudgeReports(ctx, {Timed(spiky, 5900)}, &r).status == v1::OK);
+}
+
 TEST_CASE("progress lines: only what the harness writes is understood") {
   auto trial = ParseProgress(R"({"trial": 2, "ok": true})", 3);
   REQUIRE(trial);
