@@ -151,11 +151,13 @@ class CandidateHost {
     timed_ = loop.timed() ? loop.order_size() : 0;
     return Request(req).status();
   }
-  // Runs the loop prepared with defer; returns once the host says its device is idle.
-  absl::Status RunLoop() {
+  // Runs the loop prepared with defer; returns once the host says its device is idle, with the
+  // host's trace of it (see HostReply.trace_ns; untrusted, for the log).
+  absl::StatusOr<std::vector<int64_t>> RunLoop() {
     v1::HostRequest req;
     req.set_run_loop(true);
-    return Request(req).status();
+    PKB_ASSIGN_OR_RETURN(v1::HostReply reply, Request(req));
+    return std::vector<int64_t>(reply.trace_ns().begin(), reply.trace_ns().end());
   }
   // The host's per-iteration times of the last timed loop.
   absl::StatusOr<std::vector<double>> Times() {
@@ -494,6 +496,24 @@ class RankRunner {
     return absl::OkStatus();
   }
 
+  // One line in the rank's log on where the timed window's wall clock went, from the host's
+  // trace (the same monotonic clock): reaching the host, enqueueing, the device, answering.
+  void LogWindow(std::chrono::steady_clock::time_point w0, std::chrono::steady_clock::time_point w1,
+                 const std::vector<int64_t>& trace) {
+    if (trace.size() != 4) return;
+    auto ns = [](std::chrono::steady_clock::time_point t) {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    };
+    std::vector<int64_t> t = {ns(w0)};
+    t.insert(t.end(), trace.begin(), trace.end());
+    t.push_back(ns(w1));
+    std::fprintf(stderr,
+                 "pkb-rank %d: timed window %.1f us: request %.1f, enqueue %.1f, device %.1f, "
+                 "answer %.1f + %.1f us (the host's own clock, untrusted)\n",
+                 comm_->rank(), (t[5] - t[0]) / 1e3, (t[1] - t[0]) / 1e3, (t[2] - t[1]) / 1e3,
+                 (t[3] - t[2]) / 1e3, (t[4] - t[3]) / 1e3, (t[5] - t[4]) / 1e3);
+  }
+
   // The harness's own device work inside the candidate's window, done again on the judge's
   // device once the checks are over: `poisons` poisonings of a set's outputs and `copies` copies
   // of them (the best of three of each), in microseconds.
@@ -620,9 +640,10 @@ class RankRunner {
       // The host runs the timed iterations between its own timers (untrusted); the wall clock
       // over the window is ours, and stops when the host says its device is idle.
       auto w0 = std::chrono::steady_clock::now();
-      PKB_RETURN_IF_ERROR(host_->RunLoop());
-      wall =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count();
+      PKB_ASSIGN_OR_RETURN(std::vector<int64_t> trace, host_->RunLoop());
+      auto w1 = std::chrono::steady_clock::now();
+      wall = std::chrono::duration<double, std::micro>(w1 - w0).count();
+      LogWindow(w0, w1, trace);
       // The last call's outputs are copied aside at once: had the host answered before its work
       // was done (to stop our clock early and finish later), they are not all there yet.
       std::vector<at::Tensor> at_answer;
