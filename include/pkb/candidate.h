@@ -3,7 +3,7 @@
  *
  * A submission is one CUDA C++ source file compiled into a shared object and loaded by every
  * rank process of an evaluation (one process per GPU, as with torchrun). It includes this header
- * and exports `pkb_run`; `pkb_init` and `pkb_fini` are optional. The header needs no torch and
+ * and exports `pkb_run`; `pkb_init` is optional. The header needs no torch and
  * no CUDA headers, so a submission that includes only this and <cuda_runtime.h> compiles in
  * about a second. `pkb/device.cuh` adds the device-side barrier and peer helpers;
  * `pkb/aten.h` wraps tensors as at::Tensor for submissions that use ATen as glue.
@@ -142,6 +142,8 @@ typedef int (*pkb_init_fn)(pkb_context* ctx);
 typedef int (*pkb_run_fn)(pkb_context* ctx, const pkb_tensor* inputs, int num_inputs,
                           const pkb_scalar* args, int num_args, pkb_tensor* outputs,
                           int num_outputs);
+/* Accepted for source compatibility, never called: the harness kills the candidate's process
+ * at the end of a run, and nothing may be left for a pkb_fini to finish. */
 typedef void (*pkb_fini_fn)(pkb_context* ctx);
 
 #ifdef __cplusplus

@@ -5,11 +5,11 @@
 BIN=$1; OUT=$2
 for it in 10 100; do
   for i in 1 2 3; do
-    rm -rf "$OUT/scratch" && mkdir -p "$OUT/scratch"
-    "$BIN/pkb-eval" -p 1 -w 1 --warmup 50 --iters "$it" --json --keep-scratch --scratch "$OUT/scratch" \
+    rm -rf /tmp/pkb-window && mkdir -p /tmp/pkb-window
+    "$BIN/pkb-eval" -p 1 -w 1 --warmup 50 --iters "$it" --json --keep-scratch --scratch /tmp/pkb-window \
       problems/examples/p001_allreduce_symm.cu 2>/dev/null > "$OUT/window-$it-$i.json"
     python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); c=r.get("candidate",{}); s=r.get("stage_seconds",{}); print("iters %s: %-8s median %6.2f us, mean %6.2f us, wall %7.2f us/iter, run %.2f s | %s" % (sys.argv[2], r["status"], c.get("median_us",0), c.get("mean_us",0), c.get("wall_per_iter_us",0), s.get("run",0), r["message"][:90]))' "$OUT/window-$it-$i.json" "$it"
-    find "$OUT/scratch" -name rank0.log -exec grep -h "timed window" {} + | sed 's/^/    /'
+    find /tmp/pkb-window -name rank0.log -exec grep -h "timed window" {} + | sed 's/^/    /'
   done
 done
-rm -rf "$OUT/scratch"
+rm -rf /tmp/pkb-window

@@ -36,7 +36,7 @@ class Host {
  public:
   explicit Host(HostChannel* ch) : ch_(ch) {}
 
-  // Serves the judge's requests until it asks us to finish or goes away.
+  // Serves the judge's requests until it goes away (or kills this process).
   absl::Status Serve() {
     for (;;) {
       v1::HostRequest req;
@@ -52,7 +52,6 @@ class Host {
       reply.set_ok(st.ok());
       if (!st.ok()) reply.set_error(std::string(st.message()).substr(0, 4096));
       PKB_RETURN_IF_ERROR(ch_->Send(reply));
-      if (req.has_finish()) return absl::OkStatus();
     }
   }
 
@@ -111,9 +110,6 @@ class Host {
         return RunLoop(reply);
       case v1::HostRequest::kTimes:
         for (int i = 0; i < timed_; ++i) reply->add_us(dev_->ElapsedUs(i));
-        return absl::OkStatus();
-      case v1::HostRequest::kFinish:
-        if (cand_.fini) cand_.fini(&ctx_);
         return absl::OkStatus();
       default:
         return absl::InvalidArgumentError("a request the host does not know");

@@ -27,7 +27,6 @@ absl::StatusOr<Candidate> LoadCandidate(const std::string& path) {
     return absl::InvalidArgumentError("the candidate exports no `extern \"C\" int pkb_run(...)`");
   }
   c.init = reinterpret_cast<pkb_init_fn>(dlsym(c.handle, "pkb_init"));
-  c.fini = reinterpret_cast<pkb_fini_fn>(dlsym(c.handle, "pkb_fini"));
   return c;
 }
 

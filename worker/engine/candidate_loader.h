@@ -18,7 +18,6 @@ struct Candidate {
   void* handle = nullptr;
   pkb_init_fn init = nullptr;
   pkb_run_fn run = nullptr;
-  pkb_fini_fn fini = nullptr;
 };
 
 // dlopens `path`, checks the declared API version and finds the entry points.

@@ -170,18 +170,7 @@ class CandidateHost {
     return std::vector<double>(reply.us().begin(), reply.us().end());
   }
 
-  // pkb_fini, then the process is killed: nothing of the submission runs after this.
-  absl::Status Finish() {
-    absl::Status st;
-    if (running()) {
-      v1::HostRequest req;
-      req.set_finish(true);
-      st = Request(req).status();
-    }
-    Stop();
-    return st;
-  }
-  // Kills the process without pkb_fini: nothing of the submission runs after this.
+  // Kills the process (pkb_fini never runs): nothing of the submission runs after this.
   void Kill() { Stop(); }
 
   bool running() const { return pid_ > 0 && ch_ != nullptr; }
@@ -651,7 +640,7 @@ class RankRunner {
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       PKB_ASSIGN_OR_RETURN(us, host_->Times());
       // Every host has answered before any is killed (a peer's last call may still use its
-      // memory); pkb_fini does not run after a timed window. Nothing of the submission runs
+      // memory). Nothing of the submission runs
       // from here on: its outputs stay as the window left them, and it cannot disturb the checks
       // or the reference's timing.
       PKB_RETURN_IF_ERROR(comm_->Barrier());
