@@ -47,8 +47,10 @@ while IFS=$'\t' read -r file backend world want what flags check; do
   extra=()
   [ "$backend" = cpu ] && extra+=(--backend cpu -I "$SRC/tests/engine/cpu_candidates")
   [[ "$base" == fork_bomb* || "$base" == *infinite* ]] && extra+=(--timeout 10)
+  own=()
   # shellcheck disable=SC2206  # the flags column is a list of words
-  [ -n "${flags:-}" ] && [ "$flags" != - ] && extra+=($flags)
+  [ -n "${flags:-}" ] && [ "$flags" != - ] && own=($flags)
+  extra+=(${own[@]+"${own[@]}"})
   t0=$(date +%s.%N)
   # Every timed iteration re-checked: the cheats here skip a known share of calls, and the test
   # must not depend on which iterations the random picks hit.
@@ -56,6 +58,13 @@ while IFS=$'\t' read -r file backend world want what flags check; do
   # timed set in the warm-up if the warm-up shared the timed sets.
   size=(--m 64 --n 64 --warmup 8 --iters 8 --spot-checks 8)
   [ "$backend" = cuda ] && [ "$CORPUS" != "$HERE/corpus.tsv" ] && size=(--warmup 20 --iters 50)
+  # An entry's own flags replace the defaults of the same name (pkb-eval takes each once); the
+  # defaults are flag-value pairs.
+  kept=()
+  for ((k = 0; k < ${#size[@]}; k += 2)); do
+    [[ " ${own[*]-} " == *" ${size[$k]} "* ]] || kept+=("${size[$k]}" "${size[$((k + 1))]}")
+  done
+  size=("${kept[@]}")
   json=$("$EVAL" --json -p 1 -w "$world" "${size[@]}" "${extra[@]}" "$work/$base" \
          2>"$work/stderr")
   got=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])' <<<"$json" 2>/dev/null)

@@ -246,7 +246,6 @@ class Host {
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     if (trace) trace->add_trace_ns(now_ns());
     if (loop.timed()) timed_ = n;
-    if (trace) trace->add_trace_ns(now_ns());
     return absl::OkStatus();
   }
 

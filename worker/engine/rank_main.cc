@@ -176,18 +176,21 @@ class CandidateHost {
   bool running() const { return pid_ > 0 && ch_ != nullptr; }
 
  private:
-  // Sends `req` and waits for its answer, running the barriers the host asks for meanwhile.
+  // Sends `req` and waits for its answer, running the barriers the host asks for meanwhile:
+  // only while the submission's code runs (pkb_init, calls). A barrier asked for at any other
+  // time could only pair with a judges' barrier of another rank and put them out of step.
   absl::StatusOr<v1::HostReply> Request(const v1::HostRequest& req, int fd = -1) {
     if (!running()) return absl::AbortedError("the candidate's process has ended");
     if (pending_) {
       pending_ = false;
-      PKB_RETURN_IF_ERROR(Await().status());
+      PKB_RETURN_IF_ERROR(Await(false).status());
     }
     if (!ch_->Send(req, fd).ok()) return Died();
-    return Await();
+    return Await(req.has_load() || req.has_call() || (req.has_loop() && !req.loop().defer()) ||
+                 req.run_loop());
   }
 
-  absl::StatusOr<v1::HostReply> Await() {
+  absl::StatusOr<v1::HostReply> Await(bool barriers) {
     for (;;) {
       v1::HostReply reply;
       absl::Status st = ch_->Receive(&reply);
@@ -195,7 +198,10 @@ class CandidateHost {
       if (!st.ok())
         return absl::AbortedError(absl::StrCat("the candidate's process: ", st.message()));
       if (reply.ask_barrier()) {
-        if (!comm_) return absl::AbortedError("the candidate's process asked for a barrier early");
+        if (!comm_ || !barriers) {
+          return absl::AbortedError(
+              "the candidate's process asked for a host barrier while none of its code ran");
+        }
         PKB_RETURN_IF_ERROR(comm_->Barrier());
         v1::HostRequest done;
         done.set_barrier_done(true);
@@ -489,7 +495,7 @@ class RankRunner {
   // trace (the same monotonic clock): reaching the host, enqueueing, the device, answering.
   void LogWindow(std::chrono::steady_clock::time_point w0, std::chrono::steady_clock::time_point w1,
                  const std::vector<int64_t>& trace) {
-    if (trace.size() != 4) return;
+    if (trace.size() != 3) return;
     auto ns = [](std::chrono::steady_clock::time_point t) {
       return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
     };
@@ -498,14 +504,15 @@ class RankRunner {
     t.push_back(ns(w1));
     std::fprintf(stderr,
                  "pkb-rank %d: timed window %.1f us: request %.1f, enqueue %.1f, device %.1f, "
-                 "answer %.1f + %.1f us (the host's own clock, untrusted)\n",
-                 comm_->rank(), (t[5] - t[0]) / 1e3, (t[1] - t[0]) / 1e3, (t[2] - t[1]) / 1e3,
-                 (t[3] - t[2]) / 1e3, (t[4] - t[3]) / 1e3, (t[5] - t[4]) / 1e3);
+                 "answer %.1f us (the host's own clock, untrusted)\n",
+                 comm_->rank(), (t[4] - t[0]) / 1e3, (t[1] - t[0]) / 1e3, (t[2] - t[1]) / 1e3,
+                 (t[3] - t[2]) / 1e3, (t[4] - t[3]) / 1e3);
   }
 
-  // The harness's own device work inside the candidate's window, done again on the judge's
-  // device once the checks are over: `poisons` poisonings of a set's outputs and `copies` copies
-  // of them (the best of three of each), in microseconds.
+  // The harness's own work inside the candidate's window, done again by the judge once the
+  // checks are over: `poisons` poisonings of a set's outputs and `copies` copies of them, each
+  // costing the larger of its device time and its host time to launch (the best of three), in
+  // microseconds. Set 0's outputs stand for every set's.
   absl::StatusOr<double> TimeHarnessWork(std::vector<at::Tensor>& outs, int poisons, int copies) {
     if (poisons == 0 && copies == 0) return 0.0;
     constexpr int kTries = 3;
@@ -513,13 +520,22 @@ class RankRunner {
     for (const auto& t : outs) into.push_back(at::empty_like(t));
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     dev_->ResetTimers(2 * kTries);
+    double poison_host = 1e300, copy_host = 1e300;
+    using Clock = std::chrono::steady_clock;
+    auto us_since = [](Clock::time_point t) {
+      return std::chrono::duration<double, std::micro>(Clock::now() - t).count();
+    };
     for (int k = 0; k < kTries; ++k) {
+      auto t0 = Clock::now();
       dev_->Mark(2 * k, 0);
       for (auto& t : outs) Poison(t, k % 2);
       dev_->Mark(2 * k, 1);
+      poison_host = std::min(poison_host, us_since(t0));
+      auto t1 = Clock::now();
       dev_->Mark(2 * k + 1, 0);
       for (size_t j = 0; j < outs.size(); ++j) into[j].copy_(outs[j]);
       dev_->Mark(2 * k + 1, 1);
+      copy_host = std::min(copy_host, us_since(t1));
     }
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     double poison = 1e300, copy = 1e300;
@@ -527,7 +543,7 @@ class RankRunner {
       poison = std::min(poison, dev_->ElapsedUs(2 * k));
       copy = std::min(copy, dev_->ElapsedUs(2 * k + 1));
     }
-    return poisons * poison + copies * copy;
+    return poisons * std::max(poison, poison_host) + copies * std::max(copy, copy_host);
   }
 
   // `n` distinct iterations among [first, iters), the same on every rank (their spot checks run
@@ -559,9 +575,10 @@ class RankRunner {
     // a fraction f of its calls passes each kind with probability about (1 - f)^checks):
     // - `copied`: the host copies their outputs aside right after their call, on the
     //   candidate's stream, so work left on other streams is not there yet;
-    // - `in_place`: among the last uses of their sets, checked where the window left them; the
-    //   host never learns which (with one set per iteration, any iteration).
-    // - the last iteration, copied by the judge the moment the host answers.
+    // - `in_place`: among the last uses of their sets, copied by the judge the moment every
+    //   host has answered; the host never learns which (with one set per iteration, any
+    //   iteration);
+    // - the last iteration, copied the same way.
     const int checks = std::min(o_.spot_checks, o_.iters);
     const int last = o_.iters - 1;
     std::vector<int> copied, in_place;
@@ -616,6 +633,16 @@ class RankRunner {
           for (auto& t : o.tensors) Poison(t, 1);
         }
       };
+      // The judge's own copies of the outputs checked as the host answered (the in-place picks
+      // and the last call), allocated before the window so that taking them is only a copy.
+      std::map<int, std::vector<at::Tensor>> at_answer;
+      std::vector<int> answered = in_place;
+      answered.push_back(last);
+      for (int i : answered) {
+        auto& into = at_answer[i];
+        if (!into.empty()) continue;
+        for (const auto& t : outputs[i % sets].tensors) into.push_back(at::empty_like(t));
+      }
       poison_all();
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       PKB_RETURN_IF_ERROR(comm_->Barrier());
@@ -633,17 +660,17 @@ class RankRunner {
       auto w1 = std::chrono::steady_clock::now();
       wall = std::chrono::duration<double, std::micro>(w1 - w0).count();
       LogWindow(w0, w1, trace);
-      // The last call's outputs are copied aside at once: had the host answered before its work
-      // was done (to stop our clock early and finish later), they are not all there yet.
-      std::vector<at::Tensor> at_answer;
-      for (const auto& t : outputs[last % sets].tensors) at_answer.push_back(t.clone());
+      // Once every rank's host has answered (a peer's writes into this rank's outputs are done
+      // by then), the outputs checked in place are copied aside at once: had the hosts answered
+      // before their work was done, to stop our clock early and finish later, it is not there.
+      PKB_RETURN_IF_ERROR(comm_->Barrier());
+      for (auto& [i, into] : at_answer) {
+        for (size_t k = 0; k < into.size(); ++k) into[k].copy_(outputs[i % sets].tensors[k]);
+      }
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       PKB_ASSIGN_OR_RETURN(us, host_->Times());
-      // Every host has answered before any is killed (a peer's last call may still use its
-      // memory). Nothing of the submission runs
-      // from here on: its outputs stay as the window left them, and it cannot disturb the checks
-      // or the reference's timing.
-      PKB_RETURN_IF_ERROR(comm_->Barrier());
+      // Nothing of the submission runs from here on: it cannot disturb the checks or the
+      // reference's timing.
       host_->Kill();
       PKB_RETURN_IF_ERROR(comm_->Barrier());
       for (double x : us) report->add_candidate_us(x);
@@ -651,8 +678,7 @@ class RankRunner {
       // The reference runs on inputs drawn again here, and the shared inputs must still equal
       // them.
       std::vector<int> picked = copied;
-      picked.insert(picked.end(), in_place.begin(), in_place.end());
-      picked.push_back(last);
+      picked.insert(picked.end(), answered.begin(), answered.end());
       std::sort(picked.begin(), picked.end());
       picked.erase(std::unique(picked.begin(), picked.end()), picked.end());
       for (int i : picked) {
@@ -665,19 +691,11 @@ class RankRunner {
               found, CompareOutputs(p_, cfg_, decls_of(s), copies[i].tensors, expected, 1));
           for (auto& c : found) c.set_name(absl::StrCat(c.name(), " (timed iteration ", i, ")"));
         }
-        if (i == last) {
+        if (at_answer.count(i)) {
           PKB_ASSIGN_OR_RETURN(auto then,
-                               CompareOutputs(p_, cfg_, decls_of(s), at_answer, expected, 1));
+                               CompareOutputs(p_, cfg_, decls_of(s), at_answer[i], expected, 1));
           for (auto& c : then) {
             c.set_name(absl::StrCat(c.name(), " (timed iteration ", i, ", when the host answered)"));
-            found.push_back(std::move(c));
-          }
-        }
-        if (std::binary_search(in_place.begin(), in_place.end(), i)) {
-          PKB_ASSIGN_OR_RETURN(
-              auto after, CompareOutputs(p_, cfg_, decls_of(s), outputs[s].tensors, expected, 1));
-          for (auto& c : after) {
-            c.set_name(absl::StrCat(c.name(), " (timed iteration ", i, ", after the window)"));
             found.push_back(std::move(c));
           }
           std::string changed;
@@ -808,9 +826,15 @@ absl::Status Run(const RankOptions& o, v1::RankReport* report) {
     return absl::OkStatus();
   }
   if (report->spot_failures_size() > 0) {
+    const v1::OutputCheck& first = report->spot_failures(0);
     report->set_status(v1::MISMATCH);
-    report->set_message(
-        absl::StrCat("rank ", o.rank, ": outputs of timed iterations differ from the reference"));
+    report->set_message(absl::StrCat(
+        "rank ", o.rank, ": outputs of timed iterations differ from the reference; first: ",
+        first.name(), ": ",
+        first.problem().empty()
+            ? absl::StrCat(first.bad_count(), " of ", first.numel(), " elements bad (",
+                           first.unwritten_count(), " unwritten)")
+            : first.problem()));
   }
   return absl::OkStatus();
 }
@@ -881,13 +905,13 @@ int main(int argc, char** argv) {
   app.add_option("--candidate", o.candidate, "compiled candidate (.so); none: baseline only");
   app.add_option("--report", o.report)->required();
   app.add_option("--rendezvous", o.rendezvous);
-  app.add_option("--trials", o.trials);
-  app.add_option("--warmup", o.warmup);
-  app.add_option("--iters", o.iters);
+  app.add_option("--trials", o.trials)->check(CLI::PositiveNumber);
+  app.add_option("--warmup", o.warmup)->check(CLI::NonNegativeNumber);
+  app.add_option("--iters", o.iters)->check(CLI::PositiveNumber);
   app.add_option("--set-offset", o.set_offset);
   app.add_option("--max-sets", o.max_sets);
   app.add_option("--l2-multiple", o.l2_multiple);
-  app.add_option("--spot-checks", o.spot_checks);
+  app.add_option("--spot-checks", o.spot_checks)->check(CLI::NonNegativeNumber);
   app.add_flag("!--no-baseline", o.baseline);
   bool probe = false, selftest = false;
   app.add_flag("--probe", probe, "print the number of usable GPUs and exit");
