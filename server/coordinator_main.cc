@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/config.h"
 #include "common/files.h"
+#include "common/harness_version.h"
 #include "common/logging.h"
 #include "common/systemd.h"
 #include "server/coordinator.h"
@@ -20,7 +21,7 @@ void OnSignal(int) { g_stop = true; }
 
 int main(int argc, char** argv) {
   pkb::CoordinatorOptions o;
-  o.scheduler.harness_version = PKB_HARNESS_VERSION;
+  o.scheduler.harness_version = pkb::HarnessVersion();
   double heartbeat_s = 2, lease_timeout_s = 10, job_deadline_s = 1800;
   std::string port_file;
   CLI::App app{"PKB coordinator: queues evaluations, leases them to workers, streams their events"};

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/harness_version.h"
 #include "pkb/v1/worker.grpc.pb.h"
 
 namespace pkb {
@@ -28,7 +29,7 @@ class InstantWorker : public grpc::ClientBidiReactor<v1::WorkerMessage, v1::Coor
     caps->set_gpu_class("sim");
     caps->set_gpu_count(8);
     caps->set_max_world_size(8);
-    caps->set_harness_version(PKB_HARNESS_VERSION);
+    caps->set_harness_version(pkb::HarnessVersion());
     Enqueue(reg);
     StartRead(&in_);
     StartCall();

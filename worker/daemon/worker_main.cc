@@ -11,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "common/config.h"
 #include "common/files.h"
+#include "common/harness_version.h"
 #include "common/logging.h"
 #include "common/metrics_server.h"
 #include "common/subprocess.h"
@@ -61,7 +62,7 @@ int main(int argc, char** argv) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   o.worker_id = absl::StrCat(host, "-", getpid());
-  o.capabilities.set_harness_version(PKB_HARNESS_VERSION);
+  o.capabilities.set_harness_version(pkb::HarnessVersion());
   e.scratch = std::filesystem::temp_directory_path().string();
   std::error_code ec;
   auto self = std::filesystem::canonical("/proc/self/exe", ec);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/files.h"
+#include "common/harness_version.h"
 #include "common/hash.h"
 #include "common/job_key.h"
 #include "common/subprocess.h"
@@ -108,7 +109,7 @@ std::string JobKey(const EvalOptions& o, int problem_version) {
   f.warmup = o.warmup;
   f.iters = o.iters;
   f.gpu_class = o.gpu_class;
-  f.harness_version = PKB_HARNESS_VERSION;
+  f.harness_version = HarnessVersion();
   f.set_offset = o.set_offset;
   f.max_sets = o.max_sets;
   f.l2_multiple = o.l2_multiple;
@@ -127,7 +128,7 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   r.set_m(o.m);
   r.set_n(o.n);
   r.set_trials(o.trials);
-  r.set_harness_version(PKB_HARNESS_VERSION);
+  r.set_harness_version(HarnessVersion());
   auto finish = [&](v1::Status status, const std::string& message) {
     r.set_status(status);
     r.set_message(message);
