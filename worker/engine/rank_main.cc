@@ -8,12 +8,8 @@
 //
 // Progress lines for the engine go to stdout from rank 0 only: "PKB-PROGRESS <json>".
 #include <ATen/Parallel.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,7 +28,7 @@
 #include "problems/harness/inputs.h"
 #include "problems/harness/registry.h"
 #include "worker/engine/candidate_loader.h"
-#include "worker/engine/host_channel.h"
+#include "worker/engine/host_client.h"
 #include "worker/engine/rank_device.h"
 #include "worker/engine/verdict.h"
 
@@ -75,178 +71,6 @@ struct OutputSet {
 // end of a socket pair on descriptor 3 and nothing else of ours (stdout goes to our stderr, so it
 // cannot write progress lines), asked to map segments and to call the candidate. While a request
 // runs, the host may ask for the judges' barrier (pkb_context::host_barrier).
-class CandidateHost {
- public:
-  CandidateHost() = default;
-  ~CandidateHost() { Stop(); }
-
-  // Starts the host and has it set up its device and communicators, without waiting: that runs
-  // while the judge sets up its own (Bind, then Load).
-  absl::Status Start(const v1::HostInit& init) {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-      return absl::InternalError("socketpair failed");
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
-    posix_spawn_file_actions_adddup2(&fa, 2, 1);
-    posix_spawn_file_actions_addclosefrom_np(&fa, 4);
-    std::string exe = "/proc/self/exe", flag = "--candidate-host";
-    char* argv[] = {exe.data(), flag.data(), nullptr};
-    int rc = posix_spawn(&pid_, exe.c_str(), &fa, nullptr, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(sv[1]);
-    if (rc != 0) {
-      close(sv[0]);
-      pid_ = -1;
-      return absl::InternalError(absl::StrCat("cannot start the candidate host: ", strerror(rc)));
-    }
-    ch_ = std::make_unique<HostChannel>(sv[0]);
-    v1::HostRequest req;
-    *req.mutable_init() = init;
-    if (!ch_->Send(req).ok()) return Died();
-    pending_ = true;
-    return absl::OkStatus();
-  }
-
-  // The judges' communicator, for the barriers the host asks for.
-  void Bind(Comm* comm) { comm_ = comm; }
-
-  // Loads the submission and runs its pkb_init. Only once every judge has taken its report key
-  // (the judges' communicator exists): this is the first code of the submission to run.
-  absl::Status Load() {
-    v1::HostRequest req;
-    req.set_load(true);
-    return Request(req).status();
-  }
-
-  // Makes `segment` visible in the host; returns its id there.
-  absl::StatusOr<int> Map(const RankDevice::SharedSegment& segment) {
-    v1::HostRequest req;
-    req.mutable_map()->set_id(next_id_);
-    req.mutable_map()->set_bytes(static_cast<int64_t>(segment.bytes));
-    req.mutable_map()->set_cuda_ipc_handle(segment.cuda_ipc_handle);
-    PKB_RETURN_IF_ERROR(Request(req, segment.fd).status());
-    return next_id_++;
-  }
-  void Unmap(int id) {
-    if (!running()) return;
-    v1::HostRequest req;
-    req.set_unmap(id);
-    (void)Request(req);
-  }
-
-  // One call of the candidate, synchronized in the host.
-  absl::Status Call(const v1::HostCall& call) {
-    v1::HostRequest req;
-    *req.mutable_call() = call;
-    return Request(req).status();
-  }
-
-  // Calls in a row, run at once or (with loop.defer()) prepared for RunLoop.
-  absl::Status Loop(const v1::HostLoop& loop) {
-    v1::HostRequest req;
-    *req.mutable_loop() = loop;
-    timed_ = loop.timed() ? loop.order_size() : 0;
-    return Request(req).status();
-  }
-  // Runs the loop prepared with defer; returns once the host says its device is idle, with the
-  // host's trace of it (see HostReply.trace_ns; untrusted, for the log).
-  absl::StatusOr<std::vector<int64_t>> RunLoop() {
-    v1::HostRequest req;
-    req.set_run_loop(true);
-    PKB_ASSIGN_OR_RETURN(v1::HostReply reply, Request(req));
-    return std::vector<int64_t>(reply.trace_ns().begin(), reply.trace_ns().end());
-  }
-  // The host's per-iteration times of the last timed loop.
-  absl::StatusOr<std::vector<double>> Times() {
-    v1::HostRequest req;
-    req.set_times(true);
-    PKB_ASSIGN_OR_RETURN(v1::HostReply reply, Request(req));
-    if (reply.us_size() != timed_) {
-      return absl::AbortedError("the candidate's process answered with the wrong number of times");
-    }
-    return std::vector<double>(reply.us().begin(), reply.us().end());
-  }
-
-  // Kills the process (pkb_fini never runs): nothing of the submission runs after this.
-  void Kill() { Stop(); }
-
-  bool running() const { return pid_ > 0 && ch_ != nullptr; }
-
- private:
-  // Sends `req` and waits for its answer, running the barriers the host asks for meanwhile:
-  // only while the submission's code runs (pkb_init, calls). A barrier asked for at any other
-  // time could only pair with a judges' barrier of another rank and put them out of step.
-  absl::StatusOr<v1::HostReply> Request(const v1::HostRequest& req, int fd = -1) {
-    if (!running()) return absl::AbortedError("the candidate's process has ended");
-    if (pending_) {
-      pending_ = false;
-      PKB_RETURN_IF_ERROR(Await(false).status());
-    }
-    if (!ch_->Send(req, fd).ok()) return Died();
-    return Await(req.has_load() || req.has_call() || (req.has_loop() && !req.loop().defer()) ||
-                 req.run_loop());
-  }
-
-  absl::StatusOr<v1::HostReply> Await(bool barriers) {
-    for (;;) {
-      v1::HostReply reply;
-      absl::Status st = ch_->Receive(&reply);
-      if (absl::IsUnavailable(st)) return Died();
-      if (!st.ok())
-        return absl::AbortedError(absl::StrCat("the candidate's process: ", st.message()));
-      if (reply.ask_barrier()) {
-        if (!comm_ || !barriers) {
-          return absl::AbortedError(
-              "the candidate's process asked for a host barrier while none of its code ran");
-        }
-        PKB_RETURN_IF_ERROR(comm_->Barrier());
-        v1::HostRequest done;
-        done.set_barrier_done(true);
-        if (!ch_->Send(done).ok()) return Died();
-        continue;
-      }
-      if (!reply.ok()) return absl::AbortedError(reply.error().substr(0, 4096));
-      return reply;
-    }
-  }
-
-  // The host went away mid-request: how it ended.
-  absl::Status Died() {
-    ch_.reset();
-    int status = 0;
-    pid_t pid = std::exchange(pid_, -1);
-    if (pid <= 0 || waitpid(pid, &status, 0) != pid) {
-      return absl::AbortedError("the candidate's process ended");
-    }
-    if (WIFSIGNALED(status)) {
-      return absl::AbortedError(absl::StrCat("the candidate's process died of signal ",
-                                             WTERMSIG(status), " (", strsignal(WTERMSIG(status)),
-                                             ")"));
-    }
-    return absl::AbortedError(
-        absl::StrCat("the candidate's process exited with status ", WEXITSTATUS(status)));
-  }
-
-  void Stop() {
-    ch_.reset();
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    pid_ = -1;
-  }
-
-  Comm* comm_ = nullptr;
-  pid_t pid_ = -1;
-  bool pending_ = false;  // the init request's reply is still to come
-  std::unique_ptr<HostChannel> ch_;
-  int next_id_ = 0;
-  int timed_ = 0;  // iterations of the last timed loop
-};
-
 // One segment of memory shared with the candidate host, holding tensors placed one after another
 // (256-byte aligned). The judge keeps at::Tensor views; the host gets their descriptions.
 class SharedArena {

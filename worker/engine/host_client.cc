@@ -1,0 +1,157 @@
+#include "worker/engine/host_client.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace pkb {
+
+absl::Status CandidateHost::Start(const v1::HostInit& init) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    return absl::InternalError("socketpair failed");
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+  posix_spawn_file_actions_adddup2(&fa, 2, 1);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+  std::string exe = "/proc/self/exe", flag = "--candidate-host";
+  char* argv[] = {exe.data(), flag.data(), nullptr};
+  int rc = posix_spawn(&pid_, exe.c_str(), &fa, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(sv[1]);
+  if (rc != 0) {
+    close(sv[0]);
+    pid_ = -1;
+    return absl::InternalError(absl::StrCat("cannot start the candidate host: ", strerror(rc)));
+  }
+  ch_ = std::make_unique<HostChannel>(sv[0]);
+  v1::HostRequest req;
+  *req.mutable_init() = init;
+  if (!ch_->Send(req).ok()) return Died();
+  pending_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status CandidateHost::Load() {
+  v1::HostRequest req;
+  req.set_load(true);
+  return Request(req).status();
+}
+
+absl::StatusOr<int> CandidateHost::Map(const RankDevice::SharedSegment& segment) {
+  v1::HostRequest req;
+  req.mutable_map()->set_id(next_id_);
+  req.mutable_map()->set_bytes(static_cast<int64_t>(segment.bytes));
+  req.mutable_map()->set_cuda_ipc_handle(segment.cuda_ipc_handle);
+  PKB_RETURN_IF_ERROR(Request(req, segment.fd).status());
+  return next_id_++;
+}
+
+void CandidateHost::Unmap(int id) {
+  if (!running()) return;
+  v1::HostRequest req;
+  req.set_unmap(id);
+  (void)Request(req);
+}
+
+absl::Status CandidateHost::Call(const v1::HostCall& call) {
+  v1::HostRequest req;
+  *req.mutable_call() = call;
+  return Request(req).status();
+}
+
+absl::Status CandidateHost::Loop(const v1::HostLoop& loop) {
+  v1::HostRequest req;
+  *req.mutable_loop() = loop;
+  timed_ = loop.timed() ? loop.order_size() : 0;
+  return Request(req).status();
+}
+
+absl::StatusOr<std::vector<int64_t>> CandidateHost::RunLoop() {
+  v1::HostRequest req;
+  req.set_run_loop(true);
+  PKB_ASSIGN_OR_RETURN(v1::HostReply reply, Request(req));
+  return std::vector<int64_t>(reply.trace_ns().begin(), reply.trace_ns().end());
+}
+
+absl::StatusOr<std::vector<double>> CandidateHost::Times() {
+  v1::HostRequest req;
+  req.set_times(true);
+  PKB_ASSIGN_OR_RETURN(v1::HostReply reply, Request(req));
+  if (reply.us_size() != timed_) {
+    return absl::AbortedError("the candidate's process answered with the wrong number of times");
+  }
+  return std::vector<double>(reply.us().begin(), reply.us().end());
+}
+
+absl::StatusOr<v1::HostReply> CandidateHost::Request(const v1::HostRequest& req, int fd) {
+  if (!running()) return absl::AbortedError("the candidate's process has ended");
+  if (pending_) {
+    pending_ = false;
+    PKB_RETURN_IF_ERROR(Await(false).status());
+  }
+  if (!ch_->Send(req, fd).ok()) return Died();
+  return Await(req.has_load() || req.has_call() || (req.has_loop() && !req.loop().defer()) ||
+               req.run_loop());
+}
+
+absl::StatusOr<v1::HostReply> CandidateHost::Await(bool barriers) {
+  for (;;) {
+    v1::HostReply reply;
+    absl::Status st = ch_->Receive(&reply);
+    if (absl::IsUnavailable(st)) return Died();
+    if (!st.ok())
+      return absl::AbortedError(absl::StrCat("the candidate's process: ", st.message()));
+    if (reply.ask_barrier()) {
+      if (!comm_ || !barriers) {
+        return absl::AbortedError(
+            "the candidate's process asked for a host barrier while none of its code ran");
+      }
+      PKB_RETURN_IF_ERROR(comm_->Barrier());
+      v1::HostRequest done;
+      done.set_barrier_done(true);
+      if (!ch_->Send(done).ok()) return Died();
+      continue;
+    }
+    if (!reply.ok()) return absl::AbortedError(reply.error().substr(0, 4096));
+    return reply;
+  }
+}
+
+absl::Status CandidateHost::Died() {
+  ch_.reset();
+  int status = 0;
+  pid_t pid = std::exchange(pid_, -1);
+  if (pid <= 0 || waitpid(pid, &status, 0) != pid) {
+    return absl::AbortedError("the candidate's process ended");
+  }
+  if (WIFSIGNALED(status)) {
+    return absl::AbortedError(absl::StrCat("the candidate's process died of signal ",
+                                           WTERMSIG(status), " (", strsignal(WTERMSIG(status)),
+                                           ")"));
+  }
+  return absl::AbortedError(
+      absl::StrCat("the candidate's process exited with status ", WEXITSTATUS(status)));
+}
+
+void CandidateHost::Stop() {
+  ch_.reset();
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  pid_ = -1;
+}
+
+}  // namespace pkb

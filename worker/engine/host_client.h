@@ -1,0 +1,88 @@
+// The judge's side of the candidate host (candidate_host.cc): starts the process that loads the
+// submission, and speaks rank_host.proto to it over a socketpair. Requests are synchronous; while
+// one that runs the submission's code is in flight, the host may ask for a judges' barrier
+// (pkb_context::host_barrier), which is served here.
+//
+//   CandidateHost host;
+//   host.Start(init);          // spawns `pkb-rank --candidate-host`; set-up runs meanwhile
+//   host.Bind(comm);           // the judges' communicator, for host barriers
+//   host.Load();               // dlopen + pkb_init: the first code of the submission to run
+//   host.Call(call);           // one call, synchronized in the host
+//   host.Kill();               // nothing of the submission runs after this
+#ifndef PKB_WORKER_ENGINE_HOST_CLIENT_H_
+#define PKB_WORKER_ENGINE_HOST_CLIENT_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "pkb/v1/rank_host.pb.h"
+#include "problems/harness/comm.h"
+#include "worker/engine/host_channel.h"
+#include "worker/engine/rank_device.h"
+
+namespace pkb {
+
+class CandidateHost {
+ public:
+  CandidateHost() = default;
+  ~CandidateHost() { Stop(); }
+  CandidateHost(const CandidateHost&) = delete;
+  CandidateHost& operator=(const CandidateHost&) = delete;
+
+  // Starts the host and has it set up its device and communicators, without waiting: that runs
+  // while the judge sets up its own (Bind, then Load).
+  absl::Status Start(const v1::HostInit& init);
+
+  // The judges' communicator, for the barriers the host asks for.
+  void Bind(Comm* comm) { comm_ = comm; }
+
+  // Loads the submission and runs its pkb_init. Only once every judge has taken its report key
+  // (the judges' communicator exists): this is the first code of the submission to run.
+  absl::Status Load();
+
+  // Makes `segment` visible in the host; returns its id there.
+  absl::StatusOr<int> Map(const RankDevice::SharedSegment& segment);
+  void Unmap(int id);
+
+  // One call of the candidate, synchronized in the host.
+  absl::Status Call(const v1::HostCall& call);
+
+  // Calls in a row, run at once or (with loop.defer()) prepared for RunLoop.
+  absl::Status Loop(const v1::HostLoop& loop);
+  // Runs the loop prepared with defer; returns once the host says its device is idle, with the
+  // host's trace of it (see HostReply.trace_ns; untrusted, for the log).
+  absl::StatusOr<std::vector<int64_t>> RunLoop();
+  // The host's per-iteration times of the last timed loop.
+  absl::StatusOr<std::vector<double>> Times();
+
+  // Kills the process (pkb_fini never runs): nothing of the submission runs after this.
+  void Kill() { Stop(); }
+
+  bool running() const { return pid_ > 0 && ch_ != nullptr; }
+
+ private:
+  // Sends `req` and waits for its answer, running the barriers the host asks for meanwhile:
+  // only while the submission's code runs (pkb_init, calls). A barrier asked for at any other
+  // time could only pair with a judges' barrier of another rank and put them out of step.
+  absl::StatusOr<v1::HostReply> Request(const v1::HostRequest& req, int fd = -1);
+  absl::StatusOr<v1::HostReply> Await(bool barriers);
+  // The host went away mid-request: how it ended.
+  absl::Status Died();
+  void Stop();
+
+  Comm* comm_ = nullptr;
+  pid_t pid_ = -1;
+  bool pending_ = false;  // the init request's reply is still to come
+  std::unique_ptr<HostChannel> ch_;
+  int next_id_ = 0;
+  int timed_ = 0;  // iterations of the last timed loop
+};
+
+}  // namespace pkb
+
+#endif  // PKB_WORKER_ENGINE_HOST_CLIENT_H_
