@@ -12,12 +12,24 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "pkb/v1/evaluation.pb.h"
 #include "pkb/v1/problem.pb.h"
 
 namespace pkb {
 
 inline constexpr size_t kMaxSourceBytes = 1 << 20;
+// Bounds of a request's run counts (0 asks for the engine's default).
+inline constexpr int32_t kMaxTrials = 100;
+inline constexpr int32_t kMaxWarmup = 10000;
+inline constexpr int32_t kMaxIters = 10000;
+// The shape limits of a catalog that states none (the engine's rule, problems/harness/inputs.h).
+inline constexpr int64_t kDefaultMaxSide = 64 * 1024;
+inline constexpr int64_t kDefaultMaxArea = 64 * 1024 * 1024;
+
+// The offset of the first byte that does not belong to a UTF-8 sequence (overlong forms and
+// surrogates included), or npos.
+size_t InvalidUtf8At(absl::string_view text);
 
 class ProblemCatalogIndex {
  public:
@@ -33,8 +45,10 @@ class ProblemCatalogIndex {
   absl::StatusOr<const v1::ProblemSpec*> FindSlug(const std::string& slug) const;
 
   // Checks a submission against its problem and fills in the defaults (dtype, m, n).
-  // NOT_FOUND: unknown problem. INVALID_ARGUMENT: world size not offered or not supported (with
-  // the problem's own reason), empty source, source over 1 MiB.
+  // NOT_FOUND: unknown problem. INVALID_ARGUMENT, naming the field: world size not offered or not
+  // supported (with the problem's own reason), a dtype the problem does not take, m or n outside
+  // the problem's limits, trials, warmup or iters out of bounds, an empty source, one over 1 MiB
+  // or one that is not UTF-8, metadata too long.
   absl::Status Normalize(v1::SubmitRequest* request) const;
 
  private:

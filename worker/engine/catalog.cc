@@ -35,6 +35,21 @@ v1::ProblemCatalog BuildCatalog() {
     spec->set_default_n(1024);
     spec->set_default_dtype("bfloat16");
     spec->set_candidate_api_version(PKB_API_VERSION);
+    const ShapeLimits limits = LimitsOf(*p);
+    spec->set_max_m(limits.max_m);
+    spec->set_max_n(limits.max_n);
+    spec->set_max_mn(limits.max_mn);
+    // The run dtypes the problem accepts at its default shape (at its smallest world size).
+    for (at::ScalarType t : {at::kBFloat16, at::kHalf, at::kFloat, at::kDouble}) {
+      for (int w : {1, 2, 4, 8}) {
+        RunConfig cfg;
+        cfg.world = w;
+        cfg.dtype = t;
+        if (!CheckRunnable(*p, cfg).ok()) continue;
+        spec->add_dtypes(DtypeName(t));
+        break;
+      }
+    }
     for (int w : {1, 2, 4, 8}) {
       RunConfig cfg;
       cfg.world = w;
