@@ -1,7 +1,16 @@
 // Who may call what: bearer tokens that carry a role, and a per-token rate limit on Submit.
 //
 // The tokens file has one token a line: `<token> <role> <name>`, role one of agent, researcher,
-// worker, admin; `#` starts a comment. Clients send `authorization: Bearer <token>`.
+// worker, admin; `#` starts a comment. Clients send `authorization: Bearer <token>`. Names are
+// unique: a job belongs to the name of the token that submitted it.
+//
+// A worker token names one worker (or one node's workers) and grants what it may serve, so that
+// a worker's capabilities come from the coordinator's configuration, not from its own word:
+//
+//   <token> worker <name> gpu_class=<class> max_world_size=<W> [slots=<n>]
+//
+// It may register only as worker `<name>` or `<name>/<anything>`, for that GPU class and at most
+// that world size (server/worker_service.cc).
 //
 //   PKB_ASSIGN_OR_RETURN(auto auth, TokenAuth::FromFile("/etc/pkb/tokens", 20, 40));
 //   absl::StatusOr<Principal> who = auth->Check(ctx, {Role::kAgent, Role::kAdmin});
@@ -16,6 +25,8 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -26,9 +37,17 @@ namespace pkb {
 
 enum class Role { kAgent, kResearcher, kWorker, kAdmin };
 
+// What a worker token lets its holder serve.
+struct WorkerGrant {
+  std::string gpu_class;
+  int32_t max_world_size = 0;
+  int32_t slots = 1;
+};
+
 struct Principal {
   std::string name;
   Role role = Role::kAdmin;
+  std::optional<WorkerGrant> worker;  // role worker under --tokens
 };
 
 class TokenAuth {
@@ -48,6 +67,8 @@ class TokenAuth {
   absl::Status ChargeSubmit(const Principal& who);
 
   bool enabled() const { return !tokens_.empty(); }
+  // The GPU classes the worker tokens grant (empty on an open coordinator).
+  std::set<std::string> GrantedGpuClasses() const;
 
  private:
   struct Bucket {

@@ -41,19 +41,24 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
                          TokenAuth::FromFile(o.tokens_file, o.submit_rate, o.submit_burst));
   }
   SchedulerOptions scheduler_options = o.scheduler;
+  // A request may name the classes configured here and those the worker tokens grant.
+  if (!scheduler_options.gpu_classes.empty() || c->auth_->enabled()) {
+    for (const std::string& g : c->auth_->GrantedGpuClasses())
+      scheduler_options.gpu_classes.insert(g);
+  }
   if (!o.metrics_listen.empty()) {
     c->metrics_ = std::make_unique<CoordinatorMetrics>(o.scheduler.harness_version);
     scheduler_options.observer = c->metrics_.get();
   }
-  c->scheduler_ =
-      std::make_unique<Scheduler>(c->store_.get(), &c->clock_, c->catalog_.get(),
-                                  scheduler_options);
+  c->scheduler_ = std::make_unique<Scheduler>(c->store_.get(), &c->clock_, c->catalog_.get(),
+                                              scheduler_options);
   PKB_RETURN_IF_ERROR(c->scheduler_->Recover());
   c->evaluation_ =
       std::make_unique<EvaluationService>(c->scheduler_.get(), c->catalog_.get(), c->auth_.get());
   c->worker_ = std::make_unique<WorkerService>(c->scheduler_.get(), c->auth_.get());
   c->leaderboard_ =
       std::make_unique<LeaderboardService>(c->store_.get(), c->catalog_.get(), c->auth_.get());
+  c->admin_ = std::make_unique<AdminService>(c->scheduler_.get(), c->auth_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -71,6 +76,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   builder.RegisterService(c->evaluation_.get());
   builder.RegisterService(c->worker_.get());
   builder.RegisterService(c->leaderboard_.get());
+  builder.RegisterService(c->admin_.get());
   builder.SetMaxReceiveMessageSize(4 << 20);
   c->server_ = builder.BuildAndStart();
   if (!c->server_ || c->port_ == 0)

@@ -20,6 +20,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "common/metrics_server.h"
+#include "server/admin_service.h"
 #include "server/coordinator_metrics.h"
 #include "server/evaluation_service.h"
 #include "server/http_frontend.h"
@@ -76,6 +77,7 @@ class Coordinator {
   std::unique_ptr<EvaluationService> evaluation_;
   std::unique_ptr<WorkerService> worker_;
   std::unique_ptr<LeaderboardService> leaderboard_;
+  std::unique_ptr<AdminService> admin_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<HttpFrontend> http_;
   std::unique_ptr<MetricsServer> metrics_server_;

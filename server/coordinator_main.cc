@@ -50,6 +50,16 @@ int main(int argc, char** argv) {
   app.add_option("--default-gpu-class", o.scheduler.default_gpu_class,
                  "gpu class of submissions that name none ('any' matches every worker)")
       ->capture_default_str();
+  std::vector<std::string> gpu_classes;
+  app.add_option("--gpu-classes", gpu_classes,
+                 "GPU classes a request may name besides 'any' (comma-separated; the worker "
+                 "tokens' classes are added). Default: any well-formed name without --tokens, the "
+                 "tokens' classes with it")
+      ->delimiter(',');
+  double queue_deadline_s = absl::ToDoubleSeconds(o.scheduler.queue_deadline);
+  app.add_option("--queue-deadline", queue_deadline_s,
+                 "seconds a job may wait for a worker before it ends CANCELLED")
+      ->capture_default_str();
   app.add_option("--harness-version", o.scheduler.harness_version, "harness version jobs require")
       ->capture_default_str();
   app.add_option("--tls-cert", o.tls_cert, "PEM certificate chain: serve TLS only");
@@ -88,6 +98,8 @@ int main(int argc, char** argv) {
   o.scheduler.heartbeat_interval = absl::Seconds(heartbeat_s);
   o.scheduler.lease_timeout = absl::Seconds(lease_timeout_s);
   o.scheduler.job_deadline = absl::Seconds(job_deadline_s);
+  o.scheduler.queue_deadline = absl::Seconds(queue_deadline_s);
+  o.scheduler.gpu_classes.insert(gpu_classes.begin(), gpu_classes.end());
   if (!secret_seed_file.empty()) {
     auto text = pkb::ReadFile(secret_seed_file);
     if (!text.ok() ||

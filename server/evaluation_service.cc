@@ -2,6 +2,7 @@
 
 #include <deque>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/grpc_status.h"
 
@@ -124,6 +125,23 @@ class FailedStream : public grpc::ServerWriteReactor<v1::EvalEvent> {
 
 }  // namespace
 
+absl::Status EvaluationService::CheckOwner(const Principal& who, const std::string& job_id,
+                                           bool to_change) {
+  if (job_id.empty()) return absl::InvalidArgumentError("job_id is empty");
+  // An open coordinator's callers are all admins; researchers read every job (as the
+  // leaderboard lets them), but only its submitter or an admin may change one.
+  if (!auth_->enabled() || who.role == Role::kAdmin) return absl::OkStatus();
+  if (who.role == Role::kResearcher && !to_change) return absl::OkStatus();
+  absl::StatusOr<v1::Job> job = scheduler_->Get(job_id);
+  if (!job.ok()) return job.status();
+  if (job->request().submitter() != who.name) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("job ", job_id, " was submitted by another token; '", who.name, "' may ",
+                     to_change ? "cancel" : "read", " only its own jobs"));
+  }
+  return absl::OkStatus();
+}
+
 grpc::ServerWriteReactor<v1::EvalEvent>* EvaluationService::Submit(
     grpc::CallbackServerContext* ctx, const v1::SubmitRequest* request) {
   absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
@@ -139,13 +157,10 @@ grpc::ServerWriteReactor<v1::EvalEvent>* EvaluationService::Submit(
 
 grpc::ServerWriteReactor<v1::EvalEvent>* EvaluationService::Watch(grpc::CallbackServerContext* ctx,
                                                                   const v1::WatchRequest* request) {
-  if (absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
-      !who.ok()) {
-    return new FailedStream(ToGrpcStatus(who.status()));
-  }
-  if (request->job_id().empty()) {
-    return new FailedStream(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id is empty"));
-  }
+  absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
+  if (!who.ok()) return new FailedStream(ToGrpcStatus(who.status()));
+  if (absl::Status st = CheckOwner(*who, request->job_id(), /*to_change=*/false); !st.ok())
+    return new FailedStream(ToGrpcStatus(st));
   auto* stream = new EventStream(scheduler_);
   stream->Watch(request->job_id(), request->after_sequence());
   return stream;
@@ -155,9 +170,11 @@ grpc::ServerUnaryReactor* EvaluationService::Get(grpc::CallbackServerContext* ct
                                                  const v1::GetJobRequest* request,
                                                  v1::Job* response) {
   auto* reactor = ctx->DefaultReactor();
-  if (absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
-      !who.ok()) {
-    reactor->Finish(ToGrpcStatus(who.status()));
+  absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
+  absl::Status allowed =
+      who.ok() ? CheckOwner(*who, request->job_id(), /*to_change=*/false) : who.status();
+  if (!allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed));
     return reactor;
   }
   absl::StatusOr<v1::Job> job = scheduler_->Get(request->job_id());
@@ -170,9 +187,11 @@ grpc::ServerUnaryReactor* EvaluationService::Cancel(grpc::CallbackServerContext*
                                                     const v1::CancelRequest* request,
                                                     v1::Job* response) {
   auto* reactor = ctx->DefaultReactor();
-  if (absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
-      !who.ok()) {
-    reactor->Finish(ToGrpcStatus(who.status()));
+  absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
+  absl::Status allowed =
+      who.ok() ? CheckOwner(*who, request->job_id(), /*to_change=*/true) : who.status();
+  if (!allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed));
     return reactor;
   }
   absl::StatusOr<v1::Job> job = scheduler_->Cancel(request->job_id(), "by a client request");

@@ -1,6 +1,7 @@
 // pkb.v1.Evaluation on the gRPC callback API. Submit and Watch are one reactor each
 // (EventStream): history and live events go through one queue with one write in flight, and the
-// stream finishes after the DONE event is written.
+// stream finishes after the DONE event is written. Under --tokens a job is its submitter's: Watch,
+// Get and Cancel check the owner (see CheckOwner).
 #ifndef PKB_SERVER_EVALUATION_SERVICE_H_
 #define PKB_SERVER_EVALUATION_SERVICE_H_
 
@@ -32,6 +33,10 @@ class EvaluationService final : public v1::Evaluation::CallbackService {
                                        v1::ProblemSpec* response) override;
 
  private:
+  // OK when `who` may read (or, `to_change`, cancel) the job: its submitter, an admin, a
+  // researcher for reading; PERMISSION_DENIED otherwise, NOT_FOUND for an unknown job.
+  absl::Status CheckOwner(const Principal& who, const std::string& job_id, bool to_change);
+
   Scheduler* const scheduler_;
   const ProblemCatalogIndex* const catalog_;
   TokenAuth* const auth_;

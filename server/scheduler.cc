@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/hash.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -148,6 +149,30 @@ absl::Status Scheduler::Recover() {
     job.mutable_request()->set_source(std::move(source));
     js.next_sequence = events.empty() ? 1 : events.back().sequence() + 1;
     const std::string id = job.job_id();
+    if (!job.cached_from_job_id().empty()) {
+      // A follower: back behind its leader, or finished from it, or on its own if it is gone.
+      const std::string leader_id = job.cached_from_job_id();
+      auto l = jobs_.find(leader_id);
+      js.job = std::move(job);
+      if (l != jobs_.end() && !l->second.finished) {
+        js.leader = leader_id;
+        l->second.followers.push_back(id);
+        jobs_.emplace(id, std::move(js));
+        continue;
+      }
+      absl::StatusOr<v1::Job> leader = store_->GetJob(leader_id);
+      JobState& fs = jobs_.emplace(id, std::move(js)).first->second;
+      if (leader.ok() && leader->stage() == v1::DONE &&
+          leader->result().status() != v1::CANCELLED) {
+        FinishFollower(fs, *leader, leader->result().message());
+        continue;
+      }
+      fs.job.clear_cached_from_job_id();
+      Emit(fs, v1::QUEUED, "the job it shared is gone; queued on its own", {});
+      queue_.push_back(id);
+      if (!fs.job.request().no_cache()) inflight_by_key_.emplace(fs.job.job_key(), id);
+      continue;
+    }
     if (!job.worker_id().empty()) {
       js.orphan_deadline = now + options_.lease_timeout;  // its worker may reconnect and resume
     } else {
@@ -166,6 +191,21 @@ absl::StatusOr<std::pair<std::string, const v1::ProblemSpec*>> Scheduler::Prepar
   PKB_RETURN_IF_ERROR(catalog_->Normalize(&request));
   PKB_ASSIGN_OR_RETURN(const v1::ProblemSpec* problem, catalog_->Find(request.problem_id()));
   if (request.gpu_class().empty()) request.set_gpu_class(options_.default_gpu_class);
+  const std::string& gpu_class = request.gpu_class();
+  const bool well_formed =
+      gpu_class.size() <= 32 && std::all_of(gpu_class.begin(), gpu_class.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+      });
+  if (!well_formed || (gpu_class != "any" && !options_.gpu_classes.empty() &&
+                       !options_.gpu_classes.count(gpu_class))) {
+    std::vector<std::string> known(options_.gpu_classes.begin(), options_.gpu_classes.end());
+    known.insert(known.begin(), "any");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gpu_class: '", gpu_class, "' is not a class this coordinator serves (",
+        options_.gpu_classes.empty() ? "lower-case letters, digits, - and _, at most 32"
+                                     : absl::StrJoin(known, ", "),
+        ")"));
+  }
   if (request.ranked() && options_.secret_set_offset == 0)
     return absl::FailedPreconditionError(
         "this coordinator has no secret seed (--secret-seed-file): submit without `ranked`");
@@ -211,10 +251,16 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
   std::optional<v1::Job> cached;
   if (!request.no_cache()) {
     auto it = inflight_by_key_.find(key);
-    if (it != inflight_by_key_.end()) {
-      out.job_id = it->second;
-      out.joined = true;
+    auto leader = it == inflight_by_key_.end() ? jobs_.end() : jobs_.find(it->second);
+    if (leader != jobs_.end() && !leader->second.finished) {
       if (options_.observer) options_.observer->JobSubmitted("joined");
+      if (leader->second.job.request().submitter() == request.submitter()) {
+        out.job_id = it->second;
+        out.joined = true;
+        return absl::OkStatus();
+      }
+      // Another submitter's job: never hand out its id (its logs and its cancel are its owner's).
+      FollowLocked(std::move(request), key, problem, leader->second, &out, created);
       return absl::OkStatus();
     }
     PKB_ASSIGN_OR_RETURN(cached, store_->FindCachedJob(key));
@@ -255,6 +301,7 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
     job.set_stage(v1::DONE);
     job.set_cached_from_job_id(cached->job_id());
     *job.mutable_result() = cached->result();
+    job.set_reported_by_worker(cached->reported_by_worker());
     job.mutable_result()->set_cached(true);
     job.mutable_result()->set_job_key(key);
     v1::EvalEvent done;
@@ -290,6 +337,112 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
   jobs_.emplace(out.job_id, std::move(js));
   Dispatch();
   return absl::OkStatus();
+}
+
+void Scheduler::FollowLocked(v1::SubmitRequest request, const std::string& key,
+                             const v1::ProblemSpec* problem, JobState& leader, SubmitOutcome* out,
+                             absl::Status* created) {
+  v1::Job job;
+  job.set_job_id(NewJobId());
+  job.set_job_key(key);
+  job.set_source_sha256(Sha256Hex(request.source()));
+  job.set_problem_version(problem->version());
+  job.set_harness_version(options_.harness_version);
+  job.set_stage(v1::QUEUED);
+  job.set_created_unix_micros(NowMicros());
+  job.set_updated_unix_micros(job.created_unix_micros());
+  job.set_cached_from_job_id(leader.job.job_id());
+  *job.mutable_request() = std::move(request);
+  v1::EvalEvent queued;
+  queued.set_job_id(job.job_id());
+  queued.set_sequence(1);
+  queued.set_stage(v1::QUEUED);
+  queued.set_unix_micros(job.created_unix_micros());
+  queued.set_message(absl::StrCat("an identical job (", leader.job.job_id(),
+                                  ") is being evaluated; this job shares its evaluation"));
+  Persist(job, /*create=*/true, &queued, created);
+  out->job_id = job.job_id();
+  out->follows = true;
+  JobState js;
+  js.next_sequence = 2;
+  js.leader = leader.job.job_id();
+  leader.followers.push_back(job.job_id());
+  js.job = std::move(job);
+  jobs_.emplace(out->job_id, std::move(js));
+}
+
+void Scheduler::FinishFollower(JobState& fs, const v1::Job& leader, const std::string& message) {
+  if (fs.finished) return;
+  fs.finished = true;
+  fs.leader.clear();
+  v1::EvalResult result = leader.result();
+  result.set_cached(true);
+  result.set_job_key(fs.job.job_key());
+  fs.job.set_stage(v1::DONE);
+  fs.job.set_cached_from_job_id(leader.job_id());
+  fs.job.set_reported_by_worker(leader.reported_by_worker());
+  fs.job.set_gpu_class(leader.gpu_class());
+  *fs.job.mutable_result() = result;
+  v1::EvalEvent event;
+  *event.mutable_result() = result;
+  Emit(fs, v1::DONE, absl::StrCat("shared the evaluation of job ", leader.job_id(), ": ", message),
+       std::move(event));
+  if (options_.observer) options_.observer->JobFinished(fs.job, /*cached=*/true, clock_->Now());
+}
+
+void Scheduler::PromoteFollowers(JobState& leader) {
+  std::vector<std::string> followers = std::move(leader.followers);
+  leader.followers.clear();
+  JobState* head = nullptr;
+  for (const std::string& id : followers) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second.finished) continue;
+    JobState& fs = it->second;
+    if (head == nullptr) {
+      head = &fs;
+      fs.leader.clear();
+      fs.job.clear_cached_from_job_id();
+      fs.job.set_stage(v1::QUEUED);
+      Emit(fs, v1::QUEUED,
+           absl::StrCat("the job it shared (", leader.job.job_id(),
+                        ") was cancelled by its submitter; queued on its own"),
+           {});
+      auto pos = std::find_if(queue_.begin(), queue_.end(), [&](const std::string& q) {
+        auto j = jobs_.find(q);
+        return j != jobs_.end() &&
+               j->second.job.created_unix_micros() > fs.job.created_unix_micros();
+      });
+      queue_.insert(pos, id);
+      if (!fs.job.request().no_cache()) inflight_by_key_[fs.job.job_key()] = id;
+      continue;
+    }
+    fs.leader = head->job.job_id();
+    fs.job.set_cached_from_job_id(head->job.job_id());
+    head->followers.push_back(id);
+    Emit(fs, fs.job.stage(), absl::StrCat("now shares the evaluation of job ", head->job.job_id()),
+         {});
+  }
+}
+
+void Scheduler::ExpireQueued(absl::Time now) {
+  const int64_t cutoff = absl::ToUnixMicros(now - options_.queue_deadline);
+  std::vector<std::string> expired;
+  for (const std::string& id : queue_) {  // oldest first
+    const v1::Job& job = jobs_.at(id).job;
+    if (job.created_unix_micros() > cutoff) break;
+    expired.push_back(id);
+  }
+  for (const std::string& id : expired) {
+    const v1::Job& job = jobs_.at(id).job;
+    v1::EvalResult result;
+    result.set_status(v1::CANCELLED);
+    result.set_message(absl::StrCat(
+        "cancelled: no worker took it within the queue deadline (",
+        absl::FormatDuration(options_.queue_deadline), "); none connected serves gpu class ",
+        job.request().gpu_class(), " at world size ", job.request().world_size(), " with harness ",
+        job.harness_version(), ", or all were busy"));
+    Finish(id, result, result.message());
+  }
 }
 
 absl::Status Scheduler::Watch(const std::string& job_id, int64_t after_sequence,
@@ -342,13 +495,50 @@ absl::StatusOr<v1::Job> Scheduler::Cancel(const std::string& job_id, const std::
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) return store_->GetJob(job_id);  // finished: nothing to do
-    if (!it->second.finished) CancelLocked(it->second, reason);
+    JobState& js = it->second;
+    if (!js.finished && !js.leader.empty()) {
+      // A follower leaves the evaluation it shares; the leader runs on for its own submitter.
+      auto l = jobs_.find(js.leader);
+      if (l != jobs_.end()) {
+        auto& f = l->second.followers;
+        f.erase(std::remove(f.begin(), f.end(), job_id), f.end());
+      }
+      js.leader.clear();
+    }
+    if (!js.finished && !js.followers.empty()) PromoteFollowers(js);
+    if (!js.finished) CancelLocked(js, reason);
     answer = it->second.job;
     answer.mutable_request()->clear_source();
     ticket = writes_queued_;
   }
   WaitForWrites(ticket);  // the cancellation is stored before the answer
   return answer;
+}
+
+absl::StatusOr<std::vector<std::string>> Scheduler::VoidWorker(const std::string& worker_id,
+                                                               const std::string& reason) {
+  if (worker_id.empty()) return absl::InvalidArgumentError("worker_id is empty");
+  if (reason.empty()) return absl::InvalidArgumentError("reason is empty: say why, it is kept");
+  // Finished jobs only (the store has them all; unfinished ones carry no report yet). A scan:
+  // voiding is rare, and the store has no index on the reporting worker.
+  JobQuery query;
+  query.done_only = true;
+  PKB_ASSIGN_OR_RETURN(std::vector<v1::Job> jobs, store_->ListJobs(query));
+  std::vector<std::string> voided;
+  for (v1::Job& job : jobs) {
+    if (job.reported_by_worker() != worker_id || job.result().status() == v1::VOIDED) continue;
+    v1::EvalResult* r = job.mutable_result();
+    r->set_voided_status(r->status());
+    r->set_voided_reason(reason);
+    r->set_message(absl::StrCat("voided by an admin (", reason, "): worker ", worker_id,
+                                " had reported ", v1::Status_Name(r->status()), ": ",
+                                r->message()));
+    r->set_status(v1::VOIDED);
+    PKB_RETURN_IF_ERROR(store_->UpdateJob(job, nullptr));
+    voided.push_back(job.job_id());
+  }
+  spdlog::warn("voided {} results reported by worker {}: {}", voided.size(), worker_id, reason);
+  return voided;
 }
 
 void Scheduler::CancelLocked(JobState& js, const std::string& reason) {
@@ -373,6 +563,15 @@ void Scheduler::CancelLocked(JobState& js, const std::string& reason) {
 
 void Scheduler::Emit(JobState& js, v1::Stage stage, const std::string& message,
                      v1::EvalEvent event) {
+  if (stage != v1::DONE) {
+    // Followers see the evaluation they share as it happens.
+    for (const std::string& id : js.followers) {
+      auto f = jobs_.find(id);
+      if (f == jobs_.end() || f->second.finished) continue;
+      f->second.job.set_stage(stage);
+      Emit(f->second, stage, message, event);
+    }
+  }
   event.set_job_id(js.job.job_id());
   event.set_sequence(js.next_sequence++);
   event.set_stage(stage);
@@ -402,6 +601,11 @@ void Scheduler::Finish(const std::string& job_id, v1::EvalResult result,
   *event.mutable_result() = result;
   Emit(js, v1::DONE, message, std::move(event));
   if (options_.observer) options_.observer->JobFinished(js.job, /*cached=*/false, clock_->Now());
+  for (const std::string& id : js.followers) {
+    auto f = jobs_.find(id);
+    if (f != jobs_.end()) FinishFollower(f->second, js.job, message);
+  }
+  js.followers.clear();
   // Deliver drops it from jobs_ and the dedup map once DONE is durable; until then an identical
   // submission joins it and hears its DONE.
   queue_.erase(std::remove(queue_.begin(), queue_.end(), job_id), queue_.end());

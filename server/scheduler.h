@@ -59,10 +59,16 @@ struct SchedulerOptions {
   int max_attempts = 3;                             // leases a job may lose before WORKER_LOST
   absl::Duration job_deadline = absl::Minutes(30);  // the worker kills a run after this
   std::string default_gpu_class = "any";
+  // The GPU classes a request may name besides "any" (--gpu-classes and the classes the worker
+  // tokens grant); empty: any well-formed class name.
+  std::set<std::string> gpu_classes;
+  // A job that no worker has leased this long after its submission ends CANCELLED, saying why
+  // (a class or world size nobody serves must not wait, and be reloaded, forever).
+  absl::Duration queue_deadline = absl::Hours(24);
   std::string harness_version;
   // The input seed offset of ranked submissions (pkb-eval --set-offset); 0: ranked submissions are
   // refused (FAILED_PRECONDITION). Never logged or shown.
-  int64_t secret_set_offset = 0;  // ranked jobs run on JobSetOffset(this, job id)
+  int64_t secret_set_offset = 0;          // ranked jobs run on JobSetOffset(this, job id)
   SchedulerObserver* observer = nullptr;  // metrics; must outlive the scheduler
 };
 
@@ -86,7 +92,10 @@ class WorkerConnection {
 
 struct SubmitOutcome {
   std::string job_id;
-  bool joined = false;  // an identical job was already in flight: this is its id
+  bool joined = false;  // an identical job of the same submitter was in flight: this is its id
+  // An identical job of another submitter was in flight: this is a job of the caller's own that
+  // shares its evaluation (events mirrored, result copied; Job.cached_from_job_id names it).
+  bool follows = false;
   bool cached = false;  // answered from the result cache: the job is already DONE
 };
 
@@ -138,6 +147,10 @@ class Scheduler {
   void Unwatch(const std::string& job_id, const EventSink* sink);
   absl::StatusOr<v1::Job> Get(const std::string& job_id);
   absl::StatusOr<v1::Job> Cancel(const std::string& job_id, const std::string& reason);
+  // Voids every finished result `worker_id` reported (see pkb.v1.Admin.VoidWorker); the ids of
+  // the jobs voided now.
+  absl::StatusOr<std::vector<std::string>> VoidWorker(const std::string& worker_id,
+                                                      const std::string& reason);
 
   // Worker streams. `connection_id` names one stream; a worker that reconnects gets a new one.
   // Connect sends the RegisterAck (and perhaps a lease) through `connection`.
@@ -169,6 +182,10 @@ class Scheduler {
     bool finished = false;
     // Set while the lease holder is disconnected: the lease is lost at this time.
     absl::Time orphan_deadline = absl::InfiniteFuture();
+    // Dedup across submitters: a follower is never queued; it mirrors its leader's stage events
+    // and gets a copy of its result. The leader lists its followers.
+    std::string leader;
+    std::vector<std::string> followers;
   };
   struct WorkerState {
     std::string worker_id;
@@ -237,6 +254,18 @@ class Scheduler {
   absl::Status WatchLocked(const std::string& job_id, int64_t after_sequence,
                            std::shared_ptr<EventSink> sink) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CancelLocked(JobState& js, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new job of this request that shares the evaluation of `leader` (in flight).
+  void FollowLocked(v1::SubmitRequest request, const std::string& key,
+                    const v1::ProblemSpec* problem, JobState& leader, SubmitOutcome* out,
+                    absl::Status* created) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The leader is cancelled by its submitter: its first follower becomes a job in the queue of
+  // its own, and the others follow that one.
+  void PromoteFollowers(JobState& leader) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends a follower with a copy of its finished leader's result.
+  void FinishFollower(JobState& follower, const v1::Job& leader, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the job's queued wait with CANCELLED when nobody leased it within queue_deadline.
+  void ExpireQueued(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits until every write up to `ticket` is durable and delivered. Call without mu_.
   void WaitForWrites(int64_t ticket) ABSL_LOCKS_EXCLUDED(mu_, stored_mu_);
   // Ends a job: DONE with `result`, out of the queue, the dedup map and memory.

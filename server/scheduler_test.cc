@@ -379,5 +379,120 @@ TEST_CASE("ranked submissions run on the secret seed, keyed apart, refused witho
   CHECK(f.scheduler->Submit(bad).status().code() == absl::StatusCode::kInvalidArgument);
 }
 
+v1::SubmitRequest By(const std::string& submitter, const std::string& source, int w = 2) {
+  v1::SubmitRequest r = Fixture::Request(source, w);
+  r.set_submitter(submitter);
+  return r;
+}
+
+TEST_CASE("an identical job of another submitter is followed, survives a restart, and gets a copy",
+          "[scheduler][tenants]") {
+  Fixture f;
+  auto a = f.scheduler->Submit(By("alice", "k"));
+  auto again = f.scheduler->Submit(By("alice", "k"));
+  auto b = f.scheduler->Submit(By("bob", "k"));
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(again->joined);
+  CHECK(again->job_id == a->job_id);  // one's own job: joined
+  CHECK(b->follows);
+  CHECK(b->job_id != a->job_id);  // another's: a job of one's own
+  CHECK(f.scheduler->Stats().queued == 1);
+  // A restart finds the follower behind its leader.
+  f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+  REQUIRE(f.scheduler->Recover().ok());
+  CHECK(f.scheduler->Stats().queued == 1);
+  auto sink = std::make_shared<RecordingSink>();
+  REQUIRE(f.scheduler->Watch(b->job_id, 0, sink).ok());
+  auto w = f.AddWorker(1, "w1");
+  REQUIRE(w->Leases().size() == 1);
+  CHECK(w->Leases()[0].job_id() == a->job_id);
+  f.SendDone(1, w->Leases()[0], v1::OK);
+  v1::Job bob = *f.scheduler->Get(b->job_id);
+  CHECK(bob.stage() == v1::DONE);
+  CHECK(bob.result().status() == v1::OK);
+  CHECK(bob.result().cached());
+  CHECK(bob.cached_from_job_id() == a->job_id);
+  CHECK(bob.reported_by_worker() == "w1");
+  CHECK(f.scheduler->Get(a->job_id)->reported_by_worker() == "w1");
+  REQUIRE(!sink->events.empty());
+  CHECK(sink->events.back().stage() == v1::DONE);
+  for (size_t i = 0; i < sink->events.size(); ++i)
+    CHECK(sink->events[i].sequence() == int64_t(i + 1));
+  CHECK(std::count_if(sink->events.begin(), sink->events.end(),
+                      [](const v1::EvalEvent& e) { return e.stage() == v1::DONE; }) == 1);
+}
+
+TEST_CASE("a cancelled leader hands the run to its first follower", "[scheduler][tenants]") {
+  Fixture f;
+  auto a = f.scheduler->Submit(By("alice", "k"));
+  auto b = f.scheduler->Submit(By("bob", "k"));
+  auto c = f.scheduler->Submit(By("carol", "k"));
+  REQUIRE(f.scheduler->Cancel(a->job_id, "by a client request").ok());
+  CHECK(f.scheduler->Get(a->job_id)->result().status() == v1::CANCELLED);
+  CHECK(f.scheduler->Get(b->job_id)->stage() == v1::QUEUED);
+  CHECK(f.scheduler->Get(b->job_id)->cached_from_job_id().empty());
+  CHECK(f.scheduler->Get(c->job_id)->cached_from_job_id() == b->job_id);
+  auto w = f.AddWorker(1, "w1");
+  REQUIRE(w->Leases().size() == 1);
+  CHECK(w->Leases()[0].job_id() == b->job_id);
+  f.SendDone(1, w->Leases()[0], v1::MISMATCH);
+  CHECK(f.scheduler->Get(b->job_id)->result().status() == v1::MISMATCH);
+  CHECK(f.scheduler->Get(c->job_id)->result().status() == v1::MISMATCH);
+  // A follower that cancels leaves its leader running.
+  auto d = f.scheduler->Submit(By("dave", "m"));
+  auto e = f.scheduler->Submit(By("erin", "m"));
+  REQUIRE(f.scheduler->Cancel(e->job_id, "by a client request").ok());
+  REQUIRE(w->Leases().size() == 2);
+  f.SendDone(1, w->Leases()[1], v1::OK);
+  CHECK(f.scheduler->Get(d->job_id)->result().status() == v1::OK);
+  CHECK(f.scheduler->Get(e->job_id)->result().status() == v1::CANCELLED);
+}
+
+TEST_CASE("a job nobody leases ends CANCELLED at the queue deadline, followers with it",
+          "[scheduler][limits]") {
+  Fixture f;
+  f.options.queue_deadline = absl::Minutes(5);
+  f.options.gpu_classes = {"h200"};
+  f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+  auto bad = Fixture::Request("x");
+  bad.set_gpu_class("a100");
+  absl::Status st = f.scheduler->Submit(bad).status();
+  CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(st.message()).find("gpu_class: 'a100'") == 0);
+  auto a = f.scheduler->Submit(By("alice", "x", 8));
+  auto b = f.scheduler->Submit(By("bob", "x", 8));
+  auto w = f.AddWorker(1, "w1", /*max_w=*/2);  // cannot take W = 8
+  f.clock.Advance(absl::Minutes(4));
+  f.scheduler->Tick();
+  CHECK(f.scheduler->Get(a->job_id)->stage() == v1::QUEUED);
+  f.clock.Advance(absl::Minutes(2));
+  f.scheduler->Tick();
+  v1::Job job = *f.scheduler->Get(a->job_id);
+  CHECK(job.result().status() == v1::CANCELLED);
+  CHECK(job.result().message().find("queue deadline") != std::string::npos);
+  CHECK(f.scheduler->Get(b->job_id)->result().status() == v1::CANCELLED);
+  CHECK(f.scheduler->Stats().queued == 0);
+}
+
+TEST_CASE("voiding a worker's results takes them off the cache", "[scheduler][workers]") {
+  Fixture f;
+  auto a = f.scheduler->Submit(Fixture::Request("k"));
+  auto w = f.AddWorker(1, "w1");
+  f.SendDone(1, w->Leases()[0], v1::OK);
+  auto copy = f.scheduler->Submit(Fixture::Request("k"));
+  CHECK(copy->cached);
+  CHECK(f.scheduler->VoidWorker("", "x").status().code() == absl::StatusCode::kInvalidArgument);
+  auto voided = f.scheduler->VoidWorker("w1", "leaked token");
+  REQUIRE(voided.ok());
+  CHECK(voided->size() == 2);
+  v1::Job job = *f.scheduler->Get(a->job_id);
+  CHECK(job.result().status() == v1::VOIDED);
+  CHECK(job.result().voided_status() == v1::OK);
+  auto fresh = f.scheduler->Submit(Fixture::Request("k"));
+  CHECK_FALSE(fresh->cached);
+  CHECK(f.scheduler->VoidWorker("w1", "again")->empty());
+}
+
 }  // namespace
 }  // namespace pkb

@@ -223,6 +223,7 @@ absl::Status Scheduler::OnJobEvent(uint64_t connection_id, const v1::JobEvent& j
         result.set_message("the worker sent a DONE event without a verdict");
     }
     std::string message = je.event().message().empty() ? result.message() : je.event().message();
+    js.job.set_reported_by_worker(w.worker_id);
     Finish(je.job_id(), std::move(result), message);
     Dispatch();
     return absl::OkStatus();
@@ -296,6 +297,7 @@ void Scheduler::Tick() {
                                   absl::FormatDuration(options_.lease_timeout), ")"));
     }
   }
+  ExpireQueued(now);
   std::vector<std::string> orphans;
   for (const auto& [id, js] : jobs_) {
     if (js.orphan_deadline <= now) orphans.push_back(id);

@@ -1,19 +1,25 @@
 #include "server/worker_service.h"
 
+#include <algorithm>
 #include <deque>
 #include <optional>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/grpc_status.h"
+#include "spdlog/spdlog.h"
 
 namespace pkb {
 namespace {
 
 class WorkerStream : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage> {
  public:
-  WorkerStream(Scheduler* scheduler, uint64_t connection_id)
+  WorkerStream(Scheduler* scheduler, uint64_t connection_id, Principal who, bool open)
       : scheduler_(scheduler),
         connection_id_(connection_id),
+        who_(std::move(who)),
+        open_(open),
         connection_(std::make_shared<Connection>(this)) {
     StartRead(&in_);
   }
@@ -30,8 +36,14 @@ class WorkerStream : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Coord
       case v1::WorkerMessage::kRegister:
         if (registered_) {
           st = absl::FailedPreconditionError("Register sent twice on one stream");
+        } else if (absl::StatusOr<v1::Register> reg =
+                       BindRegistration(who_, open_, in_.register_());
+                   !reg.ok()) {
+          spdlog::warn("refused a worker registration under token '{}': {}", who_.name,
+                       std::string(reg.status().message()));
+          st = reg.status();
         } else {
-          st = scheduler_->Connect(connection_id_, in_.register_(), connection_);
+          st = scheduler_->Connect(connection_id_, *reg, connection_);
           registered_ = st.ok();
         }
         break;
@@ -124,6 +136,8 @@ class WorkerStream : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Coord
 
   Scheduler* const scheduler_;
   const uint64_t connection_id_;
+  const Principal who_;
+  const bool open_;  // no --tokens: the worker's claims are taken as given
   std::shared_ptr<Connection> connection_;
   v1::WorkerMessage in_;  // only touched by the read chain
   bool registered_ = false;
@@ -142,12 +156,44 @@ class RefusedStream : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Coor
 
 }  // namespace
 
+absl::StatusOr<v1::Register> BindRegistration(const Principal& who, bool open, v1::Register reg) {
+  if (!who.worker) {
+    // An open coordinator takes the worker's word; under --tokens only worker tokens carry a
+    // grant, and an admin token may not pose as a worker.
+    if (!open)
+      return absl::PermissionDeniedError(absl::StrCat(
+          "token '", who.name, "' grants no worker capabilities: connect with a worker token"));
+    return reg;
+  }
+  const WorkerGrant& g = *who.worker;
+  const std::string& id = reg.worker_id();
+  if (id != who.name && !absl::StartsWith(id, absl::StrCat(who.name, "/"))) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("token '", who.name, "' may register only as worker '", who.name, "' or '",
+                     who.name, "/<suffix>', not '", id, "'"));
+  }
+  v1::WorkerCapabilities* caps = reg.mutable_capabilities();
+  if (caps->gpu_class() != g.gpu_class) {
+    return absl::PermissionDeniedError(absl::StrCat("worker '", id, "' claims gpu_class '",
+                                                    caps->gpu_class(), "'; its token grants '",
+                                                    g.gpu_class, "'"));
+  }
+  if (caps->max_world_size() > g.max_world_size) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("worker '", id, "' claims max_world_size ", caps->max_world_size(),
+                     "; its token grants at most ", g.max_world_size));
+  }
+  if (caps->max_world_size() <= 0) caps->set_max_world_size(g.max_world_size);
+  caps->set_slots(std::min(caps->slots() > 0 ? caps->slots() : 1, g.slots));
+  return reg;
+}
+
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorMessage>* WorkerService::Connect(
     grpc::CallbackServerContext* ctx) {
-  if (absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kWorker}); !who.ok()) {
-    return new RefusedStream(ToGrpcStatus(who.status()));
-  }
-  return new WorkerStream(scheduler_, next_connection_id_.fetch_add(1));
+  absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kWorker});
+  if (!who.ok()) return new RefusedStream(ToGrpcStatus(who.status()));
+  return new WorkerStream(scheduler_, next_connection_id_.fetch_add(1), *std::move(who),
+                          !auth_->enabled());
 }
 
 }  // namespace pkb

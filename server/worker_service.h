@@ -11,6 +11,12 @@
 
 namespace pkb {
 
+// What a worker may register as, under the token that opened its stream: the worker id must be the
+// token's name or `<name>/<suffix>`, and the capabilities the coordinator keeps are the token's
+// grant (the worker may offer a smaller world size, never another GPU class or a larger one).
+// PERMISSION_DENIED naming what was claimed. An `open` coordinator (no --tokens) takes the claim.
+absl::StatusOr<v1::Register> BindRegistration(const Principal& who, bool open, v1::Register reg);
+
 class WorkerService final : public v1::Worker::CallbackService {
  public:
   WorkerService(Scheduler* scheduler, TokenAuth* auth) : scheduler_(scheduler), auth_(auth) {}
