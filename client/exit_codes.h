@@ -24,13 +24,13 @@ enum ExitCode : int {
   kExitInternal = 16,
   kExitNoDevice = 17,
   kExitCancelled = 18,
+  kExitVoided = 19,   // an admin voided the verdict its worker reported
   kExitNotDone = 20,  // `pkb get`: the job has no verdict yet
 };
 
 inline int ExitCodeFor(v1::Status status) {
   if (status == v1::OK) return kExitOk;
-  if (status >= v1::COMPILE_ERROR && status <= v1::CANCELLED)
-    return 10 + (status - v1::COMPILE_ERROR);
+  if (status >= v1::COMPILE_ERROR && status <= v1::VOIDED) return 10 + (status - v1::COMPILE_ERROR);
   return kExitError;
 }
 

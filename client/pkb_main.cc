@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "client/exit_codes.h"
 #include "common/files.h"
+#include "pkb/v1/admin.grpc.pb.h"
 #include "pkb/v1/evaluation.grpc.pb.h"
 #include "pkb/v1/leaderboard.grpc.pb.h"
 #include "server/leaderboard_export.h"
@@ -26,9 +27,10 @@ namespace {
 struct Globals {
   std::string coordinator = "127.0.0.1:7311";
   bool json = false;
-  double connect_timeout_s = 10;
-  std::string token;   // bearer token (env PKB_TOKEN)
-  std::string tls_ca;  // PEM roots: TLS to the coordinator (env PKB_TLS_CA)
+  double connect_timeout_s = 10;  // for connecting only, never for following a job
+  double follow_timeout_s = 600;  // how long a follow waits for a coordinator that went away
+  std::string token;              // bearer token (env PKB_TOKEN)
+  std::string tls_ca;             // PEM roots: TLS to the coordinator (env PKB_TLS_CA)
 };
 
 // Every call carries the token, when there is one.
@@ -202,56 +204,97 @@ void PrintEvent(const v1::EvalEvent& e, absl::Time start) {
   std::fflush(stdout);
 }
 
-// Streams a job's events (Submit or Watch); on a broken stream, reattaches with Watch from the
-// last sequence seen. Returns the exit code of the verdict.
-int Stream(const Globals& g, v1::Evaluation::Stub* stub, const v1::SubmitRequest* submit,
-           std::string job_id, bool detach) {
+// Waits for the channel to connect, at most --connect-timeout; the only deadline a follow has.
+bool Connect(const Globals& g, grpc::Channel* channel) {
+  return channel->WaitForConnected(
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(g.connect_timeout_s * 1000)));
+}
+
+// A broken stream worth reattaching to: the coordinator restarted or the network dropped.
+bool Transient(const grpc::Status& st) {
+  switch (st.error_code()) {
+    case grpc::StatusCode::OK:  // ended before DONE (the coordinator shut down)
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::ABORTED:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Streams a job's events (Submit or Watch) until DONE, however long the job takes: only connecting
+// has a deadline (--connect-timeout). A broken stream reattaches with Watch from the last sequence
+// seen (a Submit cut before its first event is sent again: an identical job in flight is joined),
+// backing off while the coordinator is away, for at most --follow-timeout seconds in a row.
+// Returns the exit code of the verdict.
+int Stream(const Globals& g, grpc::Channel* channel, v1::Evaluation::Stub* stub,
+           const v1::SubmitRequest* submit, std::string job_id, bool detach) {
   absl::Time start = absl::Now();
   int64_t last_seq = 0;
-  int retries = 0;
+  absl::Duration backoff = absl::Milliseconds(200);
+  absl::Time broken_since = absl::InfiniteFuture();
   while (true) {
-    grpc::ClientContext ctx;
-    Authorize(g, &ctx);
-    std::unique_ptr<grpc::ClientReader<v1::EvalEvent>> reader;
-    if (submit != nullptr && job_id.empty()) {
-      ctx.set_wait_for_ready(true);
-      ctx.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::milliseconds(static_cast<int64_t>(g.connect_timeout_s * 1000)));
-      reader = stub->Submit(&ctx, *submit);
+    grpc::Status st;
+    if (!Connect(g, channel)) {
+      st = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        absl::StrCat("cannot reach ", g.coordinator, " within ",
+                                     g.connect_timeout_s, " s (--connect-timeout)"));
     } else {
-      v1::WatchRequest w;
-      w.set_job_id(job_id);
-      w.set_after_sequence(last_seq);
-      reader = stub->Watch(&ctx, w);
-    }
-    v1::EvalEvent e;
-    while (reader->Read(&e)) {
-      retries = 0;
-      if (job_id.empty()) {
-        job_id = e.job_id();
-        if (!g.json) std::printf("job %s\n", job_id.c_str());
-      }
-      last_seq = e.sequence();
-      if (g.json) {
-        std::cout << ToJson(e) << std::endl;
+      grpc::ClientContext ctx;
+      Authorize(g, &ctx);
+      std::unique_ptr<grpc::ClientReader<v1::EvalEvent>> reader;
+      if (submit != nullptr && job_id.empty()) {
+        reader = stub->Submit(&ctx, *submit);
       } else {
-        PrintEvent(e, start);
+        v1::WatchRequest w;
+        w.set_job_id(job_id);
+        w.set_after_sequence(last_seq);
+        reader = stub->Watch(&ctx, w);
       }
-      if (e.stage() == v1::DONE) {
-        ctx.TryCancel();
-        return ExitCodeFor(e.result().status());
+      v1::EvalEvent e;
+      while (reader->Read(&e)) {
+        broken_since = absl::InfiniteFuture();
+        backoff = absl::Milliseconds(200);
+        if (job_id.empty()) {
+          job_id = e.job_id();
+          if (!g.json) std::printf("job %s\n", job_id.c_str());
+        }
+        if (e.sequence() <= last_seq) continue;  // replayed after a reattach
+        last_seq = e.sequence();
+        if (g.json) {
+          std::cout << ToJson(e) << std::endl;
+        } else {
+          PrintEvent(e, start);
+        }
+        if (e.stage() == v1::DONE) {
+          ctx.TryCancel();
+          return ExitCodeFor(e.result().status());
+        }
+        if (detach) {
+          ctx.TryCancel();
+          return kExitOk;
+        }
       }
-      if (detach) {
-        ctx.TryCancel();
-        return kExitOk;
-      }
+      st = reader->Finish();
     }
-    grpc::Status st = reader->Finish();
-    bool transient = st.error_code() == grpc::StatusCode::UNAVAILABLE || st.ok();
-    if (job_id.empty() || !transient || ++retries > 30) return Fail(st, g);
-    std::cerr << "pkb: stream lost (" << st.error_message() << "); reattaching to " << job_id
-              << "\n";
-    absl::SleepFor(absl::Milliseconds(std::min(200 * retries, 2000)));
+    const bool resubmit = job_id.empty() && submit != nullptr && !submit->no_cache();
+    if (!Transient(st) || (job_id.empty() && !resubmit)) return Fail(st, g);
+    absl::Time now = absl::Now();
+    if (broken_since == absl::InfiniteFuture()) broken_since = now;
+    if (now - broken_since > absl::Seconds(g.follow_timeout_s)) {
+      std::cerr << "pkb: the coordinator has been unreachable for " << g.follow_timeout_s
+                << " s (--follow-timeout): " << st.error_message() << "\n";
+      if (job_id.empty()) return Fail(st, g);
+      std::cerr << "pkb: job " << job_id << " may still run: `pkb watch " << job_id
+                << "` follows it\n";
+      return kExitNotDone;
+    }
+    std::cerr << "pkb: stream lost (" << st.error_message() << "); "
+              << (job_id.empty() ? "submitting again" : "reattaching to " + job_id) << "\n";
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(5));
   }
 }
 
@@ -284,7 +327,8 @@ int Main(int argc, char** argv) {
       "pkb: submit kernels to the ParallelKernelBench service and read verdicts.\n"
       "Exit codes: 0 OK, 10 COMPILE_ERROR, 11 RUNTIME_ERROR, 12 MISMATCH, 13 TIMEOUT, 14 "
       "REJECTED,\n"
-      "15 WORKER_LOST, 16 INTERNAL, 17 NO_DEVICE, 18 CANCELLED, 20 not done yet; 2 usage,\n"
+      "15 WORKER_LOST, 16 INTERNAL, 17 NO_DEVICE, 18 CANCELLED, 19 VOIDED, 20 not done yet; 2 "
+      "usage,\n"
       "3 coordinator unavailable or rate-limited, 4 not found, 5 rejected request, 6 no or bad "
       "token,\n1 other errors."};
   app.require_subcommand(1);
@@ -294,7 +338,12 @@ int Main(int argc, char** argv) {
   app.add_option("--token", g.token, "bearer token (env PKB_TOKEN)");
   app.add_option("--tls-ca", g.tls_ca, "PEM root certificates: connect with TLS (env PKB_TLS_CA)");
   app.add_flag("--json", g.json, "print JSON lines (proto3 JSON) for programs");
-  app.add_option("--connect-timeout", g.connect_timeout_s, "seconds to wait for the coordinator")
+  app.add_option("--connect-timeout", g.connect_timeout_s,
+                 "seconds to wait for a connection to the coordinator (not for the verdict: a "
+                 "submit or watch follows its job until DONE)")
+      ->capture_default_str();
+  app.add_option("--follow-timeout", g.follow_timeout_s,
+                 "seconds a submit or watch keeps reattaching to a coordinator that went away")
       ->capture_default_str();
 
   v1::SubmitRequest req;
@@ -349,6 +398,14 @@ int Main(int argc, char** argv) {
   get->add_option("job_id", job_id)->required();
   auto* cancel = app.add_subcommand("cancel", "cancel a job");
   cancel->add_option("job_id", job_id)->required();
+  auto* admin = app.add_subcommand("admin", "operations for admin tokens");
+  admin->require_subcommand(1);
+  std::string void_worker, void_reason;
+  auto* void_cmd = admin->add_subcommand(
+      "void-worker",
+      "void every verdict a worker reported (status VOIDED: off the boards, never cached)");
+  void_cmd->add_option("worker_id", void_worker)->required();
+  void_cmd->add_option("--reason", void_reason, "why (kept in every voided result)")->required();
   auto* problems = app.add_subcommand("problems", "the problems");
   problems->require_subcommand(1);
   auto* plist = problems->add_subcommand("list", "every problem, one a line");
@@ -450,9 +507,28 @@ int Main(int argc, char** argv) {
     req.set_agent(agent);
     for (const auto& t : tags) req.add_tags(t);
     req.set_ranked(ranked);
-    return Stream(g, stub.get(), &req, "", detach);
+    return Stream(g, channel.get(), stub.get(), &req, "", detach);
   }
-  if (watch->parsed()) return Stream(g, stub.get(), nullptr, job_id, false);
+  if (watch->parsed()) return Stream(g, channel.get(), stub.get(), nullptr, job_id, false);
+  if (void_cmd->parsed()) {
+    auto admin_stub = v1::Admin::NewStub(channel);
+    grpc::ClientContext ctx;
+    Authorize(g, &ctx);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(10));
+    v1::VoidWorkerRequest r;
+    r.set_worker_id(void_worker);
+    r.set_reason(void_reason);
+    v1::VoidWorkerAnswer a;
+    grpc::Status st = admin_stub->VoidWorker(&ctx, r, &a);
+    if (!st.ok()) return Fail(st, g);
+    if (g.json) {
+      std::cout << ToJson(a) << std::endl;
+    } else {
+      std::printf("voided %d results of worker %s\n", a.voided(), void_worker.c_str());
+      for (const auto& id : a.job_ids()) std::printf("  %s\n", id.c_str());
+    }
+    return kExitOk;
+  }
   if (get->parsed() || cancel->parsed()) {
     grpc::ClientContext ctx;
     Authorize(g, &ctx);

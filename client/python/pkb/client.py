@@ -102,18 +102,22 @@ class Client:
 
     # --- Evaluation ---------------------------------------------------------------------------
 
-    def submit(self, problem: Union[int, str], source: str, world_size: int, *, dtype: str = "",
+    def submit(self, problem: Union[int, str], source: Union[str, bytes], world_size: int, *,
+               dtype: str = "",
                m: int = 0, n: int = 0, trials: int = 0, warmup: int = 0, iters: int = 0,
                gpu_class: str = "", no_cache: bool = False, model: str = "", agent: str = "",
                tags: Sequence[str] = (), ranked: bool = False,
                submitter: str = "") -> Iterator[result_pb2.EvalEvent]:
         """Submits a candidate and yields its events, QUEUED first, DONE (with .result) last.
 
-        ``problem`` is an id or a slug. A stream that breaks mid-job is reattached with Watch from
-        the last event seen, so every event is yielded once.
+        ``problem`` is an id or a slug; ``source`` is text (sent as UTF-8) or UTF-8 bytes. A stream
+        that breaks mid-job, or ends before DONE, is reattached with Watch from the last event
+        seen, so every event is yielded once, however long the job takes.
         """
         if isinstance(problem, str):
             problem = self.problem(problem).id
+        if isinstance(source, str):
+            source = source.encode("utf-8")
         request = evaluation_pb2.SubmitRequest(
             problem_id=problem, world_size=world_size, source=source, dtype=dtype, m=m, n=n,
             trials=trials, warmup=warmup, iters=iters, gpu_class=gpu_class, no_cache=no_cache,
@@ -131,8 +135,15 @@ class Client:
         """Replays a job's events after ``after_sequence``, then the live ones until DONE."""
         yield from self._follow(job_id=job_id, after=after_sequence)
 
-    def _follow(self, request=None, job_id="", after=0) -> Iterator[result_pb2.EvalEvent]:
-        retries = 0
+    # Codes after which a follow reattaches: the coordinator restarted or the network dropped.
+    _TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.ABORTED,
+                  grpc.StatusCode.DEADLINE_EXCEEDED)
+
+    def _follow(self, request=None, job_id="", after=0,
+                follow_timeout: float = 600.0) -> Iterator[result_pb2.EvalEvent]:
+        """Follows a job until DONE: no deadline on the stream; a stream that breaks or ends early
+        is reattached with Watch, for at most ``follow_timeout`` seconds of failures in a row."""
+        backoff, broken_since = 0.2, None
         while True:
             if request is not None and not job_id:
                 call = self._eval.Submit(request, metadata=self._metadata(), wait_for_ready=True,
@@ -141,23 +152,31 @@ class Client:
                 call = self._eval.Watch(
                     evaluation_pb2.WatchRequest(job_id=job_id, after_sequence=after),
                     metadata=self._metadata(), wait_for_ready=True)
+            error = None
             try:
                 for event in call:
-                    retries = 0
+                    backoff, broken_since = 0.2, None
                     job_id = job_id or event.job_id
+                    if event.sequence <= after:
+                        continue
                     after = event.sequence
                     yield event
                     if event.stage == DONE:
-                        call.cancel()
                         return
-                return  # the server ended the stream without DONE: nothing more will come
             except grpc.RpcError as e:
-                if e.code() != grpc.StatusCode.UNAVAILABLE or not job_id or retries >= 30:
+                if e.code() not in self._TRANSIENT or not job_id:
                     raise PkbError(e.code(), e.details()) from None
-                retries += 1
-                time.sleep(min(0.2 * retries, 2.0))
+                error = e
             finally:
                 call.cancel()
+            # Broken, or ended before DONE (a coordinator shutting down): reattach.
+            broken_since = broken_since or time.time()
+            if time.time() - broken_since > follow_timeout:
+                code = error.code() if error else grpc.StatusCode.UNAVAILABLE
+                raise PkbError(code, f"job {job_id}: no DONE after {follow_timeout:.0f} s of "
+                                     "reattaching; it may still run (watch it)")
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
 
     def get(self, job_id: str) -> evaluation_pb2.Job:
         return self._unary(self._eval.Get, evaluation_pb2.GetJobRequest(job_id=job_id))

@@ -81,7 +81,7 @@ def test_cancel_ends_a_running_job(cluster):
 
 
 def test_leaderboard_suite_history_and_roles(cluster_factory):
-    c = cluster_factory(tokens="ag agent alice\nres researcher rita\nwk worker node\n",
+    c = cluster_factory(tokens="ag agent alice\nres researcher rita\nwk worker w1 gpu_class=cpu max_world_size=8\n",
                         worker_token="wk")
     with pkb.Client(c.target, token="ag") as agent, pkb.Client(c.target, token="res") as res:
         ok = agent.evaluate(1, "FAKE_OK FAKE_SPEEDUP=2.0", 2, model="m1", tags=["t1"])
@@ -101,7 +101,7 @@ def test_leaderboard_suite_history_and_roles(cluster_factory):
         assert [f.fast_p for f in score.fast_p] == [0.5, 0.5, 0.5, 0.0]
         assert score.geomean_speedup == pytest.approx(2.0)
         sub = agent.submission(ok.job_id, include_source=True)
-        assert sub.ranks and sub.job.request.source == "FAKE_OK FAKE_SPEEDUP=2.0"
+        assert sub.ranks and sub.job.request.source == b"FAKE_OK FAKE_SPEEDUP=2.0"
         assert sub.events[-1].stage == pkb.DONE
         mine = agent.submissions(tag="t1")
         assert [s.job_id for s in mine] == [bad.job_id, ok.job_id]
