@@ -48,6 +48,7 @@ expect "PostgreSQL URI from its Secret" "name: pkb-pg" "$m"
 expect "PostgreSQL URI in the environment, not the command line" "name: PKB_COORDINATOR_STORE" "$m"
 if grep -q -- "--store" "$m"; then bad "a --store flag rendered for PostgreSQL"; else ok "no store flag on the PostgreSQL command line"; fi
 expect "ServiceMonitor rendered" "kind: ServiceMonitor" "$m"
+expect "with tokens, workers register under the worker token's name" "--worker-id=worker-pool/\\\$\\(NODE_NAME\\)" "$m"
 expect "TLS probes use /healthz" "path: /healthz" "$m"
 expect "plaintext coordinator probes speak gRPC health" "grpc:" "$work/plaintext-no-workers.yaml"
 if grep -q "kind: DaemonSet" "$work/plaintext-no-workers.yaml"; then bad "worker.enabled=false still renders workers"; else ok "worker.enabled=false renders no workers"; fi

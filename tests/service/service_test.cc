@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "common/files.h"
 #include "common/subprocess.h"
+#include "pkb/v1/admin.grpc.pb.h"
 #include "pkb/v1/evaluation.grpc.pb.h"
 #include "pkb/v1/leaderboard.grpc.pb.h"
 #include "tests/postgres/test_database.h"
@@ -445,8 +446,9 @@ TEST_CASE("a draining worker finishes its job and leaves", "[service]") {
 TEST_CASE("tokens: roles decide who may call what, submissions are rate-limited per token",
           "[service][auth]") {
   Cluster c;
-  std::string tokens = c.WriteSource(
-      "tokens", "# token role name\nagent-tok agent alice\nworker-tok worker node1\n");
+  std::string tokens = c.WriteSource("tokens",
+                                     "# token role name\nagent-tok agent alice\nworker-tok worker "
+                                     "w1 gpu_class=cpu max_world_size=8\n");
   std::string worker_token = c.WriteSource("worker.token", "worker-tok\n");
   c.StartCoordinator(PKB_FAKE_ENGINE,
                      {"--tokens", tokens, "--submit-rate", "0.001", "--submit-burst", "2"});
@@ -598,7 +600,7 @@ TEST_CASE("leaderboard over gRPC: metadata, secret seed, roles, history, export"
   Cluster c;
   std::string tokens = c.WriteSource("tokens",
                                      "ag-a agent alice\nag-b agent bob\nres researcher rita\n"
-                                     "wk worker node1\n");
+                                     "wk worker w1 gpu_class=cpu max_world_size=8\n");
   std::string worker_token = c.WriteSource("worker.token", "wk\n");
   std::string secret = c.WriteSource("secret", "424242\n");
   c.StartCoordinator(PKB_FAKE_ENGINE, {"--tokens", tokens, "--secret-seed-file", secret});
@@ -735,6 +737,290 @@ TEST_CASE("leaderboard over gRPC: metadata, secret seed, roles, history, export"
   CHECK(hist.out.find(",OK,2,") != std::string::npos);
   auto subs = run({"--token", "res", "submissions", "--model", "m2", "--csv"});
   CHECK(subs.out.find(",MISMATCH,") != std::string::npos);
+}
+
+// A token's metadata on a fresh context.
+std::unique_ptr<grpc::ClientContext> As(const std::string& token) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  return ctx;
+}
+
+// Submits as `token` and reads the stream to its end.
+std::vector<v1::EvalEvent> SubmitAs(Cluster& c, const std::string& token,
+                                    const v1::SubmitRequest& r, grpc::Status* st) {
+  auto ctx = As(token);
+  auto reader = c.stub->Submit(ctx.get(), r);
+  return ReadAll(reader.get(), st);
+}
+
+// The first event of a submission (its job id), leaving the stream to run on in `reader`.
+std::string FirstEvent(grpc::ClientReader<v1::EvalEvent>* reader) {
+  v1::EvalEvent e;
+  return reader->Read(&e) ? e.job_id() : "";
+}
+
+TEST_CASE(
+    "tenants: another agent's job can be neither read, watched nor cancelled, and an "
+    "identical submission gets a job of its own",
+    "[service][auth][tenants]") {
+  Cluster c;
+  std::string tokens = c.WriteSource("tokens",
+                                     "al agent alice\nbo agent bob\nres researcher rita\n"
+                                     "wt worker w1 gpu_class=cpu max_world_size=8\n");
+  std::string worker_token = c.WriteSource("worker.token", "wt\n");
+  c.StartCoordinator(PKB_FAKE_ENGINE, {"--tokens", tokens});
+  c.StartWorker("w1", {{"FAKE_PKB_EVAL_DELAY", "0.4"}}, {"--token-file", worker_token});
+
+  auto alice_ctx = As("al");
+  auto alice = c.stub->Submit(alice_ctx.get(), c.Request("FAKE_OK shared by two"));
+  const std::string a = FirstEvent(alice.get());
+  REQUIRE(!a.empty());
+
+  v1::GetJobRequest g;
+  g.set_job_id(a);
+  v1::Job job;
+  CHECK(c.stub->Get(As("bo").get(), g, &job).error_code() == grpc::StatusCode::PERMISSION_DENIED);
+  v1::CancelRequest cancel;
+  cancel.set_job_id(a);
+  CHECK(c.stub->Cancel(As("bo").get(), cancel, &job).error_code() ==
+        grpc::StatusCode::PERMISSION_DENIED);
+  {
+    auto ctx = As("bo");
+    v1::WatchRequest w;
+    w.set_job_id(a);
+    auto reader = c.stub->Watch(ctx.get(), w);
+    grpc::Status st;
+    CHECK(ReadAll(reader.get(), &st).empty());
+    CHECK(st.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+  }
+  CHECK(c.stub->Get(As("res").get(), g, &job).ok());  // researchers read every job
+  CHECK(c.stub->Get(As("al").get(), g, &job).ok());
+
+  // Bob's identical source: a job of his own that shares Alice's run and hears its stages.
+  grpc::Status st;
+  std::vector<v1::EvalEvent> bob = SubmitAs(c, "bo", c.Request("FAKE_OK shared by two"), &st);
+  REQUIRE(st.ok());
+  REQUIRE(!bob.empty());
+  const std::string b = bob.front().job_id();
+  CHECK(b != a);
+  CheckSequence(bob);
+  CHECK(bob.back().result().status() == v1::OK);
+  CHECK(bob.back().result().cached());
+  CHECK(std::any_of(bob.begin(), bob.end(),
+                    [](const v1::EvalEvent& e) { return e.stage() == v1::BENCHMARKING; }));
+  g.set_job_id(b);
+  REQUIRE(c.stub->Get(As("bo").get(), g, &job).ok());
+  CHECK(job.cached_from_job_id() == a);
+  CHECK(job.request().submitter() == "bob");
+  CHECK(job.reported_by_worker() == "w1");
+  std::vector<v1::EvalEvent> rest = ReadAll(alice.get(), &st);
+  REQUIRE(!rest.empty());
+  CHECK(rest.back().result().status() == v1::OK);
+  CHECK_FALSE(rest.back().result().cached());
+  std::string runs = Slurp(c.dir + "/engine_runs.log");
+  CHECK(std::count(runs.begin(), runs.end(), '\n') == 1);  // one evaluation for both
+
+  // Alice cancels a run Bob shares: Bob's job goes on, on its own.
+  auto alice2_ctx = As("al");
+  auto alice2 = c.stub->Submit(alice2_ctx.get(), c.Request("FAKE_OK cancelled under bob"));
+  const std::string a2 = FirstEvent(alice2.get());
+  auto bob2_ctx = As("bo");
+  auto bob2 = c.stub->Submit(bob2_ctx.get(), c.Request("FAKE_OK cancelled under bob"));
+  const std::string b2 = FirstEvent(bob2.get());
+  REQUIRE(!b2.empty());
+  CHECK(b2 != a2);
+  cancel.set_job_id(a2);
+  REQUIRE(c.stub->Cancel(As("al").get(), cancel, &job).ok());
+  CHECK(job.result().status() == v1::CANCELLED);
+  rest = ReadAll(bob2.get(), &st);
+  REQUIRE(!rest.empty());
+  CHECK(rest.back().result().status() == v1::OK);
+  CHECK_FALSE(rest.back().result().cached());
+  CHECK(std::any_of(rest.begin(), rest.end(), [](const v1::EvalEvent& e) {
+    return e.message().find("queued on its own") != std::string::npos;
+  }));
+}
+
+TEST_CASE(
+    "worker tokens: bound to a worker id and a grant, verdicts attributable, an admin "
+    "voids one worker's results",
+    "[service][auth][workers]") {
+  Cluster c;
+  std::string tokens = c.WriteSource("tokens",
+                                     "al agent alice\nroot admin ops\n"
+                                     "wt worker w1 gpu_class=cpu max_world_size=4\n");
+  std::string worker_token = c.WriteSource("worker.token", "wt\n");
+  c.StartCoordinator(PKB_FAKE_ENGINE, {"--tokens", tokens});
+  // Impostors: another id, another class, a larger world size than granted.
+  c.StartWorker("w2", {}, {"--token-file", worker_token, "--max-world-size", "4"});
+  c.StartWorker("w1/h", {},
+                {"--token-file", worker_token, "--gpu-class", "h200", "--max-world-size", "4"});
+  c.StartWorker("w1/big", {}, {"--token-file", worker_token, "--max-world-size", "8"});
+  auto log_has = [&](const std::string& text) {
+    for (int i = 0; i < 150; ++i) {
+      if (Slurp(c.dir + "/coordinator.log").find(text) != std::string::npos) return true;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return false;
+  };
+  CHECK(log_has("may register only as worker 'w1' or 'w1/<suffix>', not 'w2'"));
+  CHECK(log_has("claims gpu_class 'h200'; its token grants 'cpu'"));
+  CHECK(log_has("claims max_world_size 8; its token grants at most 4"));
+  c.workers.clear();  // the impostors stop retrying
+  c.StartWorker("w1/a", {}, {"--token-file", worker_token, "--max-world-size", "4"});
+
+  grpc::Status st;
+  std::vector<v1::EvalEvent> ev = SubmitAs(c, "al", c.Request("FAKE_OK FAKE_SPEEDUP=3"), &st);
+  REQUIRE(st.ok());
+  REQUIRE(ev.back().result().status() == v1::OK);
+  const std::string id = ev.front().job_id();
+  v1::GetJobRequest g;
+  g.set_job_id(id);
+  v1::Job job;
+  REQUIRE(c.stub->Get(As("al").get(), g, &job).ok());
+  CHECK(job.reported_by_worker() == "w1/a");
+  CHECK(job.gpu_class() == "cpu");
+  // A cache copy carries the original's worker, so voiding reaches it too.
+  std::vector<v1::EvalEvent> copy = SubmitAs(c, "al", c.Request("FAKE_OK FAKE_SPEEDUP=3"), &st);
+  REQUIRE(copy.back().result().cached());
+
+  auto admin = v1::Admin::NewStub(c.channel);
+  v1::VoidWorkerRequest vr;
+  vr.set_worker_id("w1/a");
+  vr.set_reason("its token leaked");
+  v1::VoidWorkerAnswer va;
+  CHECK(admin->VoidWorker(As("al").get(), vr, &va).error_code() ==
+        grpc::StatusCode::PERMISSION_DENIED);
+  REQUIRE(admin->VoidWorker(As("root").get(), vr, &va).ok());
+  CHECK(va.voided() == 2);
+  REQUIRE(c.stub->Get(As("al").get(), g, &job).ok());
+  CHECK(job.result().status() == v1::VOIDED);
+  CHECK(job.result().voided_status() == v1::OK);
+  CHECK(job.result().voided_reason() == "its token leaked");
+  REQUIRE(admin->VoidWorker(As("root").get(), vr, &va).ok());
+  CHECK(va.voided() == 0);  // idempotent
+  // Never served from the cache again: the same source runs anew.
+  std::vector<v1::EvalEvent> again = SubmitAs(c, "al", c.Request("FAKE_OK FAKE_SPEEDUP=3"), &st);
+  REQUIRE(st.ok());
+  CHECK(again.back().result().status() == v1::OK);
+  CHECK_FALSE(again.back().result().cached());
+  std::string runs = Slurp(c.dir + "/engine_runs.log");
+  CHECK(std::count(runs.begin(), runs.end(), '\n') == 2);
+  // And the CLI says it.
+  SubprocessOptions o;
+  o.argv = {PKB_CLI_BIN,   "--coordinator", absl::StrCat("127.0.0.1:", c.port),
+            "--token",     "root",          "admin",
+            "void-worker", "w1/a",          "--reason",
+            "again"};
+  o.timeout = absl::Seconds(60);
+  auto cli = RunSubprocess(o);
+  REQUIRE(cli.ok());
+  CHECK(cli->exit_code == 0);
+  CHECK(cli->out.find("voided 1 results of worker w1/a") != std::string::npos);
+}
+
+TEST_CASE(
+    "requests beyond a problem's limits are refused naming the field, and a job nobody can "
+    "run ends at the queue deadline",
+    "[service][limits]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE, {"--gpu-classes", "cpu,h200", "--queue-deadline", "2"});
+  auto refused = [&](v1::SubmitRequest r, const std::string& field) {
+    grpc::Status st;
+    auto events = SubmitAs(c, "", r, &st);
+    INFO(field << ": " << st.error_message());
+    CHECK(events.empty());
+    CHECK(st.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(st.error_message().rfind(field, 0) == 0);
+  };
+  v1::SubmitRequest r = c.Request("FAKE_OK limits");
+  r.set_m(int64_t{1} << 40);
+  refused(r, "m:");
+  r = c.Request("FAKE_OK limits");
+  r.set_n(int64_t{1} << 40);
+  refused(r, "n:");
+  r = c.Request("FAKE_OK limits");
+  r.set_m(60000);
+  r.set_n(60000);
+  refused(r, "m * n:");
+  r = c.Request("FAKE_OK limits");
+  r.set_trials(1000);
+  refused(r, "trials:");
+  r = c.Request("FAKE_OK limits");
+  r.set_iters(1000000);
+  refused(r, "iters:");
+  r = c.Request("FAKE_OK limits");
+  r.set_dtype("int8");
+  refused(r, "dtype:");
+  r = c.Request("FAKE_OK limits");
+  r.set_gpu_class("a100");
+  refused(r, "gpu_class:");
+  refused(c.Request(std::string("// caf\xc3\xa9 is fine, \xff\xfe is not\n")), "source:");
+  r = c.Request("FAKE_OK limits");
+  r.set_dtype("bf16");  // the short name is the same dtype
+  {
+    grpc::Status st;
+    auto ctx = As("");
+    auto reader = c.stub->Submit(ctx.get(), r);
+    REQUIRE(!FirstEvent(reader.get()).empty());
+  }
+
+  // No worker serves h200 here: the job ends at the queue deadline instead of waiting forever.
+  r = c.Request("FAKE_OK nobody runs it", 8);
+  r.set_gpu_class("h200");
+  grpc::Status st;
+  auto events = SubmitAs(c, "", r, &st);
+  REQUIRE(st.ok());
+  REQUIRE(!events.empty());
+  CHECK(events.back().result().status() == v1::CANCELLED);
+  CHECK(events.back().result().message().find("queue deadline") != std::string::npos);
+  // Not reloaded by a restart: it is finished.
+  c.coordinator->Kill(SIGKILL);
+  c.StartCoordinator(PKB_FAKE_ENGINE, {"--gpu-classes", "cpu,h200", "--queue-deadline", "2"});
+  v1::GetJobRequest g;
+  g.set_job_id(events.front().job_id());
+  v1::Job job;
+  REQUIRE(c.stub->Get(As("").get(), g, &job).ok());
+  CHECK(job.stage() == v1::DONE);
+}
+
+TEST_CASE("pkb submit follows a job that takes a minute, across a coordinator restart",
+          "[service][cli]") {
+  Cluster c;
+  c.lease_timeout = "15";  // the worker resumes its lease after the restart
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  // Seven stages of 8 s: about a minute from submit to verdict.
+  c.StartWorker("w1", {{"FAKE_PKB_EVAL_DELAY", "8"}});
+  std::string source = c.WriteSource("slow.cu", "FAKE_OK a minute\n");
+  auto cli = std::async(std::launch::async, [&] {
+    SubprocessOptions o;
+    o.argv = {PKB_CLI_BIN,
+              "--coordinator",
+              absl::StrCat("127.0.0.1:", c.port),
+              "--connect-timeout",
+              "2",
+              "submit",
+              "-p",
+              "1",
+              "-w",
+              "2",
+              source};
+    o.timeout = absl::Seconds(110);
+    return RunSubprocess(o);
+  });
+  absl::SleepFor(absl::Seconds(12));
+  c.coordinator->Kill(SIGKILL);
+  absl::SleepFor(absl::Seconds(3));  // the client sees the coordinator gone
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  absl::StatusOr<SubprocessResult> r = cli.get();
+  REQUIRE(r.ok());
+  INFO(r->out << r->err);
+  CHECK(r->exit_code == 0);
+  CHECK(r->elapsed > absl::Seconds(50));
+  CHECK(r->out.find("verdict: OK") != std::string::npos);
+  CHECK(r->err.find("reattaching to") != std::string::npos);
 }
 
 }  // namespace
