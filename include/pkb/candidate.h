@@ -22,7 +22,10 @@
  *    each call: write every element. Do not modify inputs. Do not keep pointers to inputs or
  *    outputs across calls (they rotate between calls).
  *  - Enqueue all device work on ctx->stream (or make ctx->stream wait for it before returning).
- *    Work left on other streams is caught by the harness's wall-clock check and rejected.
+ *    Your time is the judge's wall clock over the timed calls (host launch time included), which
+ *    runs until your process's device is idle: work left on other streams counts, and outputs
+ *    that land after that are missing when the judge copies them (MISMATCH). Timers in your
+ *    process (CUDA events) are shown, never scored.
  *  - `pkb_init` runs once per process before the first call, on every rank at the same time: it
  *    is where collective set-up belongs (symmetric memory, sub-communicators).
  *  - A non-zero return fails the run with a RUNTIME_ERROR; ctx->set_error gives it a message.

@@ -41,7 +41,7 @@ delay="${FAKE_PKB_EVAL_DELAY:-0.05}"
 seq=0
 emit() { seq=$((seq + 1)); echo "{\"sequence\":\"$seq\",$1}"; }
 done_with() {
-  emit "\"stage\":\"DONE\",\"result\":{\"status\":\"$1\",\"message\":\"$2\",\"problemId\":$problem,\"worldSize\":$world,\"dtype\":\"$dtype\",\"harnessVersion\":\"pkb-harness-2\"$3}"
+  emit "\"stage\":\"DONE\",\"result\":{\"status\":\"$1\",\"message\":\"$2\",\"problemId\":$problem,\"worldSize\":$world,\"dtype\":\"$dtype\",\"harnessVersion\":\"pkb-harness-3\"$3}"
 }
 emit '"stage":"COMPILING","message":"nvcc (test double)"'
 sleep "$delay"

@@ -418,19 +418,25 @@ std::string FormatReport(const v1::EvalResult& r) {
           c.rtol());
     }
   }
-  auto timing = [&](const char* name, const v1::Timing& t) {
+  auto timing = [&](const char* name, const v1::Timing& t, const char* events) {
     if (t.samples() == 0) return;
     absl::StrAppendFormat(&s,
-                          "%-9s median %.2f us (p10 %.2f, p90 %.2f, mean %.2f ± %.2f, min %.2f, "
-                          "max %.2f; %d samples, "
-                          "%d input sets, wall %.2f us/iter)\n",
-                          name, t.median_us(), t.p10_us(), t.p90_us(), t.mean_us(), t.stddev_us(),
-                          t.min_us(), t.max_us(), t.samples(), t.input_sets(),
-                          t.wall_per_iter_us());
+                          "%-9s %.2f us per call on the judge's clock; %s median %.2f us (p10 "
+                          "%.2f, p90 %.2f, mean %.2f ± %.2f, min %.2f, max %.2f; %d samples, %d "
+                          "input sets)\n",
+                          name, t.wall_per_iter_us(), events, t.median_us(), t.p10_us(), t.p90_us(),
+                          t.mean_us(), t.stddev_us(), t.min_us(), t.max_us(), t.samples(),
+                          t.input_sets());
   };
-  timing("candidate", r.candidate());
-  timing("baseline", r.baseline());
-  if (r.speedup() > 0) absl::StrAppendFormat(&s, "speedup %.3fx\n", r.speedup());
+  timing("candidate", r.candidate(), "its own events (untrusted):");
+  timing("baseline", r.baseline(), "events:");
+  if (r.speedup() > 0) {
+    absl::StrAppendFormat(&s,
+                          "speedup %.3fx (%.3fx-%.3fx over the baseline's %d rounds; PKB's events "
+                          "figure %.3fx)\n",
+                          r.speedup(), r.speedup_low(), r.speedup_high(),
+                          r.baseline().round_wall_per_iter_us_size(), r.speedup_events());
+  }
   if (r.has_roofline() && r.roofline().floor_us() > 0) {
     absl::StrAppendFormat(&s, "roofline floor %.2f us (%.1f%% reached)", r.roofline().floor_us(),
                           r.roofline().percent_of_roofline());

@@ -1,12 +1,17 @@
 #include "worker/engine/host_client.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -143,6 +148,54 @@ absl::Status CandidateHost::Died() {
   }
   return absl::AbortedError(
       absl::StrCat("the candidate's process exited with status ", WEXITSTATUS(status)));
+}
+
+namespace {
+
+// The live children of `parent`, from /proc (in the sandbox: its own pid namespace).
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> kids;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return kids;
+  while (dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    std::ifstream f(absl::StrCat("/proc/", pid, "/stat"));
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last
+    // ')'.
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    long ppid = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %ld", &state, &ppid) != 2) continue;
+    if (ppid == parent && state != 'Z') kids.push_back(static_cast<pid_t>(pid));
+  }
+  closedir(proc);
+  return kids;
+}
+
+}  // namespace
+
+absl::StatusOr<int> CandidateHost::Kill() {
+  Stop();
+  // What the host started: re-parented to us (a subreaper) once their parents are gone. Each
+  // process waited for has had its own children re-parented before it became a zombie, so a
+  // round that finds none leaves none behind. The sandbox's process limit bounds the rounds.
+  int killed = 0;
+  for (int round = 0; round < 1000; ++round) {
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    std::vector<pid_t> kids = ChildrenOf(getpid());
+    if (kids.empty()) return killed;
+    for (pid_t k : kids) kill(k, SIGKILL);
+    for (pid_t k : kids) {
+      if (waitpid(k, nullptr, 0) == k) ++killed;
+    }
+  }
+  return absl::DeadlineExceededError(
+      "processes started by the submission kept appearing after 1000 rounds of killing them");
 }
 
 void CandidateHost::Stop() {

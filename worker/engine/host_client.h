@@ -8,7 +8,11 @@
 //   host.Bind(comm);           // the judges' communicator, for host barriers
 //   host.Load();               // dlopen + pkb_init: the first code of the submission to run
 //   host.Call(call);           // one call, synchronized in the host
-//   host.Kill();               // nothing of the submission runs after this
+//   host.Kill();               // nothing of the submission runs after this, its helpers included
+//
+// The judge must be a child subreaper (PR_SET_CHILD_SUBREAPER, set in pkb-rank's main): then every
+// process the host starts, directly or not and whatever session it moves to, is re-parented to
+// the judge when its parent dies, and Kill finds it.
 #ifndef PKB_WORKER_ENGINE_HOST_CLIENT_H_
 #define PKB_WORKER_ENGINE_HOST_CLIENT_H_
 
@@ -30,7 +34,7 @@ namespace pkb {
 class CandidateHost {
  public:
   CandidateHost() = default;
-  ~CandidateHost() { Stop(); }
+  ~CandidateHost() { (void)Kill(); }
   CandidateHost(const CandidateHost&) = delete;
   CandidateHost& operator=(const CandidateHost&) = delete;
 
@@ -60,8 +64,10 @@ class CandidateHost {
   // The host's per-iteration times of the last timed loop.
   absl::StatusOr<std::vector<double>> Times();
 
-  // Kills the process (pkb_fini never runs): nothing of the submission runs after this.
-  void Kill() { Stop(); }
+  // Kills the process (pkb_fini never runs), then every process it started, and waits for them:
+  // nothing of the submission runs after this. Returns how many processes besides the host there
+  // were (an honest submission starts none); an error when they could not all be stopped.
+  absl::StatusOr<int> Kill();
 
   bool running() const { return pid_ > 0 && ch_ != nullptr; }
 

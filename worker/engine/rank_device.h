@@ -41,6 +41,12 @@ class RankDevice {
   virtual int device_type() const = 0;  // pkb_device_type
   virtual int device_index() const = 0;
   virtual void* nccl_comm(const std::string& group) = 0;
+  // How many processes hold a compute context on this rank's GPU (NVML, from the driver), so the
+  // judge can see that nothing but its own job's processes run there while it times. UNAVAILABLE
+  // where that cannot be known (CPU, no NVML, no permission).
+  virtual absl::StatusOr<int> ComputeProcesses() {
+    return absl::UnavailableError("no GPU process list on this device");
+  }
 
   // The world communicator and its sub-groups, for references.
   virtual absl::StatusOr<Comm*> MakeComm(const std::vector<GroupLayout>& groups) = 0;

@@ -4,6 +4,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <nccl.h>
 
 #include <deque>
@@ -266,6 +267,33 @@ class CudaRankDevice : public RankDevice {
   double free_bytes() const override {
     size_t free = 0, total = 0;
     return cudaMemGetInfo(&free, &total) == cudaSuccess ? static_cast<double>(free) : 0;
+  }
+  absl::StatusOr<int> ComputeProcesses() override {
+    // NVML is part of the driver: loaded at run time, so nothing is needed to build.
+    using InitFn = int (*)();
+    using ByPciFn = int (*)(const char*, void**);
+    using ProcsFn = int (*)(void*, unsigned int*, void*);
+    static void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return absl::UnavailableError("NVML (libnvidia-ml.so.1) is not loadable");
+    static auto init = reinterpret_cast<InitFn>(dlsym(lib, "nvmlInit_v2"));
+    static auto by_pci = reinterpret_cast<ByPciFn>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+    static auto procs =
+        reinterpret_cast<ProcsFn>(dlsym(lib, "nvmlDeviceGetComputeRunningProcesses_v3"));
+    if (!init || !by_pci || !procs) return absl::UnavailableError("NVML lacks the calls needed");
+    static const int init_rc = init();
+    if (init_rc != 0) return absl::UnavailableError(absl::StrCat("nvmlInit failed: ", init_rc));
+    char bus[64] = {0};
+    PKB_CUDA_OR_RETURN(cudaDeviceGetPCIBusId(bus, sizeof(bus), index_));
+    void* handle = nullptr;
+    if (int rc = by_pci(bus, &handle); rc != 0)
+      return absl::UnavailableError(absl::StrCat("NVML has no device ", bus, ": ", rc));
+    // With no room for the list, NVML says how many there are (NVML_ERROR_INSUFFICIENT_SIZE).
+    unsigned int count = 0;
+    const int rc = procs(handle, &count, nullptr);
+    constexpr int kNvmlSuccess = 0, kNvmlInsufficientSize = 7;
+    if (rc == kNvmlSuccess) return 0;
+    if (rc == kNvmlInsufficientSize) return static_cast<int>(count);
+    return absl::UnavailableError(absl::StrCat("NVML cannot list the GPU's processes: ", rc));
   }
   void* stream() override { return stream_; }
   int device_type() const override { return PKB_CUDA; }

@@ -22,6 +22,8 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "pkb/v1/rank_host.pb.h"
 #include "pkb/v1/result.pb.h"
 #include "problems/harness/check.h"
@@ -289,29 +291,34 @@ class RankRunner {
     return static_cast<int>(sets.item<int64_t>());
   }
 
-  // Times the reference over warm-up and timed iterations, as the host times the candidate: the
-  // warm-up on a set of its own (index `sets`), timed iteration i on set i % sets. Per-iteration
-  // microseconds and the host wall clock over the timed window (device synchronized).
+  // Times the reference as the judge times the candidate: the warm-up on a set of its own (index
+  // `sets`), then kBaselineRounds windows of the timed iterations (iteration i on set i % sets),
+  // each on the judge's wall clock from the first call to the device being idle. The rounds'
+  // median is the baseline (the eager reference is host-bound and its rounds spread); `us` holds
+  // the events of every round.
   absl::Status TimeReference(int sets, const std::vector<Inputs>& inputs, std::vector<double>* us,
-                             double* wall_us) {
+                             std::vector<double>* round_wall_us) {
     auto fn = [&](int s) { return p_.Reference(*comm_, inputs[s], cfg_).status(); };
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     PKB_RETURN_IF_ERROR(comm_->Barrier());
     for (int i = 0; i < o_.warmup; ++i) PKB_RETURN_IF_ERROR(fn(sets));
-    PKB_RETURN_IF_ERROR(dev_->Synchronize());
-    PKB_RETURN_IF_ERROR(comm_->Barrier());
-    dev_->ResetTimers(o_.iters);
-    auto w0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o_.iters; ++i) {
-      dev_->Mark(i, 0);
-      PKB_RETURN_IF_ERROR(fn(i % sets));
-      dev_->Mark(i, 1);
-    }
-    PKB_RETURN_IF_ERROR(dev_->Synchronize());
-    *wall_us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count();
     us->clear();
-    for (int i = 0; i < o_.iters; ++i) us->push_back(dev_->ElapsedUs(i));
+    round_wall_us->clear();
+    for (int round = 0; round < kBaselineRounds; ++round) {
+      PKB_RETURN_IF_ERROR(dev_->Synchronize());
+      PKB_RETURN_IF_ERROR(comm_->Barrier());
+      dev_->ResetTimers(o_.iters);
+      auto w0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < o_.iters; ++i) {
+        dev_->Mark(i, 0);
+        PKB_RETURN_IF_ERROR(fn(i % sets));
+        dev_->Mark(i, 1);
+      }
+      PKB_RETURN_IF_ERROR(dev_->Synchronize());
+      round_wall_us->push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count());
+      for (int i = 0; i < o_.iters; ++i) us->push_back(dev_->ElapsedUs(i));
+    }
     return absl::OkStatus();
   }
 
@@ -474,6 +481,8 @@ class RankRunner {
       // Skipped work must leave poison: every set's outputs are poisoned after the warm-up (and
       // by the host after each use but the last when sets come back).
       poison_all();
+      // Nothing but this rank's judge and host may hold the GPU while the candidate is timed.
+      gpu_finding_ = GpuNotAlone(2, absl::Seconds(2), "the candidate");
       PKB_RETURN_IF_ERROR(host_->Loop(timed));
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       PKB_RETURN_IF_ERROR(comm_->Barrier());
@@ -493,9 +502,11 @@ class RankRunner {
       }
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       PKB_ASSIGN_OR_RETURN(us, host_->Times());
-      // Nothing of the submission runs from here on: it cannot disturb the checks or the
-      // reference's timing.
-      host_->Kill();
+      // Nothing of the submission runs from here on, no process it started either: it cannot
+      // disturb the checks or the reference's timing.
+      PKB_ASSIGN_OR_RETURN(stray_processes_, host_->Kill());
+      // And nothing but the judge while the reference is (a dying context takes a moment).
+      if (gpu_finding_.empty()) gpu_finding_ = GpuNotAlone(1, absl::Seconds(5), "the reference");
       PKB_RETURN_IF_ERROR(comm_->Barrier());
       for (double x : us) report->add_candidate_us(x);
       report->set_candidate_wall_us(wall);
@@ -519,7 +530,8 @@ class RankRunner {
           PKB_ASSIGN_OR_RETURN(auto then,
                                CompareOutputs(p_, cfg_, decls_of(s), at_answer[i], expected, 1));
           for (auto& c : then) {
-            c.set_name(absl::StrCat(c.name(), " (timed iteration ", i, ", when the host answered)"));
+            c.set_name(
+                absl::StrCat(c.name(), " (timed iteration ", i, ", when the host answered)"));
             found.push_back(std::move(c));
           }
           std::string changed;
@@ -536,24 +548,66 @@ class RankRunner {
       }
       report->set_spot_checks(static_cast<int>(picked.size()));
       const int repoisons = sets < o_.iters ? o_.iters - sets : 0;
-      PKB_ASSIGN_OR_RETURN(
-          double harness,
-          TimeHarnessWork(outputs[0].tensors, repoisons, static_cast<int>(copied.size())));
+      PKB_ASSIGN_OR_RETURN(double harness, TimeHarnessWork(outputs[0].tensors, repoisons,
+                                                           static_cast<int>(copied.size())));
       // The wall clock reported is the candidate's share: the judge's clock over the window
       // less the harness's own work in it.
       report->set_candidate_wall_us(std::max(0.0, wall - harness));
     }
     if (o_.baseline) {
-      PKB_RETURN_IF_ERROR(TimeReference(sets, inputs, &us, &wall));
+      std::vector<double> rounds;
+      PKB_RETURN_IF_ERROR(TimeReference(sets, inputs, &us, &rounds));
       for (double x : us) report->add_baseline_us(x);
-      report->set_baseline_wall_us(wall);
+      for (double x : rounds) report->add_baseline_round_wall_us(x);
+      std::vector<double> sorted = rounds;
+      std::sort(sorted.begin(), sorted.end());
+      report->set_baseline_wall_us(sorted[sorted.size() / 2]);
     }
     report->set_stage_benchmark_seconds(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (!gpu_finding_.empty() && report->status() == v1::OK) {
+      report->set_status(v1::INTERNAL);
+      report->set_message(absl::StrCat("rank ", comm_->rank(), ": ", gpu_finding_,
+                                       "; the timings cannot be trusted"));
+    }
+    if (stray_processes_ > 0) {
+      // Nothing honest starts a process (the source rules forbid it); one that outlives the
+      // host could have run during the reference's timing had the judge not killed it.
+      report->set_status(v1::REJECTED);
+      report->set_message(absl::StrCat("rank ", comm_->rank(), ": the submission started ",
+                                       stray_processes_,
+                                       " process(es) that outlived its host; the judge killed them "
+                                       "before timing the reference"));
+    }
     return absl::OkStatus();
   }
 
  private:
+  // Waits up to `limit` for at most `expected` processes with a compute context on this rank's
+  // GPU (its judge, and its host while that runs); "" then, or when the driver cannot say (logged),
+  // else what was seen, for the verdict.
+  std::string GpuNotAlone(int expected, absl::Duration limit, const char* timing) {
+    absl::Time end = absl::Now() + limit;
+    for (;;) {
+      absl::StatusOr<int> n = dev_->ComputeProcesses();
+      if (!n.ok()) {
+        if (dev_->device_type() == PKB_CUDA)
+          std::fprintf(stderr, "pkb-rank %d: cannot check the GPU's processes: %s\n", comm_->rank(),
+                       std::string(n.status().message()).c_str());
+        return "";
+      }
+      if (*n <= expected) return "";
+      if (absl::Now() > end) {
+        return absl::StrCat(*n, " processes held a compute context on this rank's GPU while ",
+                            timing, " was timed (", expected, " expected: another job's, or one ",
+                            "the submission left)");
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+
+  std::string gpu_finding_;  // another process on the GPU while timing, for the verdict
+  int stray_processes_ = 0;  // processes of the submission found alive after its host was killed
   const RankOptions& o_;
   const Problem& p_;
   RunConfig cfg_;
@@ -649,12 +703,12 @@ absl::Status Run(const RankOptions& o, v1::RankReport* report) {
     report->set_message(absl::StrCat("rank ", o.rank, " while timing: ", bench.message()));
     return absl::OkStatus();
   }
-  if (report->spot_failures_size() > 0) {
+  if (report->spot_failures_size() > 0 && report->status() == v1::OK) {
     const v1::OutputCheck& first = report->spot_failures(0);
     report->set_status(v1::MISMATCH);
     report->set_message(absl::StrCat(
-        "rank ", o.rank, ": outputs of timed iterations differ from the reference; first: ",
-        first.name(), ": ",
+        "rank ", o.rank,
+        ": outputs of timed iterations differ from the reference; first: ", first.name(), ": ",
         first.problem().empty()
             ? absl::StrCat(first.bad_count(), " of ", first.numel(), " elements bad (",
                            first.unwritten_count(), " unwritten)")
@@ -717,6 +771,9 @@ int main(int argc, char** argv) {
   // The judge: no process of the same uid (the candidate host above all) may attach to it or
   // read its memory, where the reference's outputs and the report key live.
   prctl(PR_SET_DUMPABLE, 0);
+  // Every process the candidate host starts comes back to the judge when its parent dies, so that
+  // none outlives the host (CandidateHost::Kill).
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   pkb::RankOptions o;
   CLI::App app{"One rank process of a PKB evaluation (started by pkb-eval)."};
   app.add_option("--problem", o.problem)->required();

@@ -26,15 +26,19 @@
 
 namespace pkb {
 
+// The reference is timed in this many windows (rounds) of the job's timed iterations; their median
+// is the baseline, their spread the speedup's interval.
+inline constexpr int kBaselineRounds = 5;
+
 // The job's parameters that a report must agree with, and the problem's roofline.
 struct VerdictContext {
   int world = 1;
   int trials = 1;
   int iters = 1;
-  bool baseline = true;       // the reference was timed too
-  bool baseline_only = false; // no candidate
-  bool cuda = true;           // GPU run: the timing-escape and physical-floor checks apply
-  double nvlink_bytes = 0;    // per rank, from Problem::GetRoofline
+  bool baseline = true;        // the reference was timed too
+  bool baseline_only = false;  // no candidate
+  bool cuda = true;            // GPU run: the physical-floor check applies
+  double nvlink_bytes = 0;     // per rank, from Problem::GetRoofline
   double hbm_bytes = 0;
   double flops = 0;
   double collective_bytes = 0;
@@ -55,7 +59,7 @@ std::optional<std::string> OpenSignedReport(std::string_view key, std::string_vi
 struct ParsedReports {
   std::vector<std::optional<v1::RankReport>> reports;  // by rank; nullopt: missing or malformed
   std::vector<std::string> malformed;                  // one reason per malformed report
-  bool Complete() const;                                // every rank has a valid report
+  bool Complete() const;                               // every rank has a valid report
 };
 
 // Parses and checks one report per rank (nullopt where the rank wrote none); with report keys,
@@ -82,17 +86,21 @@ struct Verdict {
 };
 
 // Judges a complete set of valid reports (ParsedReports::Complete): the first non-OK rank
-// decides, then the timing summary, speedup and roofline go into `result`, and the timing-escape
-// and physical-floor checks run. Also copies each rank's failed or detailed trials.
+// decides, then the timing summary, speedup and roofline go into `result`, and the physical-floor
+// check runs. The speedup rests on the judges' wall clocks only (the candidate's events are its
+// own process's claims).
 Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport>& reports,
                      v1::EvalResult* result);
 
 // Every rank's trials that failed or carry output details, for the result.
 void CollectRankTrials(const ParsedReports& parsed, v1::EvalResult* result);
 
-// Per-iteration slowest-rank times and their distribution (exposed for tests).
+// Per-iteration slowest-rank times and their distribution, and the slowest rank's wall clock per
+// iteration: `wall_us` holds each rank's windows (one for the candidate, kBaselineRounds for the
+// baseline) of `iters` iterations; the median window is the figure (exposed for tests).
 v1::Timing SummarizeTiming(const std::vector<std::vector<double>>& per_rank,
-                           const std::vector<double>& wall_us, int sets, int spot_checks);
+                           const std::vector<std::vector<double>>& wall_us, int iters, int sets,
+                           int spot_checks);
 
 }  // namespace pkb
 

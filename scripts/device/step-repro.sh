@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Do speedups reproduce? The three correct examples evaluated five times each in a row on one node
+# (W = 1, default warm-up and iterations): the speedup on the judge's clock, its interval over the
+# baseline's rounds, PKB's events figure, both sides' judge time and events' median, and the whole
+# evaluation's wall time. Then the median and spread of each example's five speedups.
+BIN=$1; OUT=$2
+for ex in p001_allreduce_symm p002_allgather_symm p013_gemm_allreduce_symm; do
+  p=$((10#${ex:1:3}))
+  for i in 1 2 3 4 5; do
+    t0=$(date +%s.%N)
+    "$BIN/pkb-eval" -p "$p" -w 1 --json "problems/examples/$ex.cu" 2>"$OUT/repro-$ex-$i.err" \
+      > "$OUT/repro-$ex-$i.json"
+    t1=$(date +%s.%N)
+    python3 - "$OUT/repro-$ex-$i.json" "$ex" "$(python3 -c "print($t1 - $t0)")" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); c = r.get("candidate", {}); b = r.get("baseline", {})
+print("%-26s %-8s speedup %6.3f [%6.3f, %6.3f] events %6.3f | judge cand %7.2f base %7.2f us | events cand %7.2f base %7.2f us | rounds %s | %.2f s | %s"
+      % (sys.argv[2], r["status"], r.get("speedup", 0), r.get("speedup_low", 0), r.get("speedup_high", 0),
+         r.get("speedup_events", 0), c.get("wall_per_iter_us", 0), b.get("wall_per_iter_us", 0),
+         c.get("median_us", 0), b.get("median_us", 0),
+         ",".join("%.2f" % x for x in b.get("round_wall_per_iter_us", [])), float(sys.argv[3]),
+         r["message"][:60]))
+PY
+  done
+done
+python3 - "$OUT" <<'PY'
+import glob, json, statistics, sys
+for ex in ["p001_allreduce_symm", "p002_allgather_symm", "p013_gemm_allreduce_symm"]:
+    s = [json.load(open(f)).get("speedup", 0) for f in sorted(glob.glob(f"{sys.argv[1]}/repro-{ex}-*.json"))]
+    s = [x for x in s if x > 0]
+    if not s: print(ex, "no speedups"); continue
+    m = statistics.median(s)
+    print("%-26s speedups %s  median %.3f  spread %+.1f%% / %+.1f%% of the median"
+          % (ex, " ".join("%.3f" % x for x in s), m, 100 * (min(s) / m - 1), 100 * (max(s) / m - 1)))
+PY
