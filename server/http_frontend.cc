@@ -11,20 +11,13 @@
 #include "common/files.h"
 #include "server/leaderboard.h"
 #include "server/leaderboard_export.h"
+#include "server/public_submission.h"
 #include "spdlog/spdlog.h"
 
 namespace pkb {
 namespace {
 
 constexpr const char* kJson = "application/json; charset=utf-8";
-
-void ScrubResult(v1::EvalResult* r) {
-  r->mutable_compile()->clear_log();
-  r->mutable_compile()->clear_diagnostics();
-  r->mutable_compile()->clear_command();
-  r->clear_failed_rank_log();
-  for (v1::RankTrial& t : *r->mutable_rank_trials()) t.clear_error();
-}
 
 void Error(httplib::Response& res, int code, const std::string& message) {
   res.status = code;
@@ -118,18 +111,6 @@ void Reply(const httplib::Request& req, httplib::Response& res,
 }
 
 }  // namespace
-
-v1::Submission PublicSubmission(v1::Submission s) {
-  v1::Job* job = s.mutable_job();
-  job->mutable_request()->clear_source();
-  job->clear_worker_id();
-  job->clear_last_loss_reason();
-  ScrubResult(job->mutable_result());
-  for (v1::EvalEvent& e : *s.mutable_events()) {
-    if (e.has_result()) ScrubResult(e.mutable_result());
-  }
-  return s;
-}
 
 absl::StatusOr<std::unique_ptr<HttpFrontend>> HttpFrontend::Start(
     HttpFrontendOptions options, JobStore* store, const ProblemCatalogIndex* catalog) {
