@@ -8,6 +8,9 @@
 // quote the source), nor the list of all submissions; GET and HEAD only. With the coordinator's
 // --tls-cert/--tls-key it serves HTTPS with the same certificate, else plain HTTP.
 //
+// Connections are held by HttpConnections (http_connections.h), not by threads: idle and slow
+// clients are dropped at their deadlines and cannot keep /healthz or anyone else waiting.
+//
 //   HttpFrontendOptions o;
 //   o.listen = "127.0.0.1:0";
 //   PKB_ASSIGN_OR_RETURN(auto web, HttpFrontend::Start(o, store, catalog));
@@ -21,7 +24,7 @@
 //   GET /healthz                           "ok"
 //   GET /, /app.js, /style.css             the pages
 //
-// Thread-safe; requests run on a small pool of its own threads.
+// Thread-safe; requests run on a small pool of its own threads (HttpServerLimits::threads).
 #ifndef PKB_SERVER_HTTP_FRONTEND_H_
 #define PKB_SERVER_HTTP_FRONTEND_H_
 
@@ -31,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "pkb/v1/leaderboard.pb.h"
+#include "server/http_connections.h"
 #include "server/job_store.h"
 #include "server/problem_catalog.h"
 
@@ -43,7 +47,7 @@ namespace pkb {
 struct HttpFrontendOptions {
   std::string listen = "127.0.0.1:7312";  // host:port; port 0 picks a free one
   std::string web_root;  // serve the pages from this folder instead of the built-in copies
-  int threads = 4;
+  HttpServerLimits limits;
   std::string tls_cert;  // PEM files; both set: HTTPS only
   std::string tls_key;
 };
@@ -66,6 +70,7 @@ class HttpFrontend {
   JobStore* store_ = nullptr;
   const ProblemCatalogIndex* catalog_ = nullptr;
   std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<HttpConnections> connections_;
   std::thread thread_;
   int port_ = 0;
 };
