@@ -20,7 +20,8 @@ namespace {
 
 constexpr const char* kJson = "application/json; charset=utf-8";
 
-// A GET has no body; a request that sends one is refused past this many bytes.
+// Every route is GET or HEAD, whose bodies httplib does not read; a body of another method is
+// read only up to this many bytes (413 past it) before the 404.
 constexpr size_t kMaxPayload = 64 << 10;
 
 // httplib's server with its connection handling replaced by HttpConnections: the accept loop
