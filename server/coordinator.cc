@@ -85,6 +85,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
     HttpFrontendOptions web;
     web.listen = o.http_listen;
     web.web_root = o.web_root;
+    web.limits = o.http_limits;
     web.tls_cert = o.tls_cert;
     web.tls_key = o.tls_key;
     PKB_ASSIGN_OR_RETURN(c->http_, HttpFrontend::Start(web, c->store_.get(), c->catalog_.get()));

@@ -48,6 +48,7 @@ struct CoordinatorOptions {
   SchedulerOptions scheduler;
   std::string http_listen;  // host:port of the web leaderboard (server/http_frontend.h); empty: off
   std::string web_root;     // its pages from this folder instead of the built-in copies
+  HttpServerLimits http_limits;  // its threads, timeouts and connection limit
   // host:port of Prometheus /metrics and /healthz (common/metrics_server.h); empty: off.
   std::string metrics_listen;
 };

@@ -78,6 +78,32 @@ int main(int argc, char** argv) {
   app.add_option("--web-root", o.web_root,
                  "serve the web pages from this folder instead of the built-in copies");
   app.add_option("--http-port-file", http_port_file, "write the web leaderboard's port here");
+  // Waiting connections hold no thread (server/http_connections.h): these bound what one slow or
+  // idle client costs, and what a flood of them can hold open.
+  pkb::HttpServerLimits& web = o.http_limits;
+  double http_idle_s = absl::ToDoubleSeconds(web.idle_timeout);
+  double http_request_s = absl::ToDoubleSeconds(web.request_timeout);
+  double http_write_s = absl::ToDoubleSeconds(web.write_timeout);
+  app.add_option("--http-threads", web.threads,
+                 "threads that run web requests (idle and slow connections hold none)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--http-max-connections", web.max_connections,
+                 "web connections open at once; more are closed at accept")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--http-idle-timeout", http_idle_s,
+                 "seconds a web connection may wait for its next request (TLS handshake included)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--http-request-timeout", http_request_s,
+                 "seconds from a web request's first byte to its last; slower clients get 408")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--http-write-timeout", http_write_s,
+                 "seconds to deliver one web response; a client not reading it is dropped")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   std::string secret_seed_file;
   app.add_option("--secret-seed-file", secret_seed_file,
                  "file holding the secret input seed offset (a non-zero integer) of ranked "
@@ -100,6 +126,9 @@ int main(int argc, char** argv) {
   o.scheduler.job_deadline = absl::Seconds(job_deadline_s);
   o.scheduler.queue_deadline = absl::Seconds(queue_deadline_s);
   o.scheduler.gpu_classes.insert(gpu_classes.begin(), gpu_classes.end());
+  web.idle_timeout = absl::Seconds(http_idle_s);
+  web.request_timeout = absl::Seconds(http_request_s);
+  web.write_timeout = absl::Seconds(http_write_s);
   if (!secret_seed_file.empty()) {
     auto text = pkb::ReadFile(secret_seed_file);
     if (!text.ok() ||

@@ -9,8 +9,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/files.h"
+#include "common/status_macros.h"
 #include "server/leaderboard.h"
 #include "server/leaderboard_export.h"
+#include "server/public_submission.h"
 #include "spdlog/spdlog.h"
 
 namespace pkb {
@@ -18,12 +20,44 @@ namespace {
 
 constexpr const char* kJson = "application/json; charset=utf-8";
 
-void ScrubResult(v1::EvalResult* r) {
-  r->mutable_compile()->clear_log();
-  r->mutable_compile()->clear_diagnostics();
-  r->mutable_compile()->clear_command();
-  r->clear_failed_rank_log();
-  for (v1::RankTrial& t : *r->mutable_rank_trials()) t.clear_error();
+// Every route is GET or HEAD, whose bodies httplib does not read; a body of another method is
+// read only up to this many bytes (413 past it) before the 404.
+constexpr size_t kMaxPayload = 64 << 10;
+
+// httplib's server with its connection handling replaced by HttpConnections: the accept loop
+// hands each socket over at once, and a complete request comes back to httplib's own parsing,
+// routing and response writing (process_request).
+template <typename Base>
+class BoundedServer : public Base {
+ public:
+  using Base::Base;
+
+  void set_connections(HttpConnections* connections) { connections_ = connections; }
+  bool ProcessRequest(httplib::Stream& stream, bool last, bool* closed) {
+    bool connection_closed = false;
+    bool ok = this->process_request(stream, last, connection_closed, nullptr);
+    *closed = connection_closed;
+    return ok;
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    connections_->Adopt(sock);
+    return true;
+  }
+
+  HttpConnections* connections_ = nullptr;
+};
+
+template <typename Server>
+std::unique_ptr<HttpConnections> Connect(Server* server, const HttpServerLimits& limits,
+                                         SSL_CTX* tls) {
+  auto connections = std::make_unique<HttpConnections>(
+      limits, tls, [server](httplib::Stream& stream, bool last, bool* closed) {
+        return server->ProcessRequest(stream, last, closed);
+      });
+  server->set_connections(connections.get());
+  return connections;
 }
 
 void Error(httplib::Response& res, int code, const std::string& message) {
@@ -119,37 +153,31 @@ void Reply(const httplib::Request& req, httplib::Response& res,
 
 }  // namespace
 
-v1::Submission PublicSubmission(v1::Submission s) {
-  v1::Job* job = s.mutable_job();
-  job->mutable_request()->clear_source();
-  job->clear_worker_id();
-  job->clear_last_loss_reason();
-  ScrubResult(job->mutable_result());
-  for (v1::EvalEvent& e : *s.mutable_events()) {
-    if (e.has_result()) ScrubResult(e.mutable_result());
-  }
-  return s;
-}
-
 absl::StatusOr<std::unique_ptr<HttpFrontend>> HttpFrontend::Start(
     HttpFrontendOptions options, JobStore* store, const ProblemCatalogIndex* catalog) {
   std::unique_ptr<HttpFrontend> f(new HttpFrontend());
   f->options_ = std::move(options);
   f->store_ = store;
   f->catalog_ = catalog;
+  const HttpServerLimits& limits = f->options_.limits;
   if (!f->options_.tls_cert.empty() || !f->options_.tls_key.empty()) {
-    auto tls = std::make_unique<httplib::SSLServer>(f->options_.tls_cert.c_str(),
-                                                    f->options_.tls_key.c_str());
+    auto tls = std::make_unique<BoundedServer<httplib::SSLServer>>(f->options_.tls_cert.c_str(),
+                                                                   f->options_.tls_key.c_str());
     if (!tls->is_valid())
       return absl::InvalidArgumentError(absl::StrCat("web leaderboard: cannot use TLS cert ",
                                                      f->options_.tls_cert, " and key ",
                                                      f->options_.tls_key));
+    f->connections_ = Connect(tls.get(), limits, tls->ssl_context());
     f->server_ = std::move(tls);
   } else {
-    f->server_ = std::make_unique<httplib::Server>();
+    auto plain = std::make_unique<BoundedServer<httplib::Server>>();
+    f->connections_ = Connect(plain.get(), limits, nullptr);
+    f->server_ = std::move(plain);
   }
-  const int threads = std::max(1, f->options_.threads);
-  f->server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  PKB_RETURN_IF_ERROR(f->connections_->Start());
+  // The accept loop only hands sockets over; one thread does.
+  f->server_->new_task_queue = [] { return new httplib::ThreadPool(1); };
+  f->server_->set_payload_max_length(kMaxPayload);
   f->Route();
 
   const std::string& listen = f->options_.listen;
@@ -255,6 +283,7 @@ void HttpFrontend::Route() {
 void HttpFrontend::Stop() {
   if (server_) server_->stop();
   if (thread_.joinable()) thread_.join();
+  if (connections_) connections_->Stop();
 }
 
 HttpFrontend::~HttpFrontend() { Stop(); }

@@ -2,10 +2,14 @@
 // compiled into the binary) that draw it. Served by the coordinator when --http-listen is set.
 //
 // What it serves is public by design, and it has no authentication: the leaderboard and suite
-// (what ranks), the problem catalog, and one submission's verdict, timings and events by job id.
-// It never serves a submission's source, compiler output, diagnostics, rank logs or error text
-// (they can quote the source), nor the list of all submissions; GET and HEAD only. With the
-// coordinator's --tls-cert/--tls-key it serves HTTPS with the same certificate, else plain HTTP.
+// (what ranks), the problem catalog, and one submission's verdict, timings and events by job id,
+// as PublicSubmission (public_submission.h) builds them: never a submission's source, compiler
+// output, diagnostics, rank logs or any free text a submission, compiler or worker wrote (they can
+// quote the source), nor the list of all submissions; GET and HEAD only. With the coordinator's
+// --tls-cert/--tls-key it serves HTTPS with the same certificate, else plain HTTP.
+//
+// Connections are held by HttpConnections (http_connections.h), not by threads: idle and slow
+// clients are dropped at their deadlines and cannot keep /healthz or anyone else waiting.
 //
 //   HttpFrontendOptions o;
 //   o.listen = "127.0.0.1:0";
@@ -16,11 +20,11 @@
 //   GET /api/v1/problems                   the catalog (pkb.v1.ProblemCatalog)
 //   GET /api/v1/leaderboard?problem=&...   pkb.v1.LeaderboardAnswer; format=csv for CSV
 //   GET /api/v1/suite?world_size=&p=...    pkb.v1.SuiteAnswer; format=csv
-//   GET /api/v1/submissions/<job id>       pkb.v1.Submission without source or logs; format=csv
+//   GET /api/v1/submissions/<job id>       the public view of pkb.v1.Submission; format=csv
 //   GET /healthz                           "ok"
 //   GET /, /app.js, /style.css             the pages
 //
-// Thread-safe; requests run on a small pool of its own threads.
+// Thread-safe; requests run on a small pool of its own threads (HttpServerLimits::threads).
 #ifndef PKB_SERVER_HTTP_FRONTEND_H_
 #define PKB_SERVER_HTTP_FRONTEND_H_
 
@@ -30,6 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "pkb/v1/leaderboard.pb.h"
+#include "server/http_connections.h"
 #include "server/job_store.h"
 #include "server/problem_catalog.h"
 
@@ -42,7 +47,7 @@ namespace pkb {
 struct HttpFrontendOptions {
   std::string listen = "127.0.0.1:7312";  // host:port; port 0 picks a free one
   std::string web_root;  // serve the pages from this folder instead of the built-in copies
-  int threads = 4;
+  HttpServerLimits limits;
   std::string tls_cert;  // PEM files; both set: HTTPS only
   std::string tls_key;
 };
@@ -65,13 +70,10 @@ class HttpFrontend {
   JobStore* store_ = nullptr;
   const ProblemCatalogIndex* catalog_ = nullptr;
   std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<HttpConnections> connections_;
   std::thread thread_;
   int port_ = 0;
 };
-
-// A submission as the public may see it: no source, compiler output, diagnostics, rank logs,
-// candidate error text or worker names.
-v1::Submission PublicSubmission(v1::Submission submission);
 
 // A static page compiled into the binary (web_assets.cc, generated from server/web/).
 struct WebAsset {

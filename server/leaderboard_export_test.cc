@@ -2,8 +2,6 @@
 
 #include <catch2/catch.hpp>
 
-#include "server/http_frontend.h"
-
 namespace pkb {
 namespace {
 
@@ -67,39 +65,6 @@ TEST_CASE("a leaderboard, a suite and a run export to CSV and JSON", "[export]")
   std::string run = SubmissionCsv(sub);
   CHECK(run.find("j1,1,,QUEUED,0,,,queued (0 ahead),,,,\n") != std::string::npos);
   CHECK(run.find("j1,2,,DONE,0,,,,OK,2,0,0\n") != std::string::npos);
-}
-
-}  // namespace
-}  // namespace pkb
-
-namespace pkb {
-namespace {
-
-TEST_CASE("the public view of a submission has no source, logs or diagnostics", "[export][http]") {
-  v1::Submission s;
-  v1::Job* job = s.mutable_job();
-  job->set_job_id("j1");
-  job->set_worker_id("gpu-node-17");
-  job->set_last_loss_reason("worker gpu-node-17 went away");
-  job->mutable_request()->set_source("secret kernel");
-  job->mutable_request()->set_model("m1");
-  v1::EvalResult* r = job->mutable_result();
-  r->set_status(v1::COMPILE_ERROR);
-  r->set_message("the candidate does not compile");
-  r->mutable_compile()->set_log("candidate.cu:3: secret kernel");
-  r->mutable_compile()->set_command("nvcc /scratch/x/candidate.cu");
-  r->mutable_compile()->add_diagnostics()->set_message("near 'secret kernel'");
-  r->set_failed_rank_log("printf of secret kernel");
-  r->add_rank_trials()->set_error("secret kernel said no");
-  r->mutable_candidate()->set_median_us(10);
-  *s.add_events()->mutable_result() = *r;
-  v1::Submission pub = PublicSubmission(s);
-  CHECK(ToJson(pub).find("secret") == std::string::npos);
-  CHECK(ToJson(pub).find("gpu-node-17") == std::string::npos);
-  CHECK(pub.job().request().model() == "m1");
-  CHECK(pub.job().result().message() == "the candidate does not compile");
-  CHECK(pub.job().result().candidate().median_us() == 10);
-  CHECK(pub.events(0).result().status() == v1::COMPILE_ERROR);
 }
 
 }  // namespace

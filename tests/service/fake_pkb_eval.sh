@@ -5,7 +5,12 @@
 #   FAKE_COMPILE_ERROR  -> COMPILE_ERROR     FAKE_OK -> OK (speedup 1.5, or FAKE_SPEEDUP=x)
 #   FAKE_REJECT         -> REJECTED          FAKE_SECRET_MISMATCH -> MISMATCH with --set-offset
 #   FAKE_HANG           -> sleeps 600 s after COMPILING (for cancel and kill tests)
+#   FAKE_MISMATCH       -> MISMATCH on rank 1, trial 2
 #   otherwise           -> NO_DEVICE after compiling, like the real engine on a GPU-less node
+# FAKE_LEAKY_MESSAGE anywhere in the source: the source's line holding it is echoed, as a compiler
+# or a candidate's own error would echo it, into every free-text field (event messages, the
+# verdict's message, compile command/log/diagnostics, rank errors, output problems, the failing
+# rank's log, a stage name), whatever the verdict; for the web board's leak tests.
 # FAKE_PKB_EVAL_LOG=file appends one line per evaluation; FAKE_PKB_EVAL_DELAY=seconds per stage.
 set -euo pipefail
 if [[ "${1:-}" == "--catalog" ]]; then
@@ -39,34 +44,72 @@ done
 delay="${FAKE_PKB_EVAL_DELAY:-0.05}"
 [[ -n "${FAKE_PKB_EVAL_LOG:-}" ]] && echo "ran problem=$problem world=$world offset=$offset pid=$$" >> "$FAKE_PKB_EVAL_LOG"
 seq=0
+leak=""
+if grep -q FAKE_LEAKY_MESSAGE "$source"; then
+  leak=$(grep -m1 FAKE_LEAKY_MESSAGE "$source" | tr -d '"\\' | tr -d '\000-\037')
+fi
 emit() { seq=$((seq + 1)); echo "{\"sequence\":\"$seq\",$1}"; }
-done_with() {
-  emit "\"stage\":\"DONE\",\"result\":{\"status\":\"$1\",\"message\":\"$2\",\"problemId\":$problem,\"worldSize\":$world,\"dtype\":\"$dtype\",\"harnessVersion\":\"pkb-harness-3\"$3}"
+# A message, with the leaked line when there is one.
+say() { if [[ -n "$leak" ]]; then echo "$1: $leak"; else echo "$1"; fi; }
+# The compile report: $1 ok (true/false), $2 more fields of it.
+compile_report() {
+  if [[ -n "$leak" ]]; then
+    echo ",\"compile\":{\"ok\":$1,\"command\":\"nvcc $leak\",\"log\":\"candidate.cu:1: $leak\",\"diagnostics\":[{\"file\":\"candidate.cu\",\"line\":1,\"severity\":\"error\",\"message\":\"$leak\"}]}"
+  else
+    echo ",\"compile\":{\"ok\":$1$2}"
+  fi
 }
-emit '"stage":"COMPILING","message":"nvcc (test double)"'
+# Rank trials: $1 ok (true/false); only for a mismatch or a leak.
+rank_trials() {
+  local error="" problem=""
+  if [[ -n "$leak" ]]; then error=",\"error\":\"$leak\""; problem=",\"problem\":\"$leak\""; fi
+  echo ",\"rankTrials\":[{\"rank\":1,\"trial\":2,\"ok\":$1$error,\"outputs\":[{\"index\":0,\"name\":\"out\",\"ok\":$1$problem,\"maxAbsError\":0.5,\"badCount\":3,\"numel\":16}]}]"
+}
+leak_fields() {
+  if [[ -n "$leak" ]]; then echo ",\"failedRankLog\":\"rank 1 stderr: $leak\",\"jobKey\":\"$leak\"$(rank_trials false)"; fi
+}
+done_with() {
+  local said=""
+  [[ -n "$leak" ]] && said=",\"message\":\"$(say done)\""
+  emit "\"stage\":\"DONE\"$said,\"result\":{\"status\":\"$1\",\"message\":\"$(say "$2")\",\"problemId\":$problem,\"worldSize\":$world,\"dtype\":\"$dtype\",\"harnessVersion\":\"pkb-harness-3\"$3}"
+}
+emit "\"stage\":\"COMPILING\",\"message\":\"$(say "nvcc (test double)")\""
 sleep "$delay"
 if grep -q FAKE_COMPILE_ERROR "$source"; then
-  done_with COMPILE_ERROR "the candidate does not compile (test double)" ',"compile":{"ok":false,"diagnostics":[{"file":"candidate.cu","line":3,"severity":"error","message":"expected ;"}]}'
+  done_with COMPILE_ERROR "the candidate does not compile (test double)" "$(compile_report false ',"diagnostics":[{"file":"candidate.cu","line":3,"severity":"error","message":"expected ;"}]')$(leak_fields)"
   exit 0
 fi
 if grep -q FAKE_HANG "$source"; then sleep 600; fi
 if grep -q FAKE_REJECT "$source"; then
-  done_with REJECTED "timed work escaped the window (test double)" ''
+  done_with REJECTED "timed work escaped the window (test double)" "$(leak_fields)"
   exit 0
 fi
 if grep -q FAKE_SECRET_MISMATCH "$source" && [[ "$offset" != 0 ]]; then
-  done_with MISMATCH "wrong on the secret inputs (test double)" ''
+  done_with MISMATCH "wrong on the secret inputs (test double)" "$(leak_fields)"
+  exit 0
+fi
+if grep -q FAKE_MISMATCH "$source"; then
+  emit "\"stage\":\"VERIFYING\",\"trial\":2,\"trialOk\":false,\"message\":\"$(say "rank 1 wrong")\""
+  extra=""; [[ -n "$leak" ]] && extra=",\"failedRankLog\":\"rank 1 stderr: $leak\""
+  done_with MISMATCH "rank 1 is wrong (test double)" "$(compile_report true '')$(rank_trials false)$extra"
   exit 0
 fi
 if grep -q FAKE_OK "$source"; then
   speedup=$(grep -o 'FAKE_SPEEDUP=[0-9.]*' "$source" | head -1 | cut -d= -f2 || true)
   speedup=${speedup:-1.5}
   cand=$(awk -v s="$speedup" 'BEGIN { printf "%.6g", 15 / s }')
-  for t in 0 1 2 3 4; do emit "\"stage\":\"VERIFYING\",\"trial\":$t,\"trialOk\":true"; sleep "$delay"; done
-  emit '"stage":"BENCHMARKING"'
+  trial_msg=""; [[ -n "$leak" ]] && trial_msg=",\"message\":\"$(say ok)\""
+  for t in 0 1 2 3 4; do emit "\"stage\":\"VERIFYING\",\"trial\":$t,\"trialOk\":true$trial_msg"; sleep "$delay"; done
+  emit "\"stage\":\"BENCHMARKING\"$trial_msg"
   sleep "$delay"
   slug=1_allreduce; [[ "$problem" == 2 ]] && slug=2_allgather
-  done_with OK "correct on every rank; ${speedup}x faster than the baseline (test double)" ",\"speedup\":$speedup,\"problemSlug\":\"$slug\",\"gpu\":\"test double\",\"candidate\":{\"medianUs\":$cand},\"baseline\":{\"medianUs\":15},\"totalSeconds\":0.5,\"stageSeconds\":{\"compile\":0.1,\"verify\":0.2,\"benchmark\":0.2}"
+  stages="\"compile\":0.1,\"verify\":0.2,\"benchmark\":0.2"
+  extra=""
+  if [[ -n "$leak" ]]; then
+    stages="$stages,\"$leak\":1"
+    extra="$(compile_report true '')$(rank_trials true),\"failedRankLog\":\"$leak\",\"jobKey\":\"$leak\""
+  fi
+  done_with OK "correct on every rank; ${speedup}x faster than the baseline (test double)" ",\"speedup\":$speedup,\"problemSlug\":\"$slug\",\"gpu\":\"test double\",\"candidate\":{\"medianUs\":$cand},\"baseline\":{\"medianUs\":15},\"totalSeconds\":0.5,\"stageSeconds\":{$stages}$extra"
   exit 0
 fi
-done_with NO_DEVICE "compiled; this node has no GPU, so nothing ran (test double)" ',"compile":{"ok":true}'
+done_with NO_DEVICE "compiled; this node has no GPU, so nothing ran (test double)" "$(compile_report true '')$(leak_fields)"

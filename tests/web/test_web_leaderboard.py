@@ -55,6 +55,10 @@ class Service:
             stdout=log, stderr=log, env=env))
 
     def submit(self, source, problem=1, *args):
+        return self.submit_events(source, problem, *args)[0]
+
+    def submit_events(self, source, problem=1, *args):
+        """(job id, every event as the submitter's own stream shows it)."""
         path = self.tmp / f"cand{len(list(self.tmp.glob('cand*')))}.cu"
         path.write_text(source)
         out = subprocess.run([self.cli, "--coordinator", self.grpc, "--json", "submit", str(path),
@@ -62,7 +66,7 @@ class Service:
                              capture_output=True, text=True, timeout=60)
         events = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
         assert events and events[-1]["stage"] == "DONE", out.stdout + out.stderr
-        return events[-1]["jobId"]
+        return events[-1]["jobId"], events
 
     def get(self, path):
         with urllib.request.urlopen(self.http + path, timeout=10) as r:
@@ -260,6 +264,75 @@ def test_submission_page_shows_verdict_timings_and_events(world):
     assert "does not rank" in chrome.js("document.getElementById('ranks').textContent").lower()
     chrome.goto(svc.http + "/#/job/nope")
     assert "Cannot load" in chrome.js("document.getElementById('error').textContent")
+    assert not chrome.errors
+
+
+MARKER = "leakmark_7f3a"  # a name in the candidates' source that must never be public
+
+
+@pytest.fixture(scope="module")
+def leaky(tmp_path_factory):
+    """A service whose candidates' every free-text field (messages, diagnostics, rank errors...)
+    quotes their source (the fake engine's FAKE_LEAKY_MESSAGE), with each kind of verdict."""
+    svc = Service(tmp_path_factory.mktemp("leaky"))
+    line = f"int {MARKER} = 1; // FAKE_LEAKY_MESSAGE"
+    jobs, private = {}, {}
+    for name, source, args in [
+            ("ok", f"FAKE_OK FAKE_SPEEDUP=2.0\n{line}\n", ["--model", "model-leak"]),
+            ("ce", f"FAKE_COMPILE_ERROR\n{line}\n", []),
+            ("mismatch", f"FAKE_MISMATCH\n{line}\n", []),
+            ("rejected", f"FAKE_REJECT\n{line}\n", []),
+            ("no_device", f"{line}\n", [])]:
+        jobs[name], private[name] = svc.submit_events(source, 1, "--submitter", "eve", *args)
+    yield svc, jobs, private
+    svc.stop()
+
+
+def test_no_endpoint_shows_text_from_a_submission(leaky):
+    svc, jobs, private = leaky
+    # The engine did put the source's text everywhere: the submitter's own stream shows it.
+    for name, events in private.items():
+        assert MARKER in json.dumps(events), name
+    paths = ["/api/v1/problems", "/api/v1/leaderboard", "/api/v1/leaderboard?problem=1",
+             "/api/v1/leaderboard?by=model", "/api/v1/leaderboard?format=csv",
+             "/api/v1/leaderboard?by=model&format=csv", "/api/v1/suite", "/api/v1/suite?format=csv",
+             "/api/v1/suite?world_size=2&format=csv", "/", "/app.js"]
+    for job in jobs.values():
+        paths += [f"/api/v1/submissions/{job}", f"/api/v1/submissions/{job}?format=csv"]
+    for path in paths:
+        _, _, body = svc.get(path)
+        assert MARKER not in body, f"{path}: {body[:2000]}"
+    board = json.loads(svc.get("/api/v1/leaderboard?problem=1")[2])["boards"][0]
+    assert [e["jobId"] for e in board["entries"]] == [jobs["ok"]]  # the OK job does rank
+    sub = json.loads(svc.get(f"/api/v1/submissions/{jobs['mismatch']}")[2])
+    result = sub["job"]["result"]
+    assert result["message"] == "MISMATCH on rank 1, trial 2"
+    assert result["rankTrials"][0]["outputs"][0]["badCount"] == "3"
+    assert result["rankTrials"][0]["error"] == "" and result["failedRankLog"] == ""
+    assert sub["events"][-1]["message"] == "MISMATCH on rank 1, trial 2"
+    ok = json.loads(svc.get(f"/api/v1/submissions/{jobs['ok']}")[2])
+    assert ok["job"]["result"]["message"] == "OK: correct on every rank in every trial"
+    assert ok["job"]["result"]["stageSeconds"] == {"compile": 0.1, "verify": 0.2, "benchmark": 0.2}
+    messages = [e["message"] for e in ok["events"]]
+    assert set(messages) == {"queued", "compiling", "benchmarking", "OK: correct on every rank in "
+                             "every trial"} | {f"trial {t} ok" for t in range(5)}, messages
+
+
+def test_submission_page_renders_scrubbed_data(world, leaky):
+    _, chrome, _ = world
+    svc, jobs, _ = leaky
+    chrome.goto(svc.http + f"/#/job/{jobs['mismatch']}")
+    assert chrome.js("document.getElementById('verdict').textContent") == "MISMATCH"
+    text = chrome.js("document.body.innerText")
+    assert "MISMATCH on rank 1, trial 2" in text and MARKER not in text
+    assert chrome.rows("events", 2)[-1] == "DONE"
+    chrome.goto(svc.http + f"/#/job/{jobs['ok']}")
+    assert chrome.js("document.getElementById('verdict').textContent") == "OK"
+    assert chrome.rows("timings", 1) == ["7.50", "15.00"]
+    assert MARKER not in chrome.js("document.body.innerText")
+    chrome.goto(svc.http + "/#/problem/1")
+    assert chrome.rows("board-0", 1) == ["eve"]
+    assert MARKER not in chrome.js("document.documentElement.outerHTML")
     assert not chrome.errors
 
 
