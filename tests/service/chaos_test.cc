@@ -44,9 +44,12 @@
 namespace pkb {
 namespace {
 
-// Coordinator flags. A job may lose its worker kMaxAttempts times before it ends WORKER_LOST:
-// high enough that it is rare under this many kills. Hanging jobs that are not cancelled end by
-// the job deadline, well past the longest honest run here (about a second).
+// Coordinator flags. A killed worker is restarted at once under its id, so its lease is lost
+// when it registers again; the lease timeout is the time a restarted coordinator waits for the
+// workers to resume theirs, past their reconnect backoff. A job may lose its worker kMaxAttempts
+// times before it ends WORKER_LOST: high enough that it is rare under this many kills. Hanging jobs
+// that are not cancelled end by the job deadline, well past the longest honest run here (about a
+// second).
 constexpr int kMaxAttempts = 8;
 constexpr int kJobDeadlineSeconds = 6;
 constexpr int kWorkers = 3;
@@ -275,7 +278,7 @@ class ChaosCluster {
                                     "--heartbeat-interval",
                                     "0.2",
                                     "--lease-timeout",
-                                    "3",
+                                    "10",
                                     "--max-attempts",
                                     absl::StrCat(kMaxAttempts),
                                     "--job-deadline",
@@ -561,7 +564,7 @@ void InjectFaults(Run& run, const FaultPlan& f, std::mt19937_64& rng,
     schedule.push_back({span * (i + uniform(0.2, 0.8)) / f.coordinator_kills, kCoordinator});
   for (int i = 0; i < f.engine_kills; ++i) schedule.push_back({span * uniform(0.1, 0.7), kEngine});
   std::sort(schedule.begin(), schedule.end());
-  const absl::Time start = absl::Now();
+  absl::Time start = absl::Now();
   for (const auto& [at, kind] : schedule) {
     while (absl::Now() < start + absl::Seconds(at) && !run.Expired()) {
       CancelDue(run, wave);
@@ -581,8 +584,13 @@ void InjectFaults(Run& run, const FaultPlan& f, std::mt19937_64& rng,
       case kCoordinator: {
         run.cluster->KillCoordinator();
         absl::SleepFor(absl::Milliseconds(static_cast<int>(uniform(100, 1000))));
+        const absl::Time killed = absl::Now();
         absl::Status st = run.cluster->StartCoordinator();
         if (!st.ok()) run.Fail(std::string(st.message()));
+        // The schedule waits out the restart and 6 quiet seconds: the workers come back 2-5 s
+        // after a short outage (their backoff and their channel's add up), and they should
+        // resume their leases rather than meet the kills due meanwhile.
+        start += absl::Now() - killed + absl::Seconds(6);
         std::lock_guard<std::mutex> lock(run.mu);
         ++run.coordinator_kills;
         break;
@@ -924,6 +932,11 @@ TEST_CASE("chaos: kill -9 of workers, the coordinator and engines under load los
                             " with a cacheable verdict (job ", jobs[0]->record.job_id(), ")"));
   }
 
+  const std::string log = ReadWhole(cluster.dir() + "/coordinator.log");
+  int resumed = 0;
+  for (size_t at = log.find("resumed job"); at != std::string::npos;
+       at = log.find("resumed job", at + 1))
+    ++resumed;
   std::cout << "chaos seed " << seed << ": " << run.plan.size() << " submissions, "
             << stored->size() << " jobs stored (" << extra << " from failed Submit calls); "
             << run.worker_kills << " worker kills, " << run.coordinator_kills
@@ -932,7 +945,8 @@ TEST_CASE("chaos: kill -9 of workers, the coordinator and engines under load los
             << " CANCELLED, " << timed_out << " TIMEOUT, " << worker_lost << " WORKER_LOST; "
             << joined << " identical submissions joined in flight, " << cached
             << " from the cache; " << failed_submits << " Submit calls retried, " << reattached
-            << " Watch reattachments; " << absl::FormatDuration(chaos_time) << " of chaos, "
+            << " Watch reattachments; " << resumed << " leases resumed by a restarted coordinator; "
+            << absl::FormatDuration(chaos_time) << " of chaos, "
             << absl::FormatDuration(absl::Now() - started) << " in all; " << run.errors.size()
             << " failures" << std::endl;
   CHECK(run.worker_kills == kWaves * faults.worker_kills);
