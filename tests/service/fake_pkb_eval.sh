@@ -6,13 +6,20 @@
 #   FAKE_REJECT         -> REJECTED          FAKE_SECRET_MISMATCH -> MISMATCH with --set-offset
 #   FAKE_HANG           -> sleeps 600 s after COMPILING (for cancel and kill tests)
 #   FAKE_MISMATCH       -> MISMATCH on rank 1, trial 2
+#   FAKE_CRASH          -> the engine dies mid-run without a verdict, by SIGSEGV (FAKE_CRASH=exit:
+#                          exit status 3); the worker reports INTERNAL
 #   otherwise           -> NO_DEVICE after compiling, like the real engine on a GPU-less node
 # FAKE_LEAKY_MESSAGE anywhere in the source: the source's line holding it is echoed, as a compiler
 # or a candidate's own error would echo it, into every free-text field (event messages, the
 # verdict's message, compile command/log/diagnostics, rank errors, output problems, the failing
 # rank's log, a stage name), whatever the verdict; for the web board's leak tests.
-# FAKE_PKB_EVAL_LOG=file appends one line per evaluation; FAKE_PKB_EVAL_DELAY=seconds per stage.
+# FAKE_PKB_EVAL_LOG=file appends one line per evaluation; FAKE_PKB_EVAL_DELAY=seconds per stage,
+# or FAKE_DELAY=seconds in the source for that source alone.
+# Like pkb-eval, it does not outlive the worker that started it: the worker's pdeathsig covers it
+# once set, and it checks its parent between stages for the moment before that (a kill -9 of the
+# worker right after its fork), so a chaos test finds no stray engine.
 set -euo pipefail
+if [[ "${1:-}" == "--gpu-selftest" ]]; then exit 0; fi
 if [[ "${1:-}" == "--catalog" ]]; then
   cat <<'JSON'
 {"problems":[{"id":1,"slug":"1_allreduce","version":1,"origin":"test double","category":"collective",
@@ -42,6 +49,21 @@ while [[ $# -gt 0 ]]; do
 done
 [[ -n "$problem" && -n "$world" && -f "$source" && $events == 1 ]] || { echo "fake_pkb_eval: bad usage" >&2; exit 2; }
 delay="${FAKE_PKB_EVAL_DELAY:-0.05}"
+own_delay=$(grep -o 'FAKE_DELAY=[0-9.]*' "$source" | head -1 | cut -d= -f2 || true)
+delay=${own_delay:-$delay}
+parent=$PPID
+# Sleeps $1 seconds in steps of at most 0.2 s; leaves when the worker that started it has gone.
+pause() {
+  local left_ms step_ms stat
+  left_ms=$(awk -v s="$1" 'BEGIN { printf "%d", s * 1000 }')
+  while ((left_ms > 0)); do
+    step_ms=$((left_ms < 200 ? left_ms : 200))
+    sleep "$((step_ms / 1000)).$(printf %03d $((step_ms % 1000)))"
+    left_ms=$((left_ms - step_ms))
+    read -r -a stat < /proc/$$/stat
+    [[ "${stat[3]}" == "$parent" ]] || exit 1
+  done
+}
 [[ -n "${FAKE_PKB_EVAL_LOG:-}" ]] && echo "ran problem=$problem world=$world offset=$offset pid=$$" >> "$FAKE_PKB_EVAL_LOG"
 seq=0
 leak=""
@@ -74,12 +96,19 @@ done_with() {
   emit "\"stage\":\"DONE\"$said,\"result\":{\"status\":\"$1\",\"message\":\"$(say "$2")\",\"problemId\":$problem,\"worldSize\":$world,\"dtype\":\"$dtype\",\"harnessVersion\":\"pkb-harness-3\"$3}"
 }
 emit "\"stage\":\"COMPILING\",\"message\":\"$(say "nvcc (test double)")\""
-sleep "$delay"
+pause "$delay"
 if grep -q FAKE_COMPILE_ERROR "$source"; then
   done_with COMPILE_ERROR "the candidate does not compile (test double)" "$(compile_report false ',"diagnostics":[{"file":"candidate.cu","line":3,"severity":"error","message":"expected ;"}]')$(leak_fields)"
   exit 0
 fi
-if grep -q FAKE_HANG "$source"; then sleep 600; fi
+if grep -q FAKE_HANG "$source"; then pause 600; fi
+if grep -q FAKE_CRASH "$source"; then
+  emit '"stage":"VERIFYING","trial":0,"trialOk":true'
+  pause "$delay"
+  grep -q FAKE_CRASH=exit "$source" && exit 3
+  ulimit -c 0
+  kill -SEGV $$
+fi
 if grep -q FAKE_REJECT "$source"; then
   done_with REJECTED "timed work escaped the window (test double)" "$(leak_fields)"
   exit 0
@@ -89,6 +118,8 @@ if grep -q FAKE_SECRET_MISMATCH "$source" && [[ "$offset" != 0 ]]; then
   exit 0
 fi
 if grep -q FAKE_MISMATCH "$source"; then
+  emit '"stage":"VERIFYING","trial":0,"trialOk":true'
+  pause "$delay"
   emit "\"stage\":\"VERIFYING\",\"trial\":2,\"trialOk\":false,\"message\":\"$(say "rank 1 wrong")\""
   extra=""; [[ -n "$leak" ]] && extra=",\"failedRankLog\":\"rank 1 stderr: $leak\""
   done_with MISMATCH "rank 1 is wrong (test double)" "$(compile_report true '')$(rank_trials false)$extra"
@@ -99,9 +130,9 @@ if grep -q FAKE_OK "$source"; then
   speedup=${speedup:-1.5}
   cand=$(awk -v s="$speedup" 'BEGIN { printf "%.6g", 15 / s }')
   trial_msg=""; [[ -n "$leak" ]] && trial_msg=",\"message\":\"$(say ok)\""
-  for t in 0 1 2 3 4; do emit "\"stage\":\"VERIFYING\",\"trial\":$t,\"trialOk\":true$trial_msg"; sleep "$delay"; done
+  for t in 0 1 2 3 4; do emit "\"stage\":\"VERIFYING\",\"trial\":$t,\"trialOk\":true$trial_msg"; pause "$delay"; done
   emit "\"stage\":\"BENCHMARKING\"$trial_msg"
-  sleep "$delay"
+  pause "$delay"
   slug=1_allreduce; [[ "$problem" == 2 ]] && slug=2_allgather
   stages="\"compile\":0.1,\"verify\":0.2,\"benchmark\":0.2"
   extra=""
