@@ -113,6 +113,10 @@ absl::StatusOr<std::vector<std::string>> SandboxCommand(const SandboxPolicy& pol
   a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--tmpfs", "/tmp"});
   std::set<std::string> seen;
   for (const auto& p : policy.read_only) {
+    if (p.empty()) {
+      // A caller that failed to resolve a path: refuse it rather than bind something else.
+      return absl::InvalidArgumentError("sandbox: an empty read-only path was given");
+    }
     std::error_code ec;
     std::string abs = fs::weakly_canonical(p, ec).string();
     if (ec || !fs::exists(abs)) {
