@@ -86,12 +86,14 @@ std::string DefaultCacheDir() {
   return "/tmp/pkb-cache/compile";
 }
 
-bool GpuAvailable(const std::string& rank_binary) {
+// The GPUs the rank processes would see; 0 when the probe fails (no driver, a CPU-only build).
+int GpuCount(const std::string& rank_binary) {
   SubprocessOptions o;
   o.argv = {rank_binary, "--probe", "--problem=1", "--report=/dev/null"};
   o.timeout = absl::Seconds(60);
   auto r = RunSubprocess(o);
-  return r.ok() && r->exit_code == 0 && std::atoi(r->out.c_str()) > 0;
+  if (!r.ok() || r->exit_code != 0 || r->signaled) return 0;
+  return std::max(0, std::atoi(r->out.c_str()));
 }
 
 bool IsExecutableFile(const std::string& path) {
@@ -101,6 +103,15 @@ bool IsExecutableFile(const std::string& path) {
 }
 
 }  // namespace
+
+absl::Status CheckWorldFitsGpus(int world, int gpu_count) {
+  if (gpu_count <= 0 || world <= gpu_count) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "W=", world, " needs ", world, " GPUs (one per rank), but this node has ", gpu_count,
+      " usable GPU", gpu_count == 1 ? "" : "s",
+      " (CUDA_VISIBLE_DEVICES applies): nothing was compiled or run; submit at W <= ", gpu_count,
+      " or on a node with more GPUs"));
+}
 
 absl::Status CheckInstallation(const EvalOptions& o, const std::string& backend) {
   if (!o.baseline_only) {
@@ -208,6 +219,13 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
     return finish(v1::INTERNAL,
                   absl::StrCat("this node's engine is incomplete: ", installed.message()));
   }
+  int gpu_count = 0;
+  if (backend == "cuda" && !cpu_candidate) {
+    gpu_count = GpuCount(o.rank_binary);
+    if (absl::Status fits = CheckWorldFitsGpus(o.world, gpu_count); !fits.ok()) {
+      return finish(v1::NO_DEVICE, std::string(fits.message()));
+    }
+  }
 
   auto scratch = MakeTempDir(o.scratch_root, "job-");
   if (!scratch.ok()) return finish(v1::INTERNAL, std::string(scratch.status().message()));
@@ -283,7 +301,7 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
     return finish(v1::REJECTED,
                   "a .cc candidate is a CPU test candidate; GPU runs need a .cu source");
   }
-  if (backend == "cuda" && !GpuAvailable(o.rank_binary)) {
+  if (backend == "cuda" && gpu_count == 0) {
     r.set_gpu("none");
     return finish(v1::NO_DEVICE,
                   "compiled successfully, but this machine has no usable GPU: nothing was run, so "

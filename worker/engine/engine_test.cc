@@ -1,10 +1,26 @@
-// The engine's decisions before anything runs: what an incomplete installation answers.
+// The engine's decisions before anything runs: whether W fits the node's GPUs (the count is
+// injected: CI has no GPU), and what an incomplete installation answers.
 #include "worker/engine/engine.h"
 
 #include <catch2/catch.hpp>
 
 namespace pkb {
 namespace {
+
+TEST_CASE("W must fit the node's GPUs, one per rank", "[engine]") {
+  CHECK(CheckWorldFitsGpus(1, 1).ok());
+  CHECK(CheckWorldFitsGpus(4, 8).ok());
+  CHECK(CheckWorldFitsGpus(8, 8).ok());
+  // No GPU at all: the engine compiles, then answers NO_DEVICE, as before.
+  CHECK(CheckWorldFitsGpus(2, 0).ok());
+  absl::Status one = CheckWorldFitsGpus(2, 1);
+  CHECK(one.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(one.message()).find("W=2 needs 2 GPUs") != std::string::npos);
+  CHECK(std::string(one.message()).find("has 1 usable GPU ") != std::string::npos);
+  absl::Status four = CheckWorldFitsGpus(8, 4);
+  CHECK(std::string(four.message()).find("W=8") != std::string::npos);
+  CHECK(std::string(four.message()).find("4 usable GPUs") != std::string::npos);
+}
 
 // A CUDA job on an installation that lacks `missing`: the verdict, and whether it compiled.
 v1::EvalResult RunWithout(const std::string& missing, bool* compiled) {
