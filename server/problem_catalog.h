@@ -32,9 +32,10 @@ class ProblemCatalogIndex {
   absl::StatusOr<const v1::ProblemSpec*> Find(int32_t id) const;
   absl::StatusOr<const v1::ProblemSpec*> FindSlug(const std::string& slug) const;
 
-  // Checks a submission against its problem and fills in the defaults (dtype, m, n).
-  // NOT_FOUND: unknown problem. INVALID_ARGUMENT: world size not offered or not supported (with
-  // the problem's own reason), empty source, source over 1 MiB.
+  // Checks a submission against its problem and fills in the defaults (dtype, m, n, language
+  // "cuda"; gpu_class "cpu" for language "cpp"). NOT_FOUND: unknown problem. INVALID_ARGUMENT:
+  // world size not offered or not supported (with the problem's own reason), empty source, source
+  // over 1 MiB, a language other than "cuda" or "cpp", language "cpp" on a gpu_class not "cpu".
   absl::Status Normalize(v1::SubmitRequest* request) const;
 
  private:

@@ -6,7 +6,7 @@
 #   FAKE_REJECT         -> REJECTED          FAKE_SECRET_MISMATCH -> MISMATCH with --set-offset
 #   FAKE_HANG           -> sleeps 600 s after COMPILING (for cancel and kill tests)
 #   otherwise           -> NO_DEVICE after compiling, like the real engine on a GPU-less node
-# FAKE_PKB_EVAL_LOG=file appends one line per evaluation; FAKE_PKB_EVAL_DELAY=seconds per stage.
+# FAKE_PKB_EVAL_LOG=file appends one line per evaluation (with the source's file name); FAKE_PKB_EVAL_DELAY=seconds per stage.
 set -euo pipefail
 if [[ "${1:-}" == "--catalog" ]]; then
   cat <<'JSON'
@@ -37,7 +37,7 @@ while [[ $# -gt 0 ]]; do
 done
 [[ -n "$problem" && -n "$world" && -f "$source" && $events == 1 ]] || { echo "fake_pkb_eval: bad usage" >&2; exit 2; }
 delay="${FAKE_PKB_EVAL_DELAY:-0.05}"
-[[ -n "${FAKE_PKB_EVAL_LOG:-}" ]] && echo "ran problem=$problem world=$world offset=$offset pid=$$" >> "$FAKE_PKB_EVAL_LOG"
+[[ -n "${FAKE_PKB_EVAL_LOG:-}" ]] && echo "ran problem=$problem world=$world offset=$offset pid=$$ source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
 seq=0
 emit() { seq=$((seq + 1)); echo "{\"sequence\":\"$seq\",$1}"; }
 done_with() {

@@ -157,6 +157,10 @@ std::string JobKey(const EvalOptions& o, int problem_version) {
   f.iters = o.iters;
   f.gpu_class = o.gpu_class;
   f.harness_version = HarnessVersion();
+  // The worker names a "cpp" job's source candidate.cc (SubmitRequest.language).
+  f.language = absl::EndsWith(o.source_name, ".cc") || absl::EndsWith(o.source_name, ".cpp")
+                   ? "cpp"
+                   : "cuda";
   f.set_offset = o.set_offset;
   f.max_sets = o.max_sets;
   f.l2_multiple = o.l2_multiple;

@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/job_key.h"
+
 namespace pkb {
 namespace {
 
@@ -73,6 +75,24 @@ TEST_CASE("an incomplete installation fails at once, naming what is missing", "[
   CHECK(CheckInstallation(cpu, "cpu").ok());
   cpu.sandbox = "off";
   CHECK(CheckInstallation(cpu, "cuda").ok());
+}
+
+TEST_CASE("the job key tells a C++ candidate from the same text as CUDA", "[engine]") {
+  EvalOptions o;
+  o.source = "same text";
+  o.source_name = "candidate.cu";
+  const std::string cuda = JobKey(o, 1);
+  o.source_name = "candidate.cc";  // the worker's name for a "cpp" job
+  CHECK(JobKey(o, 1) != cuda);
+  // Keys of CUDA jobs are what they were before the language existed ("" is "cuda").
+  JobKeyFields f;
+  f.source = "same text";
+  f.language = "";
+  const std::string empty = pkb::JobKey(f);
+  f.language = "cuda";
+  CHECK(pkb::JobKey(f) == empty);
+  f.language = "cpp";
+  CHECK(pkb::JobKey(f) != empty);
 }
 
 }  // namespace

@@ -106,18 +106,20 @@ class Client:
                m: int = 0, n: int = 0, trials: int = 0, warmup: int = 0, iters: int = 0,
                gpu_class: str = "", no_cache: bool = False, model: str = "", agent: str = "",
                tags: Sequence[str] = (), ranked: bool = False,
-               submitter: str = "") -> Iterator[result_pb2.EvalEvent]:
+               submitter: str = "", language: str = "") -> Iterator[result_pb2.EvalEvent]:
         """Submits a candidate and yields its events, QUEUED first, DONE (with .result) last.
 
-        ``problem`` is an id or a slug. A stream that breaks mid-job is reattached with Watch from
-        the last event seen, so every event is yielded once.
+        ``problem`` is an id or a slug. ``language`` is "cuda" (the default) or "cpp", a host-only
+        C++ candidate for GPU-less workers (gpu_class "cpu"). A stream that breaks mid-job is
+        reattached with Watch from the last event seen, so every event is yielded once.
         """
         if isinstance(problem, str):
             problem = self.problem(problem).id
         request = evaluation_pb2.SubmitRequest(
             problem_id=problem, world_size=world_size, source=source, dtype=dtype, m=m, n=n,
             trials=trials, warmup=warmup, iters=iters, gpu_class=gpu_class, no_cache=no_cache,
-            submitter=submitter, model=model, agent=agent, tags=list(tags), ranked=ranked)
+            submitter=submitter, model=model, agent=agent, tags=list(tags), ranked=ranked,
+            language=language)
         yield from self._follow(request=request)
 
     def evaluate(self, *args, **kwargs) -> result_pb2.EvalEvent:
