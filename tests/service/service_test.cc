@@ -427,6 +427,49 @@ TEST_CASE("kill -9 of a worker mid-job: the job is leased again to another worke
   CHECK(to_w2);
 }
 
+// This worker's scratch folders (pkb-worker-<id>-XXXXXX) under the cluster's scratch folder.
+std::vector<std::string> WorkerFolders(const Cluster& c, const std::string& id) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(c.dir)) {
+    if (e.path().filename().string().rfind("pkb-worker-" + id + "-", 0) == 0)
+      out.push_back(e.path().string());
+  }
+  return out;
+}
+
+TEST_CASE("a worker at start removes what a killed worker left, never a live one's folders",
+          "[service]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  Process* first = c.StartWorker("w1");
+  grpc::ClientContext ctx;
+  auto reader = c.stub->Submit(&ctx, c.Request("FAKE_HANG scratch"));
+  v1::EvalEvent e;
+  while (reader->Read(&e) && e.stage() != v1::COMPILING) {
+  }
+  REQUIRE(e.stage() == v1::COMPILING);
+  std::vector<std::string> left = WorkerFolders(c, "w1");
+  REQUIRE(left.size() == 1);
+  bool job_folder = false;
+  for (const auto& j : std::filesystem::directory_iterator(left[0]))
+    job_folder |= j.path().filename().string().rfind("job-", 0) == 0;
+  CHECK(job_folder);  // the running job's folder, with its candidate.cu
+  first->Kill(SIGKILL);
+  c.StartWorker("w2");  // lives on
+  for (int i = 0; i < 250 && WorkerFolders(c, "w2").empty(); ++i)
+    absl::SleepFor(absl::Milliseconds(20));
+  REQUIRE(WorkerFolders(c, "w2").size() == 1);
+  CHECK(!std::filesystem::exists(left[0]));  // w2 found w1 dead and removed its folder
+  const std::string live = WorkerFolders(c, "w2")[0];
+  c.StartWorker("w3");
+  for (int i = 0; i < 250 && WorkerFolders(c, "w3").empty(); ++i)
+    absl::SleepFor(absl::Milliseconds(20));
+  REQUIRE(WorkerFolders(c, "w3").size() == 1);
+  CHECK(std::filesystem::exists(live));  // w2 lives: its folder stays
+  INFO(Slurp(c.dir + "/worker-w2.log"));
+  CHECK(Slurp(c.dir + "/worker-w2.log").find("left by a dead worker") != std::string::npos);
+}
+
 TEST_CASE("a draining worker finishes its job and leaves", "[service]") {
   Cluster c;
   c.StartCoordinator(PKB_FAKE_ENGINE);
