@@ -50,6 +50,12 @@ bool ParseWhen(const std::string& text, int64_t* micros) {
   return absl::SimpleAtoi(text, micros);
 }
 
+// SubmitRequest.language from a candidate's file name: C++ sources are host-only candidates.
+std::string LanguageOfFile(const std::string& file) {
+  std::string ext = std::filesystem::path(file).extension().string();
+  return ext == ".cc" || ext == ".cpp" || ext == ".cxx" ? "cpp" : "cuda";
+}
+
 // Adds the result filter's options to a subcommand.
 void AddFilterOptions(CLI::App* cmd, v1::ResultFilter* f) {
   cmd->add_option(
@@ -351,7 +357,9 @@ int Main(int argc, char** argv) {
   std::string file;
   bool detach = false;
   auto* submit = app.add_subcommand("submit", "submit a candidate and stream its verdict");
-  submit->add_option("file", file, "the candidate .cu file")->required()->check(CLI::ExistingFile);
+  submit->add_option("file", file, "the candidate: .cu, or .cc/.cpp/.cxx for a host-only one")
+      ->required()
+      ->check(CLI::ExistingFile);
   submit
       ->add_option(
           "-p,--problem",
@@ -383,6 +391,12 @@ int Main(int argc, char** argv) {
   submit->add_option("--warmup", warmup);
   submit->add_option("--iters", iters);
   submit->add_option("--gpu-class", gpu_class, "h200, h100, cpu, any (default: the coordinator's)");
+  std::string language;
+  submit
+      ->add_option("--language", language,
+                   "cuda, or cpp: a host-only C++ candidate for GPU-less workers (default: from "
+                   "the file's extension, .cc/.cpp/.cxx being cpp)")
+      ->check(CLI::IsMember({"cuda", "cpp"}));
   submit->add_flag("--no-cache", no_cache, "run again even if an identical result exists");
   submit->add_option("--submitter", submitter);
   submit->add_option("--model", model, "the model that wrote the candidate");
@@ -502,6 +516,7 @@ int Main(int argc, char** argv) {
     req.set_warmup(warmup);
     req.set_iters(iters);
     req.set_gpu_class(gpu_class);
+    req.set_language(language.empty() ? LanguageOfFile(file) : language);
     req.set_no_cache(no_cache);
     req.set_submitter(submitter);
     req.set_model(model);

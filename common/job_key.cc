@@ -12,6 +12,9 @@ std::string JobKey(const JobKeyFields& f) {
                    "\ntrials=", f.trials, "\nwarmup=", f.warmup, "\niters=", f.iters,
                    "\ngpu_class=", f.gpu_class, "\nharness=", f.harness_version,
                    "\nsource_sha256=", Sha256Hex(f.source), "\n");
+  if (!f.language.empty() && f.language != "cuda") {
+    absl::StrAppend(&material, "language=", f.language, "\n");
+  }
   const JobKeyFields defaults;
   if (f.set_offset != defaults.set_offset || f.max_sets != defaults.max_sets ||
       f.l2_multiple != defaults.l2_multiple || f.spot_checks != defaults.spot_checks) {

@@ -19,6 +19,9 @@ struct JobKeyFields {
   int32_t trials = 0, warmup = 0, iters = 0;
   std::string gpu_class;
   std::string harness_version;
+  // "cuda" or "cpp" (a host-only CPU candidate). Enters the key only when not "cuda" (empty is
+  // "cuda"), so the keys of CUDA jobs stay what they were before the field existed.
+  std::string language = "cuda";
   // Engine knobs; they enter the key only when they differ from the defaults, so a job
   // submitted with defaults has the same key in the coordinator and in the engine.
   int64_t set_offset = 0;

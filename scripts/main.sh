@@ -8,5 +8,8 @@ bash scripts/install-deps.sh
 bash scripts/sandbox-paths.sh
 BUILD=${PKB_BUILD_DIR:-build}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD" -j "$(nproc)" --target pkb-coordinator pkb-worker pkb pkb-eval pkb-rank
+# Everything a real run needs: pkb-eval starts pkb-rank, and sandboxed GPU runs start their ranks
+# through pkb-rank-group (the engine refuses a job at once, naming what is missing).
+cmake --build "$BUILD" -j "$(nproc)" --target pkb-coordinator pkb-worker pkb pkb-eval pkb-rank \
+  pkb-rank-group
 exec bash scripts/run-local.sh --build "$(cd "$BUILD" && pwd)" "$@"

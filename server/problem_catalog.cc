@@ -191,6 +191,22 @@ absl::Status ProblemCatalogIndex::Normalize(v1::SubmitRequest* request) const {
                                                    ") at world size ", request->world_size(), ": ",
                                                    layout->unsupported_reason()));
   }
+  if (request->language().empty()) request->set_language("cuda");
+  if (request->language() != "cuda" && request->language() != "cpp") {
+    return absl::InvalidArgumentError(absl::StrCat("language '", request->language(),
+                                                   "' is not known: \"cuda\" (the default) or "
+                                                   "\"cpp\" (a host-only candidate)"));
+  }
+  if (request->language() == "cpp") {
+    // A host-only candidate runs on GPU-less workers only: a GPU node's engine has no CPU ranks.
+    if (request->gpu_class().empty()) request->set_gpu_class("cpu");
+    if (request->gpu_class() != "cpu") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "language \"cpp\" runs on GPU-less workers only: gpu_class must be \"cpu\" (or "
+          "empty), not '",
+          request->gpu_class(), "'"));
+    }
+  }
   PKB_RETURN_IF_ERROR(CheckShape(p, request));
   PKB_RETURN_IF_ERROR(CheckRuns(*request));
   constexpr size_t kMaxMetadataBytes = 256, kMaxTags = 16, kMaxTagBytes = 64;
@@ -224,6 +240,7 @@ std::string JobKey(const v1::SubmitRequest& r, int32_t problem_version,
   f.iters = r.iters();
   f.gpu_class = r.gpu_class();
   f.harness_version = harness_version;
+  f.language = r.language();
   f.set_offset = set_offset;
   return pkb::JobKey(f);
 }

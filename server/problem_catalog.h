@@ -44,11 +44,12 @@ class ProblemCatalogIndex {
   absl::StatusOr<const v1::ProblemSpec*> Find(int32_t id) const;
   absl::StatusOr<const v1::ProblemSpec*> FindSlug(const std::string& slug) const;
 
-  // Checks a submission against its problem and fills in the defaults (dtype, m, n).
-  // NOT_FOUND: unknown problem. INVALID_ARGUMENT, naming the field: world size not offered or not
-  // supported (with the problem's own reason), a dtype the problem does not take, m or n outside
-  // the problem's limits, trials, warmup or iters out of bounds, an empty source, one over 1 MiB
-  // or one that is not UTF-8, metadata too long.
+  // Checks a submission against its problem and fills in the defaults (dtype, m, n, language
+  // "cuda"; gpu_class "cpu" for language "cpp"). NOT_FOUND: unknown problem. INVALID_ARGUMENT,
+  // naming the field: world size not offered or not supported (with the problem's own reason), a
+  // dtype the problem does not take, m or n outside the problem's limits, trials, warmup or iters
+  // out of bounds, an empty source, one over 1 MiB or one that is not UTF-8, metadata too long, a
+  // language other than "cuda" or "cpp", language "cpp" on a gpu_class not "cpu".
   absl::Status Normalize(v1::SubmitRequest* request) const;
 
  private:

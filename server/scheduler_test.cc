@@ -492,6 +492,48 @@ TEST_CASE("voiding a worker's results takes them off the cache", "[scheduler][wo
   auto fresh = f.scheduler->Submit(Fixture::Request("k"));
   CHECK_FALSE(fresh->cached);
   CHECK(f.scheduler->VoidWorker("w1", "again")->empty());
+
+TEST_CASE("language: checked, keyed apart, cpp goes to cpu workers and reaches the lease",
+          "[scheduler]") {
+  Fixture f;
+  auto bad = Fixture::Request("k");
+  bad.set_language("fortran");
+  absl::Status refused = f.scheduler->Submit(bad).status();
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(refused.message()).find("language 'fortran'") != std::string::npos);
+  auto on_gpu = Fixture::Request("k");
+  on_gpu.set_language("cpp");
+  on_gpu.set_gpu_class("h200");
+  refused = f.scheduler->Submit(on_gpu).status();
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(refused.message()).find("gpu_class") != std::string::npos);
+
+  auto cuda = f.scheduler->Submit(Fixture::Request("same source"));
+  auto cpp_request = Fixture::Request("same source");
+  cpp_request.set_language("cpp");
+  auto cpp = f.scheduler->Submit(cpp_request);
+  REQUIRE(cuda.ok());
+  REQUIRE(cpp.ok());
+  CHECK(!cpp->joined);  // the same text as another language is another job
+  auto cuda_job = *f.scheduler->Get(cuda->job_id);
+  auto cpp_job = *f.scheduler->Get(cpp->job_id);
+  CHECK(cuda_job.request().language() == "cuda");  // the default, filled in
+  CHECK(cpp_job.request().gpu_class() == "cpu");   // none named: the GPU-less workers'
+  CHECK(cuda_job.job_key() != cpp_job.job_key());
+  // An explicit "cuda" is the default: the same job.
+  auto explicit_cuda = Fixture::Request("same source");
+  explicit_cuda.set_language("cuda");
+  auto joined = f.scheduler->Submit(explicit_cuda);
+  REQUIRE(joined.ok());
+  CHECK(joined->job_id == cuda->job_id);
+
+  auto gpu = f.AddWorker(1, "gpu", 8, "h200");
+  auto cpu = f.AddWorker(2, "cpu", 8, "cpu");
+  REQUIRE(cpu->Leases().size() == 1);
+  CHECK(cpu->Leases()[0].job_id() == cpp->job_id);
+  CHECK(cpu->Leases()[0].language() == "cpp");
+  REQUIRE(gpu->Leases().size() == 1);
+  CHECK(gpu->Leases()[0].language() == "cuda");
 }
 
 }  // namespace

@@ -110,6 +110,7 @@ void Scheduler::Dispatch() {
     lease->set_job_key(job.job_key());
     lease->set_deadline_ms(absl::ToInt64Milliseconds(options_.job_deadline));
     if (r.ranked()) lease->set_set_offset(JobSetOffset(options_.secret_set_offset, job.job_id()));
+    lease->set_language(r.language().empty() ? "cuda" : r.language());
     chosen->connection->Send(m);
   }
 }

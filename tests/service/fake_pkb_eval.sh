@@ -13,7 +13,7 @@
 # or a candidate's own error would echo it, into every free-text field (event messages, the
 # verdict's message, compile command/log/diagnostics, rank errors, output problems, the failing
 # rank's log, a stage name), whatever the verdict; for the web board's leak tests.
-# FAKE_PKB_EVAL_LOG=file appends one line per evaluation; FAKE_PKB_EVAL_DELAY=seconds per stage,
+# FAKE_PKB_EVAL_LOG=file appends one line per evaluation (with the source's file name); FAKE_PKB_EVAL_DELAY=seconds per stage,
 # or FAKE_DELAY=seconds in the source for that source alone.
 # Like pkb-eval, it does not outlive the worker that started it: the worker's pdeathsig covers it
 # once set, and it checks its parent between stages for the moment before that (a kill -9 of the
@@ -64,7 +64,7 @@ pause() {
     [[ "${stat[3]}" == "$parent" ]] || exit 1
   done
 }
-[[ -n "${FAKE_PKB_EVAL_LOG:-}" ]] && echo "ran problem=$problem world=$world offset=$offset pid=$$" >> "$FAKE_PKB_EVAL_LOG"
+[[ -n "${FAKE_PKB_EVAL_LOG:-}" ]] && echo "ran problem=$problem world=$world offset=$offset pid=$$ source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
 seq=0
 leak=""
 if grep -q FAKE_LEAKY_MESSAGE "$source"; then

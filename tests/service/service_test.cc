@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -427,6 +428,49 @@ TEST_CASE("kill -9 of a worker mid-job: the job is leased again to another worke
   CHECK(to_w2);
 }
 
+// This worker's scratch folders (pkb-worker-<id>-XXXXXX) under the cluster's scratch folder.
+std::vector<std::string> WorkerFolders(const Cluster& c, const std::string& id) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(c.dir)) {
+    if (e.path().filename().string().rfind("pkb-worker-" + id + "-", 0) == 0)
+      out.push_back(e.path().string());
+  }
+  return out;
+}
+
+TEST_CASE("a worker at start removes what a killed worker left, never a live one's folders",
+          "[service]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  Process* first = c.StartWorker("w1");
+  grpc::ClientContext ctx;
+  auto reader = c.stub->Submit(&ctx, c.Request("FAKE_HANG scratch"));
+  v1::EvalEvent e;
+  while (reader->Read(&e) && e.stage() != v1::COMPILING) {
+  }
+  REQUIRE(e.stage() == v1::COMPILING);
+  std::vector<std::string> left = WorkerFolders(c, "w1");
+  REQUIRE(left.size() == 1);
+  bool job_folder = false;
+  for (const auto& j : std::filesystem::directory_iterator(left[0]))
+    job_folder |= j.path().filename().string().rfind("job-", 0) == 0;
+  CHECK(job_folder);  // the running job's folder, with its candidate.cu
+  first->Kill(SIGKILL);
+  c.StartWorker("w2");  // lives on
+  for (int i = 0; i < 250 && WorkerFolders(c, "w2").empty(); ++i)
+    absl::SleepFor(absl::Milliseconds(20));
+  REQUIRE(WorkerFolders(c, "w2").size() == 1);
+  CHECK(!std::filesystem::exists(left[0]));  // w2 found w1 dead and removed its folder
+  const std::string live = WorkerFolders(c, "w2")[0];
+  c.StartWorker("w3");
+  for (int i = 0; i < 250 && WorkerFolders(c, "w3").empty(); ++i)
+    absl::SleepFor(absl::Milliseconds(20));
+  REQUIRE(WorkerFolders(c, "w3").size() == 1);
+  CHECK(std::filesystem::exists(live));  // w2 lives: its folder stays
+  INFO(Slurp(c.dir + "/worker-w2.log"));
+  CHECK(Slurp(c.dir + "/worker-w2.log").find("left by a dead worker") != std::string::npos);
+}
+
 TEST_CASE("a draining worker finishes its job and leaves", "[service]") {
   Cluster c;
   c.StartCoordinator(PKB_FAKE_ENGINE);
@@ -593,6 +637,71 @@ TEST_CASE("the CLI's exit codes follow the verdict", "[service][cli]") {
   SubprocessOptions down;
   down.argv = {PKB_CLI_BIN, "--coordinator", "127.0.0.1:1", "--connect-timeout", "1", "get", "x"};
   CHECK(RunSubprocess(down)->exit_code == 3);
+}
+
+TEST_CASE("a C++ candidate from the CLI reaches a real verdict with timings on a cpu worker",
+          "[service][cli]") {
+  if (std::string(PKB_REAL_ENGINE).empty()) {
+    WARN("pkb-eval is not built: a real verdict needs the real engine");
+    return;
+  }
+  Cluster c;
+  c.StartCoordinator(PKB_REAL_ENGINE);
+  c.StartWorker("w1");  // gpu class cpu, the real engine
+  // tests/engine/cpu_candidates/p001_correct.cc, made one file: a submission is one source.
+  const std::string cpu_dir = std::string(PKB_SOURCE_DIR) + "/tests/engine/cpu_candidates/";
+  std::string common = ReadFile(cpu_dir + "common.h").value();
+  common.replace(common.find("#pragma once"), strlen("#pragma once"), "");
+  std::string correct = ReadFile(cpu_dir + "p001_correct.cc").value();
+  correct.replace(correct.find("#include \"common.h\""), strlen("#include \"common.h\""), common);
+  const std::string file = c.WriteSource("p001_host.cc", correct);
+  SubprocessOptions o;
+  // No --language: the extension says cpp; no --gpu-class: the coordinator sends it to cpu.
+  o.argv = {PKB_CLI_BIN,
+            "--coordinator",
+            absl::StrCat("127.0.0.1:", c.port),
+            "submit",
+            file,
+            "-p",
+            "1",
+            "-w",
+            "2",
+            "--m",
+            "64",
+            "--n",
+            "64",
+            "--warmup",
+            "3",
+            "--iters",
+            "8",
+            "--no-cache"};
+  o.timeout = absl::Seconds(100);
+  SubprocessResult r = RunSubprocess(o).value();
+  INFO(r.out << r.err << Slurp(c.dir + "/worker-w1.log"));
+  CHECK(r.exit_code == 0);
+  REQUIRE(r.out.rfind("job ", 0) == 0);
+  v1::GetJobRequest get;
+  get.set_job_id(r.out.substr(4, r.out.find('\n') - 4));
+  grpc::ClientContext ctx;
+  v1::Job job;
+  REQUIRE(c.stub->Get(&ctx, get, &job).ok());
+  CHECK(job.request().language() == "cpp");
+  CHECK(job.gpu_class() == "cpu");
+  const v1::EvalResult& res = job.result();
+  INFO(res.message());
+  CHECK(res.status() == v1::OK);
+  CHECK(res.compile().ok());
+  CHECK(res.candidate().samples() == 8);
+  CHECK(res.candidate().median_us() > 0);
+  CHECK(res.baseline().samples() == 8);
+  CHECK(res.speedup() > 0);
+  // The same file as CUDA (--language cuda, the cache allowed) is another job: nvcc compiles it
+  // and the GPU-less node answers NO_DEVICE; the cpp job's OK is not served from the cache.
+  o.argv.back() = "--language";
+  o.argv.push_back("cuda");
+  SubprocessResult as_cuda = RunSubprocess(o).value();
+  CHECK(as_cuda.out.find("cached") == std::string::npos);
+  CHECK(as_cuda.exit_code != 0);
 }
 
 TEST_CASE("leaderboard over gRPC: metadata, secret seed, roles, history, export",

@@ -36,6 +36,17 @@ std::string Tail(const std::string& s, size_t n) {
 
 v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& on_event,
                                    CancelToken* cancel) {
+  // The file name tells the engine how to compile the source: .cu with nvcc, .cc with the host
+  // compiler (a CPU candidate).
+  const char* file_name = nullptr;
+  if (lease.language().empty() || lease.language() == "cuda") {
+    file_name = "candidate.cu";
+  } else if (lease.language() == "cpp") {
+    file_name = "candidate.cc";
+  } else {
+    return Verdict(v1::INTERNAL, absl::StrCat("this worker does not know the language '",
+                                              lease.language(), "' (\"cuda\" or \"cpp\")"));
+  }
   absl::StatusOr<std::string> dir = MakeTempDir(options_.scratch, "job-");
   if (!dir.ok())
     return Verdict(v1::INTERNAL, absl::StrCat("worker scratch: ", dir.status().message()));
@@ -43,7 +54,7 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
   // pass through this folder to the job folder the engine makes inside it (docs/security.md).
   std::error_code perm_ec;
   std::filesystem::permissions(*dir, std::filesystem::perms(0711), perm_ec);
-  const std::string source = *dir + "/candidate.cu";
+  const std::string source = absl::StrCat(*dir, "/", file_name);
   if (absl::Status st = WriteFileAtomic(source, lease.source()); !st.ok()) {
     RemoveTree(*dir).IgnoreError();
     return Verdict(v1::INTERNAL, absl::StrCat("worker scratch: ", st.message()));

@@ -17,6 +17,7 @@
 #include "common/subprocess.h"
 #include "common/systemd.h"
 #include "spdlog/spdlog.h"
+#include "worker/daemon/scratch_root.h"
 #include "worker/daemon/worker_daemon.h"
 #include "worker/daemon/worker_metrics.h"
 
@@ -81,7 +82,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--worker-id", o.worker_id, "stable name of this worker")->capture_default_str();
   app.add_option("--engine", e.engine, "the pkb-eval binary")->capture_default_str();
-  app.add_option("--scratch", e.scratch, "folder for per-job scratch folders")
+  app.add_option("--scratch", e.scratch,
+                 "folder for this worker's folder of per-job scratch folders (pkb-worker-*; "
+                 "those of dead workers are removed at start)")
       ->capture_default_str();
   app.add_option("--gpu-class", gpu_class,
                  "override the detected gpu class (h200, h100, cpu, ...)");
@@ -189,6 +192,15 @@ int main(int argc, char** argv) {
     }
     metrics_server = std::move(*started);
   }
+  // Jobs' folders go under a folder of this worker's own; what dead workers left is removed.
+  std::vector<std::string> removed;
+  auto scratch_root = pkb::ScratchRoot::Create(e.scratch, o.worker_id, &removed);
+  if (!scratch_root.ok()) {
+    spdlog::error("scratch: {}", std::string(scratch_root.status().message()));
+    return 2;
+  }
+  for (const std::string& dir : removed) spdlog::info("removed {}, left by a dead worker", dir);
+  e.scratch = (*scratch_root)->path();
   pkb::EngineExecutor executor(e);
   pkb::WorkerDaemon daemon(o, &executor);
   g_daemon = &daemon;

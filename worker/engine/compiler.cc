@@ -43,6 +43,35 @@ std::string ToolRoot(const std::string& tool) {
   return absl::StartsWith(root, "/usr") || root == "/" ? "" : root;
 }
 
+// The real path of an include folder. The sandbox binds real paths (sandbox.h), so the compiler
+// is given the same: a folder reached through a symbolic link would otherwise not exist in it.
+absl::StatusOr<std::string> RealFolder(const std::string& dir, const char* what) {
+  std::error_code ec;
+  std::filesystem::path real = dir.empty() ? "" : std::filesystem::canonical(dir, ec);
+  if (dir.empty() || ec || !std::filesystem::is_directory(real, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the ", what, " folder '", dir, "' does not exist",
+                     ec ? absl::StrCat(" (", ec.message(), ")") : ""));
+  }
+  return real.string();
+}
+
+// What the sandbox must show for `real_dir` to work as an include folder: the folder and the
+// targets of the links in it (cmake/PkbTorch.cmake's torch_include is a folder of links into the
+// torch wheel).
+std::vector<std::string> IncludeMounts(const std::string& real_dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> mounts = {real_dir};
+  std::error_code ec;
+  for (fs::directory_iterator it(real_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code link_ec;
+    if (!it->is_symlink(link_ec)) continue;
+    fs::path target = fs::canonical(it->path(), link_ec);
+    if (!link_ec) mounts.push_back(target.string());
+  }
+  return mounts;
+}
+
 }  // namespace
 
 CandidateCompiler::CandidateCompiler(CompilerOptions options) : options_(std::move(options)) {}
@@ -101,31 +130,43 @@ absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& sour
   bool cpu = absl::EndsWith(name, ".cc") || absl::EndsWith(name, ".cpp");
   bool uses_torch = absl::StrContains(source, "<ATen/") || absl::StrContains(source, "<torch/") ||
                     absl::StrContains(source, "pkb/aten.h");
+  PKB_ASSIGN_OR_RETURN(const std::string api_include,
+                       RealFolder(options_.api_include_dir, "candidate API include"));
+  std::string torch_include;
+  if (uses_torch && !options_.torch_include_dir.empty()) {
+    PKB_ASSIGN_OR_RETURN(torch_include, RealFolder(options_.torch_include_dir, "torch include"));
+  }
+  std::vector<std::string> cpu_includes;
+  if (cpu) {
+    for (const auto& d : options_.cpu_include_dirs) {
+      PKB_ASSIGN_OR_RETURN(std::string real, RealFolder(d, "include"));
+      cpu_includes.push_back(std::move(real));
+    }
+  }
   std::vector<std::string> flags;
   std::string tool;
   if (cpu) {
     tool = options_.cxx;
     flags = {"-O2", "-std=c++17", "-shared", "-fPIC"};
-    for (const auto& d : options_.cpu_include_dirs) flags.push_back("-I" + d);
+    for (const auto& d : cpu_includes) flags.push_back("-I" + d);
   } else {
     tool = options_.nvcc;
     flags = {"-O3",        "-std=c++17", "-shared",
              "-Xcompiler", "-fPIC",      "-cudart",
              "shared",     "-lineinfo",  absl::StrCat("-gencode=", options_.gencode)};
   }
-  flags.push_back("-I" + options_.api_include_dir);
-  if (uses_torch && !options_.torch_include_dir.empty()) {
-    flags.push_back("-I" + options_.torch_include_dir);
-    flags.push_back("-I" + options_.torch_include_dir + "/torch/csrc/api/include");
+  flags.push_back("-I" + api_include);
+  if (!torch_include.empty()) {
+    flags.push_back("-I" + torch_include);
+    flags.push_back("-I" + torch_include + "/torch/csrc/api/include");
     flags.push_back("-D_GLIBCXX_USE_CXX11_ABI=1");
   }
   for (const auto& f : options_.extra_flags) flags.push_back(f);
 
   PKB_ASSIGN_OR_RETURN(std::string toolchain, ToolchainId(tool));
-  PKB_ASSIGN_OR_RETURN(std::string api_header,
-                       ReadFile(options_.api_include_dir + "/pkb/candidate.h"));
+  PKB_ASSIGN_OR_RETURN(std::string api_header, ReadFile(api_include + "/pkb/candidate.h"));
   std::string device_header;
-  auto dh = ReadFile(options_.api_include_dir + "/pkb/device.cuh");
+  auto dh = ReadFile(api_include + "/pkb/device.cuh");
   if (dh.ok()) device_header = *dh;
   std::string key = Sha256Hex(absl::StrCat(source, "\n--flags--\n", absl::StrJoin(flags, " "),
                                            "\n--toolchain--\n", toolchain, "\n--api--\n",
@@ -169,13 +210,11 @@ absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& sour
     SandboxPolicy policy = *options_.sandbox;
     policy.scratch = dir;
     policy.gpu = false;
-    policy.read_only = {options_.api_include_dir};
-    if (uses_torch && !options_.torch_include_dir.empty()) {
-      policy.read_only.push_back(options_.torch_include_dir);
+    policy.read_only = {api_include};
+    if (!torch_include.empty()) {
+      for (auto& d : IncludeMounts(torch_include)) policy.read_only.push_back(std::move(d));
     }
-    if (cpu) {
-      for (const auto& d : options_.cpu_include_dirs) policy.read_only.push_back(d);
-    }
+    for (const auto& d : cpu_includes) policy.read_only.push_back(d);
     std::string root = ToolRoot(tool);
     if (!root.empty()) policy.read_only.push_back(root);
     PKB_ASSIGN_OR_RETURN(o.argv, SandboxCommand(policy, o.argv));

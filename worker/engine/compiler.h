@@ -31,6 +31,8 @@ struct CompilerOptions {
   std::vector<std::string> cpu_include_dirs;  // CPU test candidates: MPI's headers, fixtures
   // When set, the compiler runs in this sandbox (scratch: the compile's own folder) and sees only
   // the include folders above, the toolchain and /usr: an `#include` of anything else fails.
+  // Include folders are resolved to their real paths (links followed) for the flags and the
+  // sandbox alike; one that does not exist is an error naming it.
   const SandboxPolicy* sandbox = nullptr;
 };
 

@@ -86,15 +86,62 @@ std::string DefaultCacheDir() {
   return "/tmp/pkb-cache/compile";
 }
 
-bool GpuAvailable(const std::string& rank_binary) {
+// The GPUs the rank processes would see; 0 when the probe fails (no driver, a CPU-only build).
+int GpuCount(const std::string& rank_binary) {
   SubprocessOptions o;
   o.argv = {rank_binary, "--probe", "--problem=1", "--report=/dev/null"};
   o.timeout = absl::Seconds(60);
   auto r = RunSubprocess(o);
-  return r.ok() && r->exit_code == 0 && std::atoi(r->out.c_str()) > 0;
+  if (!r.ok() || r->exit_code != 0 || r->signaled) return 0;
+  return std::max(0, std::atoi(r->out.c_str()));
+}
+
+bool IsExecutableFile(const std::string& path) {
+  std::error_code ec;
+  return !path.empty() && std::filesystem::is_regular_file(path, ec) &&
+         access(path.c_str(), X_OK) == 0;
 }
 
 }  // namespace
+
+absl::Status CheckWorldFitsGpus(int world, int gpu_count) {
+  if (gpu_count <= 0 || world <= gpu_count) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "W=", world, " needs ", world, " GPUs (one per rank), but this node has ", gpu_count,
+      " usable GPU", gpu_count == 1 ? "" : "s",
+      " (CUDA_VISIBLE_DEVICES applies): nothing was compiled or run; submit at W <= ", gpu_count,
+      " or on a node with more GPUs"));
+}
+
+absl::Status CheckInstallation(const EvalOptions& o, const std::string& backend) {
+  if (!o.baseline_only) {
+    if (o.api_include_dir.empty()) {
+      return absl::FailedPreconditionError(
+          "the candidate API headers were not found: pkb-eval looks for include/pkb/candidate.h "
+          "in the folders above its own binary");
+    }
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(o.api_include_dir + "/pkb/candidate.h", ec)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the candidate API headers are missing: no pkb/candidate.h in '",
+                       o.api_include_dir, "'"));
+    }
+  }
+  if (!IsExecutableFile(o.rank_binary)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the rank binary '", o.rank_binary,
+                     "' is missing or not executable (build the target pkb-rank; pkb-eval "
+                     "looks for it beside itself)"));
+  }
+  if (o.sandbox != "off" && backend == "cuda" && !IsExecutableFile(o.group_binary)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", o.group_binary,
+                     "' is missing or not executable: sandboxed GPU runs start their ranks "
+                     "through pkb-rank-group (build the target pkb-rank-group; it belongs beside "
+                     "pkb-rank)"));
+  }
+  return absl::OkStatus();
+}
 
 std::string JobKey(const EvalOptions& o, int problem_version) {
   JobKeyFields f;
@@ -110,6 +157,10 @@ std::string JobKey(const EvalOptions& o, int problem_version) {
   f.iters = o.iters;
   f.gpu_class = o.gpu_class;
   f.harness_version = HarnessVersion();
+  // The worker names a "cpp" job's source candidate.cc (SubmitRequest.language).
+  f.language = absl::EndsWith(o.source_name, ".cc") || absl::EndsWith(o.source_name, ".cpp")
+                   ? "cpp"
+                   : "cuda";
   f.set_offset = o.set_offset;
   f.max_sets = o.max_sets;
   f.l2_multiple = o.l2_multiple;
@@ -138,6 +189,10 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   };
 
   if (o.rank_binary.empty()) o.rank_binary = ExeDir() + "/pkb-rank";
+  if (o.group_binary.empty()) {
+    o.group_binary =
+        (std::filesystem::path(o.rank_binary).parent_path() / "pkb-rank-group").string();
+  }
   if (o.cache_dir.empty()) o.cache_dir = DefaultCacheDir();
 
   // Constraints first: nothing runs for a job that cannot.
@@ -158,6 +213,22 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   if (o.trials < 1 || o.iters < 1 || o.warmup < 0) {
     return finish(v1::REJECTED,
                   "trials and timed iterations must be at least 1, warm-up at least 0");
+  }
+  const bool cpu_candidate =
+      absl::EndsWith(o.source_name, ".cc") || absl::EndsWith(o.source_name, ".cpp");
+  std::string backend = o.backend;
+  if (backend == "auto") backend = cpu_candidate ? "cpu" : "cuda";
+  // What this node lacks fails the job here, before anything is compiled or started.
+  if (absl::Status installed = CheckInstallation(o, backend); !installed.ok()) {
+    return finish(v1::INTERNAL,
+                  absl::StrCat("this node's engine is incomplete: ", installed.message()));
+  }
+  int gpu_count = 0;
+  if (backend == "cuda" && !cpu_candidate) {
+    gpu_count = GpuCount(o.rank_binary);
+    if (absl::Status fits = CheckWorldFitsGpus(o.world, gpu_count); !fits.ok()) {
+      return finish(v1::NO_DEVICE, std::string(fits.message()));
+    }
   }
 
   auto scratch = MakeTempDir(o.scratch_root, "job-");
@@ -185,8 +256,6 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   if (sandboxed) std::filesystem::permissions(*scratch, std::filesystem::perms(0711));
 
   std::string library_path;
-  bool cpu_candidate =
-      absl::EndsWith(o.source_name, ".cc") || absl::EndsWith(o.source_name, ".cpp");
   if (!o.baseline_only) {
     // The policy on what a candidate may call, before anything of it is compiled.
     std::vector<v1::Diagnostic> findings = CheckSource(o.source, o.source_name);
@@ -232,13 +301,11 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
 
     library_path = compiled->library_path;
   }
-  std::string backend = o.backend;
-  if (backend == "auto") backend = cpu_candidate ? "cpu" : "cuda";
   if (backend == "cuda" && cpu_candidate) {
     return finish(v1::REJECTED,
                   "a .cc candidate is a CPU test candidate; GPU runs need a .cu source");
   }
-  if (backend == "cuda" && !GpuAvailable(o.rank_binary)) {
+  if (backend == "cuda" && gpu_count == 0) {
     r.set_gpu("none");
     return finish(v1::NO_DEVICE,
                   "compiled successfully, but this machine has no usable GPU: nothing was run, so "
@@ -291,14 +358,21 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   if (sandboxed) {
     // Visible read-only: the engine's binaries, the libraries they load (libtorch, NCCL,
     // whatever travels beside them) and this submission's own library, nothing of other jobs.
+    // The binaries' real folders: the sandbox binds real paths (sandbox.h).
     namespace fs = std::filesystem;
-    std::error_code ec;
-    spec.group_binary = o.group_binary.empty()
-                            ? (fs::path(o.rank_binary).parent_path() / "pkb-rank-group").string()
-                            : o.group_binary;
+    spec.group_binary = o.group_binary;
     run_sandbox.gpu = backend == "cuda";
-    run_sandbox.read_only = {fs::canonical(o.rank_binary, ec).parent_path().string(),
-                             fs::canonical(spec.group_binary, ec).parent_path().string()};
+    std::vector<std::string> binaries = {o.rank_binary};
+    if (backend == "cuda") binaries.push_back(spec.group_binary);  // mpirun starts CPU ranks
+    for (const std::string& binary : binaries) {
+      std::error_code ec;
+      fs::path real = fs::canonical(binary, ec);
+      if (ec) {
+        return finish(v1::INTERNAL, absl::StrCat("cannot resolve '", binary,
+                                                 "' for the sandbox: ", ec.message()));
+      }
+      run_sandbox.read_only.push_back(real.parent_path().string());
+    }
     for (const auto& d : LoadedLibraryDirs()) run_sandbox.read_only.push_back(d);
     spec.sandbox = &run_sandbox;
   }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "pkb/v1/problem.pb.h"
 #include "pkb/v1/result.pb.h"
@@ -58,6 +59,19 @@ struct EvalOptions {
 using EventSink = std::function<void(const v1::EvalEvent&)>;
 
 v1::EvalResult RunEvaluation(const EvalOptions& options, const EventSink& sink);
+
+// Whether a CUDA job of `world` ranks fits a node with `gpu_count` usable GPUs (what
+// `pkb-rank --probe` counts: CUDA_VISIBLE_DEVICES applies), one GPU per rank. OK when it fits,
+// and when there is no GPU at all (the engine then compiles and answers NO_DEVICE);
+// FAILED_PRECONDITION naming W and the count when the node has GPUs, but fewer than W: NCCL would
+// refuse two ranks on one GPU only after every rank had started.
+absl::Status CheckWorldFitsGpus(int world, int gpu_count);
+
+// What the engine needs beside itself before anything runs: the candidate API headers (unless
+// `baseline_only`), the rank binary, and for sandboxed CUDA runs pkb-rank-group. `options` has its
+// installed paths filled in (RunEvaluation does it). FAILED_PRECONDITION naming the missing path
+// and what provides it.
+absl::Status CheckInstallation(const EvalOptions& options, const std::string& backend);
 
 // The job key: a hash of everything that determines the result.
 std::string JobKey(const EvalOptions& options, int problem_version);

@@ -113,11 +113,16 @@ absl::StatusOr<std::vector<std::string>> SandboxCommand(const SandboxPolicy& pol
   a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--tmpfs", "/tmp"});
   std::set<std::string> seen;
   for (const auto& p : policy.read_only) {
+    if (p.empty()) {
+      // A caller that failed to resolve a path: refuse it rather than bind something else.
+      return absl::InvalidArgumentError("sandbox: an empty read-only path was given");
+    }
+    // Bound at its real path: callers refer to what they bind by that path too (compiler.cc).
     std::error_code ec;
-    std::string abs = fs::weakly_canonical(p, ec).string();
-    if (ec || !fs::exists(abs)) {
+    std::string abs = fs::canonical(p, ec).string();
+    if (ec) {
       return absl::InvalidArgumentError(
-          absl::StrCat("sandbox: read-only path '", p, "' does not exist"));
+          absl::StrCat("sandbox: read-only path '", p, "' does not exist (", ec.message(), ")"));
     }
     if (absl::StartsWith(abs, "/usr/") || !seen.insert(abs).second) continue;
     if (geteuid() == 0 && !ReachableBy(abs, policy.uid, policy.gid)) {

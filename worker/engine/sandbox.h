@@ -39,7 +39,9 @@ namespace pkb {
 struct SandboxPolicy {
   std::string bwrap = "bwrap";         // path or name of bubblewrap
   std::string scratch;                 // the only writable folder, at the same path inside
-  std::vector<std::string> read_only;  // host folders or files visible read-only at their path
+  // Host folders or files visible read-only at their real path (links resolved): refer to what
+  // is inside by that path, as a link to it does not exist in the sandbox.
+  std::vector<std::string> read_only;
   bool gpu = false;                    // bind the NVIDIA device nodes and /sys
   uid_t uid = 65534;                   // the uid and gid taken when we are root
   gid_t gid = 65534;

@@ -166,6 +166,49 @@ TEST_CASE("sandbox: a compile cannot #include files outside the allowed folders"
   }
 }
 
+TEST_CASE("sandbox: an include folder reached through a symbolic link compiles", "[sandbox]") {
+  RequireSandbox();
+  namespace fs = std::filesystem;
+  Scratch s, install;
+  fs::permissions(install.dir, fs::perms(0755));  // an install folder
+  // The headers in a versioned folder, reached through a link, as installs and checkouts often
+  // are: the flags and the sandbox's binds must name the same real folder.
+  const std::string real = install.dir + "/include-1.0";
+  fs::create_directories(real);
+  fs::copy(std::string(PKB_SOURCE_DIR) + "/include/pkb", real + "/pkb",
+           fs::copy_options::recursive);
+  fs::create_directory_symlink(real, install.dir + "/include");
+  SandboxPolicy policy;
+  CompilerOptions co;
+  co.nvcc = fs::exists("/usr/local/cuda/bin/nvcc") ? "/usr/local/cuda/bin/nvcc" : "nvcc";
+  co.api_include_dir = install.dir + "/include";
+  co.scratch_dir = s.dir;
+  co.sandbox = &policy;
+  CandidateCompiler compiler(co);
+  const std::string source =
+      "#include <pkb/candidate.h>\nPKB_CANDIDATE_API_V1;\n"
+      "extern \"C\" int pkb_run(pkb_context*, const pkb_tensor*, int, const pkb_scalar*, int,\n"
+      "                         pkb_tensor*, int) { return 0; }\n";
+  for (const char* name : {"k.cc", "k.cu"}) {
+    auto r = compiler.Compile(source, name);
+    INFO(name << ": " << (r.ok() ? r->report.log() : std::string(r.status().message())));
+    REQUIRE(r.ok());
+    CHECK(r->report.ok());
+    CHECK(r->report.command().find("-I" + real + " ") != std::string::npos);
+  }
+  // A folder that does not exist is named, never bound or passed as an empty path.
+  co.api_include_dir = install.dir + "/missing";
+  auto missing = CandidateCompiler(co).Compile(source, "k.cc");
+  CHECK(missing.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(missing.status().message()).find(install.dir + "/missing") !=
+        std::string::npos);
+  SandboxPolicy empty;
+  empty.scratch = s.dir;
+  empty.read_only = {""};
+  auto refused = SandboxCommand(empty, {"/bin/true"});
+  CHECK(std::string(refused.status().message()).find("empty read-only path") != std::string::npos);
+}
+
 // Ranks of one job share a sandbox through pkb-rank-group.
 LaunchSpec GroupedShellRanks(const std::string& script, int world, const std::string& dir,
                              const SandboxPolicy* policy) {

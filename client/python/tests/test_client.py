@@ -51,6 +51,24 @@ def test_submit_streams_every_stage_and_keeps_metadata(cluster):
         assert again.result.cached
 
 
+def test_a_cpp_candidate_is_a_job_of_its_own_saved_as_cc(cluster):
+    with pkb.Client(cluster.target) as c:
+        cuda = c.evaluate(1, "FAKE_OK one source", 2)
+        cpp = c.evaluate(1, "FAKE_OK one source", 2, language="cpp")
+        assert cpp.result.status == pkb.OK and not cpp.result.cached  # the language is in the key
+        assert cpp.result.job_key != cuda.result.job_key
+        job = c.get(cpp.job_id)
+        assert (job.request.language, job.gpu_class) == ("cpp", "cpu")
+        assert c.get(cuda.job_id).request.language == "cuda"
+        runs = (cluster.tmp / "engine_runs.log").read_text().splitlines()
+        assert runs[-2].endswith("source=candidate.cu")
+        assert runs[-1].endswith("source=candidate.cc")
+        with pytest.raises(pkb.PkbError) as e:
+            list(c.submit(1, "x", world_size=2, language="fortran"))
+        assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "language" in e.value.message
+
+
 def test_rejections_raise_with_the_grpc_code(cluster):
     with pkb.Client(cluster.target) as c:
         with pytest.raises(pkb.PkbError) as e:

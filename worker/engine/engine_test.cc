@@ -1,0 +1,99 @@
+// The engine's decisions before anything runs: whether W fits the node's GPUs (the count is
+// injected: CI has no GPU), and what an incomplete installation answers.
+#include "worker/engine/engine.h"
+
+#include <catch2/catch.hpp>
+
+#include "common/job_key.h"
+
+namespace pkb {
+namespace {
+
+TEST_CASE("W must fit the node's GPUs, one per rank", "[engine]") {
+  CHECK(CheckWorldFitsGpus(1, 1).ok());
+  CHECK(CheckWorldFitsGpus(4, 8).ok());
+  CHECK(CheckWorldFitsGpus(8, 8).ok());
+  // No GPU at all: the engine compiles, then answers NO_DEVICE, as before.
+  CHECK(CheckWorldFitsGpus(2, 0).ok());
+  absl::Status one = CheckWorldFitsGpus(2, 1);
+  CHECK(one.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(one.message()).find("W=2 needs 2 GPUs") != std::string::npos);
+  CHECK(std::string(one.message()).find("has 1 usable GPU ") != std::string::npos);
+  absl::Status four = CheckWorldFitsGpus(8, 4);
+  CHECK(std::string(four.message()).find("W=8") != std::string::npos);
+  CHECK(std::string(four.message()).find("4 usable GPUs") != std::string::npos);
+}
+
+// A CUDA job on an installation that lacks `missing`: the verdict, and whether it compiled.
+v1::EvalResult RunWithout(const std::string& missing, bool* compiled) {
+  EvalOptions o;
+  o.problem = 1;
+  o.world = 2;
+  o.m = o.n = 64;
+  o.source = "#include <pkb/candidate.h>\nPKB_CANDIDATE_API_V1;\n";
+  o.source_name = "k.cu";
+  o.backend = "cuda";
+  o.sandbox = "on";
+  o.scratch_root = "/tmp/pkb-test";
+  o.api_include_dir = std::string(PKB_SOURCE_DIR) + "/include";
+  o.rank_binary = "/bin/true";  // runs, and counts no GPU
+  o.group_binary = "/bin/true";
+  if (missing == "headers") o.api_include_dir = "/nonexistent/include";
+  if (missing == "no headers") o.api_include_dir = "";
+  if (missing == "rank") o.rank_binary = "/nonexistent/bin/pkb-rank";
+  if (missing == "group") o.group_binary = "/nonexistent/bin/pkb-rank-group";
+  *compiled = false;
+  return RunEvaluation(o, [&](const v1::EvalEvent& e) { *compiled |= e.stage() == v1::COMPILING; });
+}
+
+TEST_CASE("an incomplete installation fails at once, naming what is missing", "[engine]") {
+  struct Case {
+    const char* missing;
+    const char* named;
+  } cases[] = {
+      {"group", "/nonexistent/bin/pkb-rank-group"},
+      {"rank", "/nonexistent/bin/pkb-rank"},
+      {"headers", "no pkb/candidate.h in '/nonexistent/include'"},
+      {"no headers", "include/pkb/candidate.h in the folders above"},
+  };
+  for (const Case& c : cases) {
+    bool compiled = true;
+    v1::EvalResult r = RunWithout(c.missing, &compiled);
+    INFO(c.missing << ": " << r.message());
+    CHECK(r.status() == v1::INTERNAL);
+    CHECK(r.message().find("this node's engine is incomplete") != std::string::npos);
+    CHECK(r.message().find(c.named) != std::string::npos);
+    CHECK_FALSE(compiled);
+  }
+  // pkb-rank-group serves sandboxed GPU runs only: a CPU candidate does not need it.
+  EvalOptions cpu;
+  cpu.source = "int x;\n";
+  cpu.source_name = "k.cc";
+  cpu.rank_binary = "/bin/true";
+  cpu.group_binary = "/nonexistent/bin/pkb-rank-group";
+  cpu.api_include_dir = std::string(PKB_SOURCE_DIR) + "/include";
+  CHECK(CheckInstallation(cpu, "cpu").ok());
+  cpu.sandbox = "off";
+  CHECK(CheckInstallation(cpu, "cuda").ok());
+}
+
+TEST_CASE("the job key tells a C++ candidate from the same text as CUDA", "[engine]") {
+  EvalOptions o;
+  o.source = "same text";
+  o.source_name = "candidate.cu";
+  const std::string cuda = JobKey(o, 1);
+  o.source_name = "candidate.cc";  // the worker's name for a "cpp" job
+  CHECK(JobKey(o, 1) != cuda);
+  // Keys of CUDA jobs are what they were before the language existed ("" is "cuda").
+  JobKeyFields f;
+  f.source = "same text";
+  f.language = "";
+  const std::string empty = pkb::JobKey(f);
+  f.language = "cuda";
+  CHECK(pkb::JobKey(f) == empty);
+  f.language = "cpp";
+  CHECK(pkb::JobKey(f) != empty);
+}
+
+}  // namespace
+}  // namespace pkb
