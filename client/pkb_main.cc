@@ -183,10 +183,12 @@ void PrintResult(const v1::EvalResult& r) {
   }
   if (r.status() == v1::OK) {
     std::printf(
-        "  candidate %.2f us per call, baseline %.2f us (the judge's clock), speedup %.3fx "
-        "(%.3fx-%.3fx over the baseline's rounds; PKB's events figure %.3fx)\n",
-        r.candidate().wall_per_iter_us(), r.baseline().wall_per_iter_us(), r.speedup(),
-        r.speedup_low(), r.speedup_high(), r.speedup_events());
+        "  candidate %.2f us per call, baseline %.2f us (the judge's clock%s), speedup %.3fx "
+        "(%.3fx-%.3fx; PKB's events figure %.3fx)\n",
+        r.candidate().wall_per_iter_us(),
+        r.baseline_node_samples() > 0 ? r.baseline_node_us() : r.baseline().wall_per_iter_us(),
+        r.baseline_node_samples() > 0 ? "; the node's median" : "", r.speedup(), r.speedup_low(),
+        r.speedup_high(), r.speedup_events());
     if (r.roofline().busbw_gbps() > 0) {
       std::printf("  algbw %.1f GB/s, busbw %.1f GB/s, %.1f%% of the NVLink roofline\n",
                   r.roofline().algbw_gbps(), r.roofline().busbw_gbps(),

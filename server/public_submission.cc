@@ -51,6 +51,7 @@ v1::Timing PublicTiming(const v1::Timing& t) {
   p.set_wall_per_iter_us(t.wall_per_iter_us());
   p.set_input_sets(t.input_sets());
   p.set_spot_checks(t.spot_checks());
+  *p.mutable_round_wall_per_iter_us() = t.round_wall_per_iter_us();
   return p;
 }
 
@@ -156,6 +157,13 @@ v1::EvalResult PublicResult(const v1::EvalResult& r) {
   if (r.has_candidate()) *p.mutable_candidate() = PublicTiming(r.candidate());
   if (r.has_baseline()) *p.mutable_baseline() = PublicTiming(r.baseline());
   p.set_speedup(r.speedup());
+  p.set_speedup_low(r.speedup_low());
+  p.set_speedup_high(r.speedup_high());
+  p.set_speedup_events(r.speedup_events());
+  p.set_speedup_in_job(r.speedup_in_job());
+  p.set_baseline_node_us(r.baseline_node_us());
+  p.set_baseline_node_samples(r.baseline_node_samples());
+  p.set_voided_status(r.voided_status());
   if (r.has_roofline()) *p.mutable_roofline() = PublicRoofline(r.roofline());
   p.set_cached(r.cached());
   p.set_total_seconds(r.total_seconds());

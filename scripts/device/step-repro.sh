@@ -3,7 +3,16 @@
 # (W = 1, default warm-up and iterations): the speedup on the judge's clock, its interval over the
 # baseline's rounds, PKB's events figure, both sides' judge time and events' median, and the whole
 # evaluation's wall time. Then the median and spread of each example's five speedups.
+# The node's baseline (worker/engine/baseline_store.h) starts empty on a fresh machine: five
+# reference-only runs per problem come first, as a node's earlier jobs would have measured it.
 BIN=$1; OUT=$2
+for ex in p001_allreduce_symm p002_allgather_symm p013_gemm_allreduce_symm; do
+  p=$((10#${ex:1:3}))
+  for i in 1 2 3 4 5; do
+    "$BIN/pkb-eval" -p "$p" -w 1 --baseline-only --json 2>/dev/null | python3 -c \
+      'import json,sys; r=json.load(sys.stdin); print("baseline-only p'"$p"'", r["status"], "%.2f us" % r["baseline"]["wall_per_iter_us"], [round(x,2) for x in r["baseline"].get("round_wall_per_iter_us",[])])'
+  done
+done
 for ex in p001_allreduce_symm p002_allgather_symm p013_gemm_allreduce_symm; do
   p=$((10#${ex:1:3}))
   for i in 1 2 3 4 5; do
@@ -14,9 +23,10 @@ for ex in p001_allreduce_symm p002_allgather_symm p013_gemm_allreduce_symm; do
     python3 - "$OUT/repro-$ex-$i.json" "$ex" "$(python3 -c "print($t1 - $t0)")" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); c = r.get("candidate", {}); b = r.get("baseline", {})
-print("%-26s %-8s speedup %6.3f [%6.3f, %6.3f] events %6.3f | judge cand %7.2f base %7.2f us | events cand %7.2f base %7.2f us | rounds %s | %.2f s | %s"
+print("%-26s %-8s speedup %6.3f [%6.3f, %6.3f] in-job %6.3f events %6.3f | node base %7.2f (%d) | judge cand %7.2f base %7.2f us | events cand %7.2f base %7.2f us | rounds %s | %.2f s | %s"
       % (sys.argv[2], r["status"], r.get("speedup", 0), r.get("speedup_low", 0), r.get("speedup_high", 0),
-         r.get("speedup_events", 0), c.get("wall_per_iter_us", 0), b.get("wall_per_iter_us", 0),
+         r.get("speedup_in_job", 0), r.get("speedup_events", 0), r.get("baseline_node_us", 0),
+         r.get("baseline_node_samples", 0), c.get("wall_per_iter_us", 0), b.get("wall_per_iter_us", 0),
          c.get("median_us", 0), b.get("median_us", 0),
          ",".join("%.2f" % x for x in b.get("round_wall_per_iter_us", [])), float(sys.argv[3]),
          r["message"][:60]))

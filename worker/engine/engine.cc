@@ -23,6 +23,7 @@
 #include "problems/harness/check.h"
 #include "problems/harness/inputs.h"
 #include "problems/harness/registry.h"
+#include "worker/engine/baseline_store.h"
 #include "worker/engine/compiler.h"
 #include "worker/engine/launcher.h"
 #include "worker/engine/sandbox.h"
@@ -461,6 +462,19 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   for (auto& rep : parsed.reports) reports.push_back(std::move(*rep));
   Verdict v = JudgeReports(vctx, reports, &r);
   if (v.log_rank >= 0) r.set_failed_rank_log(log_tail(v.log_rank));
+  if (v.status == v1::OK && o.baseline && r.baseline().wall_per_iter_us() > 0) {
+    // The node's baseline: this job's measurement joins its newest ones (baseline_store.h).
+    BaselineStore store(o.cache_dir + "/baselines");
+    absl::StatusOr<std::vector<double>> recent =
+        store.Record(BaselineKey(o.problem, p.info().version, o.world, o.m, o.n, o.dtype, o.iters,
+                                 r.gpu(), HarnessVersion()),
+                     r.baseline().wall_per_iter_us());
+    if (recent.ok() && !o.baseline_only) {
+      ApplyNodeBaseline(*recent, &r);
+      v.message = absl::StrFormat("correct on %d rank(s) in %d trial(s); speedup %.3fx", o.world,
+                                  o.trials, r.speedup());
+    }
+  }
   return finish(v.status, v.message);
 }
 
@@ -505,11 +519,17 @@ std::string FormatReport(const v1::EvalResult& r) {
   timing("candidate", r.candidate(), "its own events (untrusted):");
   timing("baseline", r.baseline(), "events:");
   if (r.speedup() > 0) {
-    absl::StrAppendFormat(&s,
-                          "speedup %.3fx (%.3fx-%.3fx over the baseline's %d rounds; PKB's events "
-                          "figure %.3fx)\n",
-                          r.speedup(), r.speedup_low(), r.speedup_high(),
-                          r.baseline().round_wall_per_iter_us_size(), r.speedup_events());
+    if (r.baseline_node_samples() > 0) {
+      absl::StrAppendFormat(&s,
+                            "speedup %.3fx (%.3fx-%.3fx) against this node's baseline of %.2f us "
+                            "(median of %d measurements; this job's: %.3fx); PKB's events figure "
+                            "%.3fx\n",
+                            r.speedup(), r.speedup_low(), r.speedup_high(), r.baseline_node_us(),
+                            r.baseline_node_samples(), r.speedup_in_job(), r.speedup_events());
+    } else {
+      absl::StrAppendFormat(&s, "speedup %.3fx (%.3fx-%.3fx); PKB's events figure %.3fx\n",
+                            r.speedup(), r.speedup_low(), r.speedup_high(), r.speedup_events());
+    }
   }
   if (r.has_roofline() && r.roofline().floor_us() > 0) {
     absl::StrAppendFormat(&s, "roofline floor %.2f us (%.1f%% reached)", r.roofline().floor_us(),

@@ -8,13 +8,16 @@
 //
 // Progress lines for the engine go to stdout from rank 0 only: "PKB-PROGRESS <json>".
 #include <ATen/Parallel.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <random>
@@ -717,6 +720,27 @@ absl::Status Run(const RankOptions& o, v1::RankReport* report) {
   return absl::OkStatus();
 }
 
+// Keeps this rank's judge, and the host it starts (which inherits it), on cores of their own: a
+// host-bound call's time should not depend on which core the scheduler picked, nor on another
+// rank's processes. Rank r gets the r-th slice of the cores this process may use, at most 4,
+// counted from the last (core 0 takes most interrupts). Nothing is pinned where there are fewer
+// cores than ranks.
+void PinRank(int rank, int world) {
+  cpu_set_t allowed;
+  if (rank < 0 || world < 1 || sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  std::vector<int> cores;
+  for (int c = CPU_SETSIZE - 1; c >= 0; --c) {
+    if (CPU_ISSET(c, &allowed)) cores.push_back(c);
+  }
+  const int per_rank = std::min<int>(4, static_cast<int>(cores.size()) / world);
+  if (per_rank < 1) return;
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  for (int k = 0; k < per_rank; ++k) CPU_SET(cores[rank * per_rank + k], &mine);
+  if (sched_setaffinity(0, sizeof(mine), &mine) != 0)
+    std::fprintf(stderr, "pkb-rank %d: cannot pin to its cores (%s)\n", rank, strerror(errno));
+}
+
 // The engine's key for this rank's report (verdict.h), read and deleted before anything of the
 // submission runs. Empty when there is none (a run by hand): the report goes unsigned.
 std::string TakeReportKey(const std::string& report, int rank) {
@@ -815,6 +839,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   at::set_num_threads(1);
+  if (o.backend == "cuda") pkb::PinRank(o.rank, o.world);
   pkb::v1::RankReport report;
   absl::Status s;
   std::string key;

@@ -224,6 +224,30 @@ v1::Timing SummarizeTiming(const std::vector<std::vector<double>>& per_rank,
   return t;
 }
 
+void ApplyNodeBaseline(const std::vector<double>& node_us, v1::EvalResult* r) {
+  const double cand = r->candidate().wall_per_iter_us();
+  if (node_us.empty() || cand <= 0) return;
+  const double base = Percentile(node_us, 0.5);
+  r->set_baseline_node_us(base);
+  r->set_baseline_node_samples(static_cast<int>(node_us.size()));
+  r->set_speedup_in_job(r->speedup());
+  r->set_speedup(base / cand);
+  double lo, hi;
+  if (node_us.size() >= 5) {
+    lo = Percentile(node_us, 0.1);
+    hi = Percentile(node_us, 0.9);
+  } else {
+    lo = *std::min_element(node_us.begin(), node_us.end());
+    hi = *std::max_element(node_us.begin(), node_us.end());
+    for (double x : r->baseline().round_wall_per_iter_us()) {
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+    }
+  }
+  r->set_speedup_low(lo / cand);
+  r->set_speedup_high(hi / cand);
+}
+
 void CollectRankTrials(const ParsedReports& parsed, v1::EvalResult* result) {
   for (const auto& rep : parsed.reports) {
     if (!rep) continue;

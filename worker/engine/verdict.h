@@ -92,6 +92,11 @@ struct Verdict {
 Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport>& reports,
                      v1::EvalResult* result);
 
+// Sets the speedup of an OK result against this node's newest measurements of the baseline
+// (BaselineStore; this job's last): their median, its interval from their spread, and the in-job
+// speedup beside it.
+void ApplyNodeBaseline(const std::vector<double>& node_us, v1::EvalResult* result);
+
 // Every rank's trials that failed or carry output details, for the result.
 void CollectRankTrials(const ParsedReports& parsed, v1::EvalResult* result);
 

@@ -5,7 +5,6 @@
 // judge's clock only, so the forgery moves PKB's events figure and nothing else.
 // Verdict: OK, with speedup_events far above the speedup (run_corpus.sh checks both).
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -16,6 +15,12 @@
 
 PKB_CANDIDATE_API_V1;
 #define JOIN(a, b) a##b
+// The symbol lookup, declared by hand under another name bound to its assembler name (its
+// header, its name and C linkage are what the static check looks for); a null handle is glibc's
+// default scope.
+void* find_symbol(void*, const char*) __asm__(
+    "dl"
+    "sym");
 
 static cudaError_t one_microsecond(float* ms, cudaEvent_t, cudaEvent_t) {
   *ms = 0.001f;
@@ -23,9 +28,9 @@ static cudaError_t one_microsecond(float* ms, cudaEvent_t, cudaEvent_t) {
 }
 
 extern "C" int pkb_init(pkb_context* ctx) {
-  void* target = JOIN(dl, sym)(RTLD_DEFAULT,
-                               "cudaEvent"
-                               "ElapsedTime");
+  void* target = find_symbol(nullptr,
+                             "cudaEvent"
+                             "ElapsedTime");
   if (target == nullptr) return 0;  // nothing to forge: stay honest
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   const uintptr_t start = reinterpret_cast<uintptr_t>(target) & ~(page - 1);

@@ -1,0 +1,58 @@
+#include "worker/engine/baseline_store.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/hash.h"
+
+namespace pkb {
+
+std::string BaselineKey(int problem, int version, int world, int64_t m, int64_t n,
+                        const std::string& dtype, int iters, const std::string& gpu,
+                        const std::string& harness) {
+  return absl::StrCat("problem ", problem, " v", version, " W", world, " M", m, " N", n, " ", dtype,
+                      " iters ", iters, " gpu ", gpu, " harness ", harness);
+}
+
+absl::StatusOr<std::vector<double>> BaselineStore::Record(const std::string& key, double us) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec)
+    return absl::UnavailableError(
+        absl::StrCat("baselines: cannot create ", dir_, ": ", ec.message()));
+  const std::string path = absl::StrCat(dir_, "/", Sha256Hex(key).substr(0, 32), ".txt");
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return absl::UnavailableError(absl::StrCat("baselines: ", path, ": ", strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }  // also releases the lock
+  } closer{fd};
+  if (flock(fd, LOCK_EX) != 0)
+    return absl::UnavailableError(absl::StrCat("baselines: cannot lock ", path));
+  const std::string line = absl::StrCat(us, "\n");
+  if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    return absl::UnavailableError(absl::StrCat("baselines: cannot append to ", path));
+  std::string text;
+  if (lseek(fd, 0, SEEK_SET) != 0) return absl::UnavailableError("baselines: lseek");
+  char buf[1 << 14];
+  for (ssize_t got; (got = read(fd, buf, sizeof(buf))) > 0;)
+    text.append(buf, static_cast<size_t>(got));
+  std::vector<double> all;
+  for (absl::string_view l : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    double v;
+    if (absl::SimpleAtod(l, &v) && v > 0) all.push_back(v);
+  }
+  if (all.size() > static_cast<size_t>(kKeep)) all.erase(all.begin(), all.end() - kKeep);
+  return all;
+}
+
+}  // namespace pkb
