@@ -17,6 +17,7 @@
 #include "problems/harness/comm_mpi.h"
 #include "problems/harness/inputs.h"
 #include "problems/harness/registry.h"
+#include "problems/harness/ties.h"
 
 namespace pkb {
 namespace {
@@ -98,6 +99,33 @@ void CheckProblem(const Problem& p, RunConfig cfg, int sets) {
       v1::OutputCheck c = CompareOutput(got, want[i], p.OracleTolerance(cfg, i));
       Report(c.ok(), absl::StrCat(p.info().slug, " W=", cfg.world, " set ", set, " output ", i,
                                   ": reference != oracle: ", Describe(c)));
+    }
+
+    // A tie rule's keys: the collective computation against the one-process one, and the
+    // reference's own answer resolving onto itself.
+    if (const TieRule* rule = TieRuleOf(p)) {
+      auto keys = rule->TieKeys(**world, pristine, cfg, *ref);
+      auto oracle_keys = rule->OracleTieKeys(all, cfg, *oracle);
+      Report(keys.ok() && oracle_keys.ok(),
+             absl::StrCat(p.info().slug, " W=", cfg.world, " set ", set, ": tie keys: ",
+                          keys.ok() ? oracle_keys.status().message() : keys.status().message()));
+      if (!keys.ok() || !oracle_keys.ok()) return;
+      const auto& want_keys = (*oracle_keys)[rank];
+      Report(keys->size() == want_keys.size() && !keys->empty(),
+             absl::StrCat(p.info().slug, ": TieKeys and OracleTieKeys disagree on the count"));
+      for (size_t k = 0; k < keys->size() && k < want_keys.size(); ++k) {
+        Report(Identical((*keys)[k], want_keys[k]),
+               absl::StrCat(p.info().slug, " W=", cfg.world, " set ", set, " tie key ", k,
+                            ": TieKeys != OracleTieKeys"));
+      }
+      auto resolved = rule->ResolveTies(cfg, *ref, *keys, *ref);
+      Report(resolved.ok() && resolved->size() == ref->size(),
+             absl::StrCat(p.info().slug, ": ResolveTies of the reference's outputs failed"));
+      for (size_t i = 0; resolved.ok() && i < resolved->size() && i < ref->size(); ++i) {
+        Report(Identical((*resolved)[i], (*ref)[i]),
+               absl::StrCat(p.info().slug, " W=", cfg.world, " set ", set, " output ", i,
+                            ": ResolveTies moves the reference's own answer"));
+      }
     }
 
     // Each rank's contribution missing: the oracle with that rank's floating inputs zeroed,

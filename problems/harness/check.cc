@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "problems/harness/ties.h"
 
 namespace pkb {
 namespace {
@@ -206,10 +207,29 @@ absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(
     const Problem& p, const RunConfig& cfg, const std::vector<OutputDecl>& decls,
     const std::vector<at::Tensor>& actual, const std::vector<at::Tensor>& expected,
     int poison_variant) {
+  return CompareOutputs(p, cfg, decls, actual, expected, poison_variant, {});
+}
+
+absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(
+    const Problem& p, const RunConfig& cfg, const std::vector<OutputDecl>& decls,
+    const std::vector<at::Tensor>& actual, const std::vector<at::Tensor>& expected,
+    int poison_variant, const std::vector<at::Tensor>& tie_keys) {
   PKB_RETURN_IF_ERROR(CheckAgainstDeclaration(decls, expected));
   if (actual.size() != decls.size()) {
     return absl::InternalError(absl::StrCat(actual.size(), " outputs allocated, ", decls.size(),
                                             " declared"));
+  }
+  std::vector<at::Tensor> resolved = actual;
+  if (const TieRule* rule = TieRuleOf(p)) {
+    if (tie_keys.empty()) {
+      return absl::InternalError(absl::StrCat(
+          p.info().slug, " accepts any valid tie order: compare it with its tie keys (ties.h)"));
+    }
+    PKB_ASSIGN_OR_RETURN(resolved, rule->ResolveTies(cfg, expected, tie_keys, actual));
+    if (resolved.size() != actual.size()) {
+      return absl::InternalError(absl::StrCat(p.info().slug, ": ResolveTies returned ",
+                                              resolved.size(), " outputs for ", actual.size()));
+    }
   }
   std::vector<bool> is_count(decls.size(), false);
   for (const auto& d : decls) {
@@ -219,7 +239,7 @@ absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(
   for (size_t i = 0; i < decls.size(); ++i) {
     Tolerance tol = p.GetTolerance(cfg, static_cast<int>(i));
     if (is_count[i]) tol.exact = true;  // a row count is never approximately right
-    at::Tensor got = actual[i];
+    at::Tensor got = resolved[i];
     v1::OutputCheck c;
     if (decls[i].rows_from >= 0) {
       const int k = decls[i].rows_from;

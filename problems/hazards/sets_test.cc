@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "problems/hazards/hazards.h"
+#include "problems/hazards/ties.h"
 
 namespace pkb::hazards {
 namespace {
@@ -123,11 +124,14 @@ at::Tensor RankWith(const at::Tensor& pos, const at::Tensor& neg, Sigmoid s, boo
   return above.sum(1).to(at::kLong) + 1;
 }
 
-TEST_CASE("p069 the bf16 sigmoid is the spec: another fp32 formula passes, an fp32 sigmoid fails",
-          "[p069]") {
+TEST_CASE(
+    "p069 any order among equal scores passes (ties behind, ahead, torch.sort's, fp32 or raw "
+    "comparisons), ranks outside the tie range fail",
+    "[p069][ties]") {
   const int w = 8;
   Case c = Prepare(69, 1024, 1024, w, 0);
   CheckDeclaredShapes(c, 0);
+  const auto keys = OracleKeys(c);
   std::vector<at::Tensor> pos, neg;
   for (int r = 0; r < w; ++r) {
     CHECK(c.all[r][0].numel() == 128 + r % 3);  // P_r depends on the rank
@@ -137,6 +141,12 @@ TEST_CASE("p069 the bf16 sigmoid is the spec: another fp32 formula passes, an fp
   at::Tensor p = at::cat(pos), n = at::cat(neg);
   const at::Tensor& want = c.truth[0][0];
   REQUIRE(want.numel() == 1031);
+  auto passes = [&](const at::Tensor& got) {
+    for (int r = 0; r < w; ++r) {
+      if (!PassesWithTies(c, keys, r, {got})) return false;
+    }
+    return true;
+  };
   auto bf16_tanh = [](const at::Tensor& x) {
     return (at::tanh(x * 0.5) * 0.5 + 0.5).to(at::kBFloat16);
   };
@@ -146,33 +156,53 @@ TEST_CASE("p069 the bf16 sigmoid is the spec: another fp32 formula passes, an fp
   auto fp32 = [](const at::Tensor& x) { return at::sigmoid(x); };
   auto bf16 = [](const at::Tensor& x) { return at::sigmoid(x).to(at::kBFloat16); };
   auto raw = [](const at::Tensor& x) { return x; };
+  const at::Tensor ties_first = RankWith(p, n, bf16, /*ties=*/true);
+  // The range is real: many rows have a negative tied with the positive.
+  const double tied_rows = ties_first.ne(want).to(at::kDouble).mean().item<double>();
+  INFO("rows with a tie: " << tied_rows);
+  CHECK(tied_rows > 0.3);
+  CHECK(keys[0][0].equal(ties_first));
+  // Ties behind (stable), ahead (equal negatives first), anywhere between (torch.sort's unstable
+  // order), or ordered by fp32 sigmoids or raw scores: all inside the range, all pass.
+  CHECK(passes(RankWith(p, n, bf16)));
+  CHECK(passes(ties_first));
+  const at::Tensor anywhere =
+      want + (at::rand(want.sizes(), at::kDouble) * (ties_first - want + 1).to(at::kDouble))
+                 .floor()
+                 .to(at::kLong);
+  CHECK(anywhere.ne(want).any().item<bool>());
+  CHECK(passes(anywhere));
+  at::Tensor scores = at::cat({p.view({-1, 1}), n}, 1).sigmoid();
+  at::Tensor order = std::get<1>(scores.sort(/*stable=*/false, 1, /*descending=*/true));
+  CHECK(passes(order.eq(0).nonzero().select(1, 1).contiguous() + 1));
+  const at::Tensor flipped = at::cat({p.view({-1, 1}), n}, 1).flip(1).sigmoid();
+  const int64_t last = flipped.size(1) - 1;  // the positive sorted after equal negatives
+  at::Tensor stable_last = std::get<1>(flipped.sort(/*stable=*/true, 1, /*descending=*/true));
+  CHECK(stable_last.eq(last).nonzero().select(1, 1).contiguous().add(1).equal(ties_first));
+  CHECK(passes(RankWith(p, n, fp32)));
+  CHECK(passes(RankWith(p, n, raw)));
   // Rounded sigmoids from another formula or precision: within the +-1 outlier budget.
-  at::Tensor tanh_form = RankWith(p, n, bf16_tanh), fp64_form = RankWith(p, n, bf16_fp64);
-  CHECK(Passes(c, 0, tanh_form, want));
-  CHECK(Passes(c, 0, fp64_form, want));
-  CHECK(Passes(c, 0, RankWith(p, n, bf16), want));
-  // An fp32 sigmoid counts the negatives tied with the positive in bf16: most rows move.
-  at::Tensor f32 = RankWith(p, n, fp32);
-  const double moved = f32.ne(want).to(at::kDouble).mean().item<double>();
-  INFO("rows an fp32 sigmoid moves: " << moved);
-  CHECK(moved > 0.3);
-  CHECK_FALSE(Passes(c, 0, f32, want));
-  CHECK_FALSE(Passes(c, 0, RankWith(p, n, raw), want));
-  // Ties counted as above the positive (an unstable sort putting equal negatives first).
-  CHECK_FALSE(Passes(c, 0, RankWith(p, n, bf16, /*ties=*/true), want));
-  // PKB's rtol = 1e-2 accepts the fp32 sigmoid on the rows it moves only where the rank is
-  // large; it still fails here because low ranks move too.
-  CHECK_FALSE(PassesPkb(f32, want));
+  CHECK(passes(RankWith(p, n, bf16_tanh)));
+  CHECK(passes(RankWith(p, n, bf16_fp64)));
+  // Outside the range: one past the ties-first rank, one before the stable rank, on every row.
+  CHECK_FALSE(passes(ties_first + 1));
+  CHECK_FALSE(passes(want - 1));
   // Rows in another rank order (the gather in reverse).
   std::vector<at::Tensor> rp(pos.rbegin(), pos.rend()), rn(neg.rbegin(), neg.rend());
-  CHECK_FALSE(Passes(c, 0, RankWith(at::cat(rp), at::cat(rn), bf16), want));
-  // Beyond the budget: +1 on 2% of the rows.
-  at::Tensor shifted = want.clone();
+  CHECK_FALSE(passes(RankWith(at::cat(rp), at::cat(rn), bf16)));
+  // Beyond the budget: 2% of the rows one past the range; 1% passes.
+  at::Tensor shifted = ties_first.clone();
   shifted.narrow(0, 0, 21) += 1;
-  CHECK_FALSE(Passes(c, 0, shifted, want));
-  shifted = want.clone();
+  CHECK_FALSE(passes(shifted));
+  shifted = ties_first.clone();
   shifted.narrow(0, 0, 10) += 1;
-  CHECK(Passes(c, 0, shifted, want));
+  CHECK(passes(shifted));
+  // Poison is never a rank in the range.
+  at::Tensor poisoned = want.clone();
+  Poison(poisoned);
+  CHECK_FALSE(passes(poisoned));
+  // PKB's own check: rtol = 1e-2 forgives ties only where the rank is large.
+  CHECK_FALSE(PassesPkb(ties_first, want));
 }
 
 TEST_CASE("p069 inputs draw on the meta device with rank-dependent shapes", "[p069]") {

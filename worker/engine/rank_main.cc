@@ -32,6 +32,7 @@
 #include "problems/harness/check.h"
 #include "problems/harness/inputs.h"
 #include "problems/harness/registry.h"
+#include "problems/harness/ties.h"
 #include "worker/engine/candidate_loader.h"
 #include "worker/engine/host_client.h"
 #include "worker/engine/rank_device.h"
@@ -241,6 +242,7 @@ class RankRunner {
       }
       // Only now does the reference run, here, on the private copy of the inputs.
       PKB_ASSIGN_OR_RETURN(auto expected, p_.Reference(*comm_, pristine, cfg_));
+      PKB_ASSIGN_OR_RETURN(auto tie_keys, TieKeysOf(p_, *comm_, pristine, cfg_, expected));
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       bool ok = true;
       std::string changed;
@@ -248,8 +250,8 @@ class RankRunner {
         ok = false;
         rt->set_error(absl::StrCat("the candidate modified its input '", changed, "'"));
       }
-      PKB_ASSIGN_OR_RETURN(auto checks,
-                           CompareOutputs(p_, cfg_, decls, out.tensors, expected, trial % 2));
+      PKB_ASSIGN_OR_RETURN(
+          auto checks, CompareOutputs(p_, cfg_, decls, out.tensors, expected, trial % 2, tie_keys));
       for (auto& c : checks) {
         ok = ok && c.ok();
         *rt->add_outputs() = std::move(c);
@@ -523,15 +525,16 @@ class RankRunner {
         const int s = i % sets;
         Inputs pristine = DrawInputs(p_, cfg_, comm_->rank(), set_number(s));
         PKB_ASSIGN_OR_RETURN(auto expected, p_.Reference(*comm_, pristine, cfg_));
+        PKB_ASSIGN_OR_RETURN(auto tie_keys, TieKeysOf(p_, *comm_, pristine, cfg_, expected));
         std::vector<v1::OutputCheck> found;
         if (copies.count(i)) {
-          PKB_ASSIGN_OR_RETURN(
-              found, CompareOutputs(p_, cfg_, decls_of(s), copies[i].tensors, expected, 1));
+          PKB_ASSIGN_OR_RETURN(found, CompareOutputs(p_, cfg_, decls_of(s), copies[i].tensors,
+                                                     expected, 1, tie_keys));
           for (auto& c : found) c.set_name(absl::StrCat(c.name(), " (timed iteration ", i, ")"));
         }
         if (at_answer.count(i)) {
-          PKB_ASSIGN_OR_RETURN(auto then,
-                               CompareOutputs(p_, cfg_, decls_of(s), at_answer[i], expected, 1));
+          PKB_ASSIGN_OR_RETURN(auto then, CompareOutputs(p_, cfg_, decls_of(s), at_answer[i],
+                                                         expected, 1, tie_keys));
           for (auto& c : then) {
             c.set_name(
                 absl::StrCat(c.name(), " (timed iteration ", i, ", when the host answered)"));
