@@ -602,7 +602,13 @@ class RankRunner {
                        std::string(n.status().message()).c_str());
         return "";
       }
-      if (*n <= expected) return "";
+      if (*n <= expected) {
+        std::fprintf(stderr,
+                     "pkb-rank %d: %d process(es) hold a compute context on this GPU (%d allowed) "
+                     "before %s is timed\n",
+                     comm_->rank(), *n, expected, timing);
+        return "";
+      }
       if (absl::Now() > end) {
         return absl::StrCat(*n, " processes held a compute context on this rank's GPU while ",
                             timing, " was timed (", expected, " expected: another job's, or one ",
