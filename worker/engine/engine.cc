@@ -1,6 +1,7 @@
 #include "worker/engine/engine.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -392,6 +393,27 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
                                                  " warm-up + ", o.iters, " timed iterations"));
     }
   };
+  // One evaluation at a time on a node's GPUs: inside its sandbox a judge sees only its own job's
+  // processes on the GPU (the driver lists a PID namespace's own), so another job's work during
+  // its timing would go unseen. Every pkb-eval of the node takes this lock for its run.
+  int gpu_lock = -1;
+  struct Unlock {
+    int* fd;
+    ~Unlock() {
+      if (*fd >= 0) close(*fd);  // releases the flock
+    }
+  } unlock{&gpu_lock};
+  if (backend == "cuda") {
+    std::error_code ec;
+    std::filesystem::create_directories(o.cache_dir, ec);
+    const std::string path = o.cache_dir + "/gpus.lock";
+    gpu_lock = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (gpu_lock < 0) return finish(v1::INTERNAL, absl::StrCat("cannot open ", path));
+    if (flock(gpu_lock, LOCK_EX | LOCK_NB) != 0) {
+      events.Emit(v1::VERIFYING, "waiting for this node's GPUs: another evaluation runs on them");
+      if (flock(gpu_lock, LOCK_EX) != 0) return finish(v1::INTERNAL, "cannot lock " + path);
+    }
+  }
   events.Emit(v1::VERIFYING,
               absl::StrCat("starting ", o.world, " rank process(es), ", o.trials, " trials"));
   RankLauncher launcher;
