@@ -83,7 +83,7 @@ TEST_CASE("the speedup rests on the judges' clocks: forged events move nothing b
   CHECK(f.roofline().percent_of_roofline() == h.roofline().percent_of_roofline());
 }
 
-TEST_CASE("the baseline is the median round; its spread bounds the speedup") {
+TEST_CASE("the baseline is the median round, and its spread bounds the speedup") {
   VerdictContext ctx = Ctx(2);
   v1::RankReport a = Passing(0, 10), b = Passing(1, 10);
   a.clear_baseline_round_wall_us();
@@ -211,7 +211,7 @@ TEST_CASE("the first failing rank decides, a mismatch attaches no log") {
   CHECK(m.log_rank == -1);
 }
 
-TEST_CASE("GPU runs: hidden work counts on the judge's clock; times below the floor are rejected") {
+TEST_CASE("GPU runs: hidden work counts on the judge clock, and times below the floor are rejected") {
   VerdictContext ctx = Ctx(1);
   v1::RankReport hidden = Passing(0, 10);
   hidden.set_candidate_wall_us(4 * 300);  // 300 us per iteration on the judge's clock
