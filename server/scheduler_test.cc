@@ -492,6 +492,7 @@ TEST_CASE("voiding a worker's results takes them off the cache", "[scheduler][wo
   auto fresh = f.scheduler->Submit(Fixture::Request("k"));
   CHECK_FALSE(fresh->cached);
   CHECK(f.scheduler->VoidWorker("w1", "again")->empty());
+}
 
 TEST_CASE("language: checked, keyed apart, cpp goes to cpu workers and reaches the lease",
           "[scheduler]") {
