@@ -56,10 +56,18 @@ TEST_CASE("an OK CPU result carries timings of both sides and every trial", "[en
   auto j = Eval({"-p", "1", "-w", "2", Cpu("p001_correct.cc")});
   REQUIRE(j["status"] == "OK");
   CHECK(j["candidate"]["samples"] == 8);
-  CHECK(j["baseline"]["samples"] == 8);
+  CHECK(j["baseline"]["samples"] == 8 * 5);  // the reference in 5 rounds of the 8 iterations
+  CHECK(j["baseline"]["round_wall_per_iter_us"].size() == 5);
   CHECK(j["candidate"]["per_rank_median_us"].size() == 2);
   CHECK(j["candidate"]["input_sets"].get<int>() >= 2);
-  CHECK(j["speedup"].get<double>() > 0);
+  // The score: both sides on the judges' clocks, the baseline the node's (this job's included).
+  const double cand = j["candidate"]["wall_per_iter_us"].get<double>();
+  const double node = j["baseline_node_us"].get<double>();
+  CHECK(cand > 0);
+  CHECK(j["baseline_node_samples"].get<int>() >= 1);
+  CHECK(j["speedup"].get<double>() == Approx(node / cand));
+  CHECK(j["speedup_low"].get<double>() <= j["speedup"].get<double>());
+  CHECK(j["speedup_high"].get<double>() >= j["speedup"].get<double>());
   CHECK(j["rank_trials"].size() == 10);  // 5 trials x 2 ranks, every output compared
   CHECK(j["job_key"].get<std::string>().size() == 64);
 }
