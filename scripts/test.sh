@@ -13,14 +13,6 @@ if ! bwrap --unshare-all --ro-bind /usr /usr --symlink usr/lib /lib --symlink us
   echo "WARNING: bubblewrap cannot build a sandbox on this machine; engine tests run with PKB_SANDBOX=off"
   export PKB_SANDBOX=off
 fi
-# CTest learns Catch2 test names by discovery, which cuts a name at ';' into two filters that
-# match nothing, so that test would pass without running: refuse such names up front.
-bad_names=$(grep -rnE 'TEST_CASE\("[^"]*;' --include='*.cc' common server worker problems tests \
-  client 2>/dev/null || true)
-if [ -n "$bad_names" ]; then
-  printf '%s\nERROR: these test names contain ";": CTest would never run them\n' "$bad_names"
-  exit 1
-fi
 BUILD=${PKB_BUILD_DIR:-build}
 JOBS=${PKB_JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
