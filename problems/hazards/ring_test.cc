@@ -306,7 +306,7 @@ void CheckAttentionVariants(int id, int world, int set) {
 }
 
 TEST_CASE(
-    "p055 flash-style and reordered attention pass; a missing step, wrong mask or scale "
+    "p055 flash-style and reordered attention pass, and a missing step, wrong mask or scale "
     "fails",
     "[p055]") {
   CheckAttentionVariants(55, 8, 0);
@@ -314,7 +314,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "p056 flash-style and reordered attention pass; a missing step, wrong mask or scale "
+    "p056 flash-style and reordered attention pass, and a missing step, wrong mask or scale "
     "fails",
     "[p056]") {
   CheckAttentionVariants(56, 8, 0);

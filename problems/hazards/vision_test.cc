@@ -90,7 +90,7 @@ TEST_CASE("p077 set 0 is PKB's draw, the stronger sets scale the query by 2", "[
 }
 
 TEST_CASE(
-    "p077 atol is 1e-3 at PKB's sizes, a twelfth of the output spread; fp32 and "
+    "p077 atol is 1e-3 at PKB's sizes, a twelfth of the output spread, and fp32 and "
     "flash-style attention pass on PKB's statistics",
     "[p077]") {
   for (int w : {1, 4, 8}) {
@@ -209,7 +209,7 @@ TEST_CASE("p078 tile k comes from its owner's z: the catalog's round-robin list"
 }
 
 TEST_CASE(
-    "p078 an fp32 blend passes; no blend, blended neighbours, reversed weights, "
+    "p078 an fp32 blend passes, and no blend, blended neighbours, reversed weights, "
     "align_corners and one shared z fail",
     "[p078]") {
   for (int w : {2, 8}) {
