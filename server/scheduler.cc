@@ -266,23 +266,9 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
     PKB_ASSIGN_OR_RETURN(cached, store_->FindCachedJob(key));
   }
 
-  v1::Job job;
-  job.set_job_id(NewJobId());
-  job.set_job_key(key);
-  job.set_source_sha256(Sha256Hex(request.source()));
-  job.set_problem_version(problem->version());
-  job.set_harness_version(options_.harness_version);
-  job.set_stage(v1::QUEUED);
-  job.set_created_unix_micros(NowMicros());
-  job.set_updated_unix_micros(job.created_unix_micros());
-  *job.mutable_request() = std::move(request);
-  out.job_id = job.job_id();
-
   v1::EvalEvent queued;
-  queued.set_job_id(job.job_id());
-  queued.set_sequence(1);
-  queued.set_stage(v1::QUEUED);
-  queued.set_unix_micros(job.created_unix_micros());
+  v1::Job job = NewQueuedJob(std::move(request), key, problem, &queued);
+  out.job_id = job.job_id();
   std::string where = absl::StrCat("queued (", queue_.size(), " ahead)");
   if (!cached) {
     // Say it when nothing connected could ever take it, rather than leave an agent waiting.
@@ -339,9 +325,8 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
   return absl::OkStatus();
 }
 
-void Scheduler::FollowLocked(v1::SubmitRequest request, const std::string& key,
-                             const v1::ProblemSpec* problem, JobState& leader, SubmitOutcome* out,
-                             absl::Status* created) {
+v1::Job Scheduler::NewQueuedJob(v1::SubmitRequest request, const std::string& key,
+                                const v1::ProblemSpec* problem, v1::EvalEvent* queued) {
   v1::Job job;
   job.set_job_id(NewJobId());
   job.set_job_key(key);
@@ -351,13 +336,20 @@ void Scheduler::FollowLocked(v1::SubmitRequest request, const std::string& key,
   job.set_stage(v1::QUEUED);
   job.set_created_unix_micros(NowMicros());
   job.set_updated_unix_micros(job.created_unix_micros());
-  job.set_cached_from_job_id(leader.job.job_id());
   *job.mutable_request() = std::move(request);
+  queued->set_job_id(job.job_id());
+  queued->set_sequence(1);
+  queued->set_stage(v1::QUEUED);
+  queued->set_unix_micros(job.created_unix_micros());
+  return job;
+}
+
+void Scheduler::FollowLocked(v1::SubmitRequest request, const std::string& key,
+                             const v1::ProblemSpec* problem, JobState& leader, SubmitOutcome* out,
+                             absl::Status* created) {
   v1::EvalEvent queued;
-  queued.set_job_id(job.job_id());
-  queued.set_sequence(1);
-  queued.set_stage(v1::QUEUED);
-  queued.set_unix_micros(job.created_unix_micros());
+  v1::Job job = NewQueuedJob(std::move(request), key, problem, &queued);
+  job.set_cached_from_job_id(leader.job.job_id());
   queued.set_message(absl::StrCat("an identical job (", leader.job.job_id(),
                                   ") is being evaluated; this job shares its evaluation"));
   Persist(job, /*create=*/true, &queued, created);

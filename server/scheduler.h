@@ -254,6 +254,10 @@ class Scheduler {
   absl::Status WatchLocked(const std::string& job_id, int64_t after_sequence,
                            std::shared_ptr<EventSink> sink) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CancelLocked(JobState& js, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new job record, QUEUED, and its first event (sequence 1) in `queued`.
+  v1::Job NewQueuedJob(v1::SubmitRequest request, const std::string& key,
+                       const v1::ProblemSpec* problem, v1::EvalEvent* queued)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new job of this request that shares the evaluation of `leader` (in flight).
   void FollowLocked(v1::SubmitRequest request, const std::string& key,
                     const v1::ProblemSpec* problem, JobState& leader, SubmitOutcome* out,

@@ -40,6 +40,7 @@
 #include "absl/time/clock.h"
 #include "common/files.h"
 #include "pkb/v1/evaluation.grpc.pb.h"
+#include "tests/service/child_process.h"
 
 namespace pkb {
 namespace {
@@ -65,52 +66,7 @@ std::string ReadWhole(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-// A child process with its output appended to a log; SIGKILLed and reaped when destroyed.
-class Child {
- public:
-  Child(std::vector<std::string> argv, const std::string& log,
-        const std::map<std::string, std::string>& env) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~Child() { Kill(); }
-  bool running() const { return pid_ > 0; }
-  void Kill() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  void Terminate() {
-    if (pid_ > 0) kill(pid_, SIGTERM);
-  }
-  // True once it has exited (and is reaped); false while it still runs after `limit`.
-  bool WaitExit(absl::Duration limit) {
-    absl::Time end = absl::Now() + limit;
-    while (pid_ > 0) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return true;
-      }
-      if (absl::Now() > end) return false;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return true;
-  }
-
- private:
-  pid_t pid_ = -1;
-};
+using Child = ChildProcess;
 
 struct ProcessInfo {
   pid_t pid = 0;

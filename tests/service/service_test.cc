@@ -23,54 +23,12 @@
 #include "pkb/v1/evaluation.grpc.pb.h"
 #include "pkb/v1/leaderboard.grpc.pb.h"
 #include "tests/postgres/test_database.h"
+#include "tests/service/child_process.h"
 
 namespace pkb {
 namespace {
 
-// A child process with its output in a log file; killed (SIGKILL) when destroyed.
-class Process {
- public:
-  Process(std::vector<std::string> argv, const std::string& log,
-          std::map<std::string, std::string> env = {}) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~Process() { Kill(SIGKILL); }
-  void Signal(int sig) { kill(pid_, sig); }
-  void Kill(int sig) {
-    if (pid_ <= 0) return;
-    kill(pid_, sig);
-    int st;
-    waitpid(pid_, &st, 0);
-    pid_ = -1;
-  }
-  // Waits for a clean exit; false on timeout.
-  bool WaitExit(absl::Duration limit) {
-    absl::Time end = absl::Now() + limit;
-    while (absl::Now() < end) {
-      int st;
-      if (waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        return true;
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return false;
-  }
-
- private:
-  pid_t pid_ = -1;
-};
+using Process = ChildProcess;
 
 std::string Slurp(const std::string& path) {
   auto s = ReadFile(path);
