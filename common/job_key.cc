@@ -21,6 +21,7 @@ std::string JobKey(const JobKeyFields& f) {
     absl::StrAppend(&material, "set_offset=", f.set_offset, "\nmax_sets=", f.max_sets,
                     "\nl2_multiple=", f.l2_multiple, "\nspot_checks=", f.spot_checks, "\n");
   }
+  if (f.functional) absl::StrAppend(&material, "functional=1\n");
   return Sha256Hex(material);
 }
 

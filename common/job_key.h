@@ -28,6 +28,8 @@ struct JobKeyFields {
   int32_t max_sets = 128;
   double l2_multiple = 3.0;
   int32_t spot_checks = 3;
+  // A functional run (ranks may share GPUs; no speedup). Enters the key only when set.
+  bool functional = false;
 };
 
 std::string JobKey(const JobKeyFields& f);

@@ -14,9 +14,14 @@ const std::string kSrc = PKB_SOURCE_DIR;
 
 nlohmann::json Eval(std::vector<std::string> args) {
   SubprocessOptions o;
-  o.argv = {PKB_EVAL,     "--json",    "--m=64", "--n=64",
-            "--warmup=3", "--iters=8", "-I",     kSrc + "/tests/engine/cpu_candidates"};
-  for (auto& a : args) o.argv.push_back(a);
+  o.argv = {PKB_EVAL, "--json", "--m=64", "--n=64", "--warmup=3",
+            "-I",     kSrc + "/tests/engine/cpu_candidates"};
+  bool iters = false;
+  for (auto& a : args) {
+    iters = iters || a.rfind("--iters", 0) == 0;
+    o.argv.push_back(a);
+  }
+  if (!iters) o.argv.push_back("--iters=8");
   o.timeout = absl::Seconds(240);
   auto r = RunSubprocess(o);
   REQUIRE(r.ok());
@@ -70,6 +75,28 @@ TEST_CASE("an OK CPU result carries timings of both sides and every trial", "[en
   CHECK(j["speedup_high"].get<double>() >= j["speedup"].get<double>());
   CHECK(j["rank_trials"].size() == 10);  // 5 trials x 2 ranks, every output compared
   CHECK(j["job_key"].get<std::string>().size() == 64);
+}
+
+TEST_CASE("a functional run judges correctness only in a short window", "[engine][e2e]") {
+  // OK: no reference timing, no speedup, the candidate's window capped (kFunctionalIters).
+  auto j = Eval({"-p", "1", "-w", "4", "--functional", "--iters=50", Cpu("p001_correct.cc")});
+  INFO(j.dump(1));
+  REQUIRE(j["status"] == "OK");
+  CHECK(j["functional"] == true);
+  CHECK(!j.contains("speedup"));
+  CHECK(!j.contains("baseline"));
+  CHECK(j["candidate"]["samples"] == 20);
+  CHECK(j["message"].get<std::string>().find("functional run: correct on 4 rank(s)") == 0);
+  // Its key is not a ranked run's.
+  auto ranked = Eval({"-p", "1", "-w", "4", "--iters=50", Cpu("p001_correct.cc")});
+  CHECK(ranked["job_key"] != j["job_key"]);
+  CHECK(!ranked.contains("functional"));
+  // Wrong answers are still caught, in the trials and in the timed iterations.
+  CHECK(Eval({"-p", "1", "-w", "2", "--functional", Cpu("p001_wrong.cc")})["status"] ==
+        "MISMATCH");
+  CHECK(Eval({"-p", "1", "-w", "2", "--functional", Cpu("p001_crash.cc")})["status"] ==
+        "RUNTIME_ERROR");
+  CHECK(Eval({"-p", "1", "-w", "2", "--functional", "--baseline-only"})["status"] == "REJECTED");
 }
 
 TEST_CASE("diagnostics of a failure name the rank, trial and element", "[engine][e2e]") {

@@ -315,9 +315,11 @@ absl::Status Host::Init(const v1::HostInit& init) {
 #endif
   } else {
 #ifdef PKB_WITH_CUDA
+    id.share_gpu = init.backend() == "cuda-shared";
     PKB_ASSIGN_OR_RETURN(dev_, MakeCudaRankDevice(id));
     // NCCL communicators among the hosts (the world and the problem's groups): the candidate's.
-    PKB_RETURN_IF_ERROR(dev_->MakeComm(layouts).status());
+    // None where ranks share a GPU: NCCL refuses that, and the candidate's nccl_comm is null.
+    if (!id.share_gpu) PKB_RETURN_IF_ERROR(dev_->MakeComm(layouts).status());
 #else
     return absl::FailedPreconditionError("this build of pkb-rank has no CUDA support");
 #endif

@@ -98,6 +98,33 @@ int GpuCount(const std::string& rank_binary) {
   return std::max(0, std::atoi(r->out.c_str()));
 }
 
+// The installation folder of the OpenMPI whose mpirun is `mpirun` (a path, or a name looked up
+// on PATH): the folder above its bin/, after links are followed.
+absl::StatusOr<std::string> MpiPrefix(const std::string& mpirun) {
+  namespace fs = std::filesystem;
+  std::string path = mpirun;
+  if (mpirun.find('/') == std::string::npos) {
+    path.clear();
+    const char* env = getenv("PATH");
+    for (absl::string_view dir : absl::StrSplit(env ? env : "/usr/bin:/bin", ':')) {
+      std::string candidate = absl::StrCat(dir, "/", mpirun);
+      if (access(candidate.c_str(), X_OK) == 0) {
+        path = candidate;
+        break;
+      }
+    }
+    if (path.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "'", mpirun, "' is not on PATH: CPU runs and functional GPU runs start their ranks "
+                       "with OpenMPI's mpirun (install openmpi-bin, or give --mpirun)"));
+    }
+  }
+  std::error_code ec;
+  fs::path real = fs::canonical(path, ec);
+  if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot resolve '", path, "'"));
+  return real.parent_path().parent_path().string();
+}
+
 bool IsExecutableFile(const std::string& path) {
   std::error_code ec;
   return !path.empty() && std::filesystem::is_regular_file(path, ec) &&
@@ -135,7 +162,8 @@ absl::Status CheckInstallation(const EvalOptions& o, const std::string& backend)
                      "' is missing or not executable (build the target pkb-rank; pkb-eval "
                      "looks for it beside itself)"));
   }
-  if (o.sandbox != "off" && backend == "cuda" && !IsExecutableFile(o.group_binary)) {
+  if (o.sandbox != "off" && backend == "cuda" && !o.functional &&
+      !IsExecutableFile(o.group_binary)) {
     return absl::FailedPreconditionError(
         absl::StrCat("'", o.group_binary,
                      "' is missing or not executable: sandboxed GPU runs start their ranks "
@@ -167,6 +195,7 @@ std::string JobKey(const EvalOptions& o, int problem_version) {
   f.max_sets = o.max_sets;
   f.l2_multiple = o.l2_multiple;
   f.spot_checks = o.spot_checks;
+  f.functional = o.functional;
   return pkb::JobKey(f);
 }
 
@@ -216,6 +245,14 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
     return finish(v1::REJECTED,
                   "trials and timed iterations must be at least 1, warm-up at least 0");
   }
+  if (o.functional) {
+    // Correctness only: a short window (its spot checks still run) and no reference timing.
+    r.set_functional(true);
+    o.warmup = std::min(o.warmup, kFunctionalWarmup);
+    o.iters = std::min(o.iters, kFunctionalIters);
+    o.baseline = false;
+    if (o.baseline_only) return finish(v1::REJECTED, "a functional run times no reference");
+  }
   const bool cpu_candidate =
       absl::EndsWith(o.source_name, ".cc") || absl::EndsWith(o.source_name, ".cpp");
   std::string backend = o.backend;
@@ -228,10 +265,18 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   int gpu_count = 0;
   if (backend == "cuda" && !cpu_candidate) {
     gpu_count = GpuCount(o.rank_binary);
-    if (absl::Status fits = CheckWorldFitsGpus(o.world, gpu_count); !fits.ok()) {
-      return finish(v1::NO_DEVICE, std::string(fits.message()));
+    // A functional run's ranks share the GPUs there are.
+    if (absl::Status fits = CheckWorldFitsGpus(o.world, gpu_count); !fits.ok() && !o.functional) {
+      return finish(v1::NO_DEVICE,
+                    absl::StrCat(fits.message(), ", or ask for a functional run (correctness "
+                                                 "only; ranks share the GPUs)"));
     }
+    if (o.functional && gpu_count > 0) r.set_gpus_used(std::min(o.world, gpu_count));
   }
+  // How the ranks start: one process each (pkb-rank-group when sandboxed), or under mpirun (the
+  // CPU backend, and GPU ranks that share GPUs: their judges' collectives go over MPI).
+  const std::string launch_backend = backend == "cuda" && o.functional ? "cuda-shared" : backend;
+  const bool under_mpirun = launch_backend != "cuda";
 
   auto scratch = MakeTempDir(o.scratch_root, "job-");
   if (!scratch.ok()) return finish(v1::INTERNAL, std::string(scratch.status().message()));
@@ -337,7 +382,8 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   LaunchSpec spec;
   spec.rank_binary = o.rank_binary;
   spec.world = o.world;
-  spec.backend = backend;
+  spec.backend = launch_backend;
+  spec.mpirun = o.mpirun;
   spec.scratch_dir = *scratch;
   spec.timeout = o.run_timeout;
   spec.args = {absl::StrCat("--problem=", o.problem),
@@ -365,7 +411,14 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
     spec.group_binary = o.group_binary;
     run_sandbox.gpu = backend == "cuda";
     std::vector<std::string> binaries = {o.rank_binary};
-    if (backend == "cuda") binaries.push_back(spec.group_binary);  // mpirun starts CPU ranks
+    if (under_mpirun) {
+      // mpirun starts the ranks; an OpenMPI installed outside /usr is bound with its prefix.
+      absl::StatusOr<std::string> prefix = MpiPrefix(o.mpirun);
+      if (!prefix.ok()) return finish(v1::INTERNAL, std::string(prefix.status().message()));
+      if (!absl::StartsWith(*prefix, "/usr")) run_sandbox.read_only.push_back(*prefix);
+    } else {
+      binaries.push_back(spec.group_binary);
+    }
     for (const std::string& binary : binaries) {
       std::error_code ec;
       fs::path real = fs::canonical(binary, ec);
@@ -427,7 +480,7 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   vctx.iters = o.iters;
   vctx.baseline = o.baseline;
   vctx.baseline_only = o.baseline_only;
-  vctx.cuda = backend == "cuda";
+  vctx.cuda = backend == "cuda" && !o.functional;  // the physical floor: not for shared GPUs
   Roofline roof = p.GetRoofline(cfg);
   vctx.nvlink_bytes = roof.nvlink_bytes;
   vctx.hbm_bytes = roof.hbm_bytes;
@@ -443,7 +496,7 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   ParsedReports parsed = ParseRankReports(vctx, blobs);
   // Logs by rank; the CPU backend has one, mpirun's.
   auto log_tail = [&](int rank) {
-    size_t idx = backend == "cpu" ? 0 : static_cast<size_t>(rank);
+    size_t idx = under_mpirun ? 0 : static_cast<size_t>(rank);
     return idx < launched->ranks.size() ? TailOfFile(launched->ranks[idx].log_path, 8192)
                                         : std::string();
   };
@@ -470,7 +523,8 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
                           ? absl::StrCat("rank process ", launched->first_failed, " ",
                                          launched->Describe(launched->first_failed))
                           : "a rank process ended without a report";
-    if (backend == "cpu") who = absl::StrCat("a rank process failed (", launched->Describe(0), ")");
+    if (under_mpirun)
+      who = absl::StrCat("a rank process failed (", launched->Describe(0), ")");
     // A rank whose candidate failed says how in its report; the others were ended after it.
     for (const auto& rep : parsed.reports) {
       if (rep && rep->status() == v1::RUNTIME_ERROR) {
@@ -484,6 +538,13 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
   for (auto& rep : parsed.reports) reports.push_back(std::move(*rep));
   Verdict v = JudgeReports(vctx, reports, &r);
   if (v.log_rank >= 0) r.set_failed_rank_log(log_tail(v.log_rank));
+  if (o.functional && v.status == v1::OK) {
+    v.message = absl::StrFormat(
+        "functional run: correct on %d rank(s) in %d trial(s)%s; no speedup (its timings are not "
+        "comparable)",
+        o.world, o.trials,
+        r.gpus_used() > 0 ? absl::StrFormat(", sharing %d GPU(s)", r.gpus_used()) : "");
+  }
   if (v.status == v1::OK && o.baseline && r.baseline().wall_per_iter_us() > 0) {
     // The node's baseline: this job's measurement joins its newest ones (baseline_store.h).
     BaselineStore store(o.cache_dir + "/baselines");
@@ -538,7 +599,8 @@ std::string FormatReport(const v1::EvalResult& r) {
                           t.mean_us(), t.stddev_us(), t.min_us(), t.max_us(), t.samples(),
                           t.input_sets());
   };
-  timing("candidate", r.candidate(), "its own events (untrusted):");
+  timing(r.functional() ? "candidate (functional run: not comparable)" : "candidate",
+         r.candidate(), "its own events (untrusted):");
   timing("baseline", r.baseline(), "events:");
   if (r.speedup() > 0) {
     if (r.baseline_node_samples() > 0) {
@@ -553,7 +615,7 @@ std::string FormatReport(const v1::EvalResult& r) {
                             r.speedup(), r.speedup_low(), r.speedup_high(), r.speedup_events());
     }
   }
-  if (r.has_roofline() && r.roofline().floor_us() > 0) {
+  if (r.has_roofline() && r.roofline().floor_us() > 0 && !r.functional()) {
     absl::StrAppendFormat(&s, "roofline floor %.2f us (%.1f%% reached)", r.roofline().floor_us(),
                           r.roofline().percent_of_roofline());
     if (r.roofline().algbw_gbps() > 0) {

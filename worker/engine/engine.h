@@ -36,6 +36,13 @@ struct EvalOptions {
   int64_t set_offset = 0;    // secret seed offset for ranked runs (0: PKB's public seeds)
   bool baseline = true;
   bool baseline_only = false;    // no submission: time the reference alone
+  // A functional run: the verdict is about correctness only (no speedup, never ranked). The W
+  // rank processes may share the node's GPUs (rank r on GPU r mod G): started by mpirun, the
+  // judges' collectives over host-staged MPI, and no NCCL communicator for the candidate. The
+  // reference is not timed, and the candidate's window is short (kFunctionalWarmup and
+  // kFunctionalIters at most): its times are not comparable with anything.
+  bool functional = false;
+  std::string mpirun = "mpirun";  // CPU backend and functional GPU runs
   std::string backend = "auto";  // "cuda", "cpu" (MPI + CPU test candidates), "auto"
   std::string gencode = "arch=compute_90a,code=sm_90a";
   std::string gpu_class;  // recorded in the result and the job key
@@ -55,6 +62,10 @@ struct EvalOptions {
   std::string bwrap = "bwrap";
   std::string group_binary;  // pkb-rank-group; default: beside rank_binary
 };
+
+// A functional run's timed window at most (its spot checks still apply).
+inline constexpr int kFunctionalWarmup = 10;
+inline constexpr int kFunctionalIters = 20;
 
 using EventSink = std::function<void(const v1::EvalEvent&)>;
 

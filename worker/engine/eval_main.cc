@@ -63,6 +63,11 @@ int Main(int argc, char** argv) {
   app.add_flag("!--no-baseline", o.baseline, "do not time the reference");
   app.add_option("--backend", o.backend, "cuda, cpu or auto")
       ->check(CLI::IsMember({"cuda", "cpu", "auto"}));
+  app.add_flag("--functional", o.functional,
+               "correctness only (no speedup, never ranked): the W ranks may share this node's "
+               "GPUs, with no NCCL communicator for the candidate");
+  app.add_option("--mpirun", o.mpirun, "OpenMPI's mpirun (CPU runs, functional GPU runs)")
+      ->capture_default_str();
   app.add_option("--gencode", o.gencode, "nvcc -gencode value");
   app.add_option("--gpu-class", o.gpu_class, "GPU class recorded in the job key");
   app.add_option("--cache-dir", o.cache_dir, "compile cache folder");

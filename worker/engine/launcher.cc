@@ -123,8 +123,10 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
     RankExit exit;
     bool done = false;
   };
-  const bool grouped = spec.sandbox != nullptr && spec.backend != "cpu";
-  int processes = spec.backend == "cpu" || grouped ? 1 : spec.world;
+  // mpirun starts the ranks of the CPU backend and GPU ranks that share GPUs.
+  const bool mpirun = spec.backend == "cpu" || spec.backend == "cuda-shared";
+  const bool grouped = spec.sandbox != nullptr && !mpirun;
+  int processes = mpirun || grouped ? 1 : spec.world;
   std::vector<Child> children(processes);
   int progress_pipe[2], status_pipe[2] = {-1, -1};
   if (pipe2(progress_pipe, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
@@ -157,7 +159,7 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
   pid_t pgid = 0;
   for (int i = 0; i < processes; ++i) {
     std::vector<std::string> argv;
-    if (spec.backend == "cpu") {
+    if (mpirun) {
       argv = {spec.mpirun,
               "--oversubscribe",
               "--allow-run-as-root",
@@ -170,7 +172,7 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
               std::to_string(spec.world),
               spec.rank_binary};
       for (const auto& a : spec.args) argv.push_back(a);
-      argv.push_back("--backend=cpu");
+      argv.push_back("--backend=" + spec.backend);
     } else if (grouped) {
       argv = {spec.group_binary,
               "--world",
@@ -217,7 +219,7 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
     if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
     if (pid == 0) {
       setpgid(0, pgid);  // the first child leads the group; the others join it
-      if (i == 0 || spec.backend == "cpu") {
+      if (i == 0 || mpirun) {
         dup2(progress_pipe[1], 1);
       } else {
         dup2(log_fd, 1);

@@ -23,7 +23,9 @@ struct LaunchSpec {
   std::string rank_binary;        // pkb-rank
   std::vector<std::string> args;  // common arguments of every rank
   int world = 1;
-  std::string backend = "cuda";  // "cuda" or "cpu"
+  // "cuda" (a process per rank), "cpu" or "cuda-shared" (both under mpirun; the latter: GPU ranks
+  // that share GPUs, engine.h EvalOptions::functional)
+  std::string backend = "cuda";
   std::string mpirun = "mpirun";
   std::string scratch_dir;  // logs and reports go here
   absl::Duration timeout = absl::Seconds(300);

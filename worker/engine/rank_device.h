@@ -25,6 +25,10 @@ struct RankIdentity {
   std::string rendezvous_dir;  // job scratch folder shared by the ranks (CUDA: IPC and NCCL ids)
   // A barrier of all ranks, for symmetric memory on CPU (the candidate host's: through its judge).
   std::function<absl::Status()> barrier;
+  // CUDA: rank processes share GPUs (rank r on GPU r mod G). NCCL refuses two ranks of one
+  // communicator on one GPU, so the judges' collectives go through host-staged MPI (StagedComm)
+  // and there is no NCCL communicator (nccl_comm() is null).
+  bool share_gpu = false;
 };
 
 class RankDevice {

@@ -1,6 +1,8 @@
 // CUDA rank device: one GPU per rank process, NCCL communicators (WORLD and the problem's
 // sub-groups, split from WORLD), CUDA events per iteration, and symmetric memory through CUDA
-// IPC. The ranks meet through a c10d::FileStore in the job's scratch folder.
+// IPC. The ranks meet through a c10d::FileStore in the job's scratch folder. Where ranks share a
+// GPU (RankIdentity::share_gpu), the judges' collectives go through host-staged MPI instead and
+// there is no NCCL communicator.
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
@@ -13,6 +15,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/engine/rank_device.h"
+#ifdef PKB_WITH_MPI
+#include "problems/harness/comm_mpi.h"
+#include "problems/harness/comm_staged.h"
+#endif
 
 namespace pkb {
 namespace {
@@ -306,6 +312,7 @@ class CudaRankDevice : public RankDevice {
   }
 
   absl::StatusOr<Comm*> MakeComm(const std::vector<GroupLayout>& groups) override {
+    if (id_.share_gpu) return MakeStagedComm(groups);
     ncclUniqueId uid;
     if (id_.rank == 0) {
       PKB_NCCL_OR_RETURN(ncclGetUniqueId(&uid));
@@ -407,6 +414,24 @@ class CudaRankDevice : public RankDevice {
   }
 
  private:
+  // The judges' collectives where ranks share a GPU: MPI (the launcher is mpirun) on host copies.
+  absl::StatusOr<Comm*> MakeStagedComm(const std::vector<GroupLayout>& groups) {
+#ifdef PKB_WITH_MPI
+    PKB_ASSIGN_OR_RETURN(std::unique_ptr<Comm> mpi, MakeMpiWorld(groups));
+    if (mpi->size() != id_.world || mpi->rank() != id_.rank) {
+      return absl::InternalError(absl::StrCat("MPI world is rank ", mpi->rank(), " of ",
+                                              mpi->size(), ", expected ", id_.rank, " of ",
+                                              id_.world));
+    }
+    staged_ = std::make_unique<StagedComm>(std::move(mpi), device());
+    return staged_.get();
+#else
+    (void)groups;
+    return absl::FailedPreconditionError(
+        "ranks that share a GPU need the MPI backend, and this pkb-rank was built without it");
+#endif
+  }
+
   struct Allocation {
     std::vector<void*> peers;
     std::vector<uint32_t*> signal_peers;
@@ -472,6 +497,7 @@ class CudaRankDevice : public RankDevice {
   cudaStream_t stream_ = nullptr;
   c10::intrusive_ptr<c10d::FileStore> store_;
   std::unique_ptr<NcclComm> world_;
+  std::unique_ptr<Comm> staged_;
   std::vector<cudaEvent_t> events_;
   std::deque<Allocation> allocations_;
   int symm_seq_ = 0;

@@ -21,6 +21,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <stdexcept>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -486,8 +487,9 @@ class RankRunner {
       // Skipped work must leave poison: every set's outputs are poisoned after the warm-up (and
       // by the host after each use but the last when sets come back).
       poison_all();
-      // Nothing but this rank's judge and host may hold the GPU while the candidate is timed.
-      gpu_finding_ = GpuNotAlone(2, absl::Seconds(2), "the candidate");
+      // Nothing but this rank's judge and host may hold the GPU while the candidate is timed
+      // (where ranks share a GPU, the run is functional and its timings are not compared).
+      if (!shared_gpu()) gpu_finding_ = GpuNotAlone(2, absl::Seconds(2), "the candidate");
       PKB_RETURN_IF_ERROR(host_->Loop(timed));
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       PKB_RETURN_IF_ERROR(comm_->Barrier());
@@ -511,7 +513,8 @@ class RankRunner {
       // disturb the checks or the reference's timing.
       PKB_ASSIGN_OR_RETURN(stray_processes_, host_->Kill());
       // And nothing but the judge while the reference is (a dying context takes a moment).
-      if (gpu_finding_.empty()) gpu_finding_ = GpuNotAlone(1, absl::Seconds(5), "the reference");
+      if (gpu_finding_.empty() && !shared_gpu())
+        gpu_finding_ = GpuNotAlone(1, absl::Seconds(5), "the reference");
       PKB_RETURN_IF_ERROR(comm_->Barrier());
       for (double x : us) report->add_candidate_us(x);
       report->set_candidate_wall_us(wall);
@@ -589,6 +592,8 @@ class RankRunner {
   }
 
  private:
+  bool shared_gpu() const { return o_.backend == "cuda-shared"; }
+
   // Waits up to `limit` for at most `expected` processes with a compute context on this rank's
   // GPU (its judge, and its host while that runs); "" then, or when the driver cannot say (logged),
   // else what was seen, for the verdict.
@@ -666,6 +671,7 @@ absl::Status Run(const RankOptions& o, v1::RankReport* report) {
   }
 
   RankIdentity id{o.rank, o.world, o.rendezvous};
+  id.share_gpu = o.backend == "cuda-shared";
   std::unique_ptr<RankDevice> dev;
   if (o.backend == "cpu") {
 #ifdef PKB_WITH_MPI
@@ -815,7 +821,8 @@ int main(int argc, char** argv) {
   app.add_option("--dtype", o.dtype);
   app.add_option("--rank", o.rank, "this rank (CUDA backend; MPI gives it otherwise)");
   app.add_option("--world-size", o.world);
-  app.add_option("--backend", o.backend)->check(CLI::IsMember({"cuda", "cpu"}));
+  // cuda-shared: started by mpirun, ranks share GPUs, judges' collectives over staged MPI.
+  app.add_option("--backend", o.backend)->check(CLI::IsMember({"cuda", "cpu", "cuda-shared"}));
   app.add_option("--candidate", o.candidate, "compiled candidate (.so); none: baseline only");
   app.add_option("--report", o.report)->required();
   app.add_option("--rendezvous", o.rendezvous);
@@ -849,16 +856,19 @@ int main(int argc, char** argv) {
   }
   at::set_num_threads(1);
   if (o.backend == "cuda") pkb::PinRank(o.rank, o.world);
+  const bool under_mpirun = o.backend == "cpu" || o.backend == "cuda-shared";
   pkb::v1::RankReport report;
   absl::Status s;
   std::string key;
   try {
+    if (under_mpirun) {
 #ifdef PKB_WITH_MPI
-    if (o.backend == "cpu") {
       o.rank = pkb::CpuBackendRank();
       o.world = pkb::CpuBackendWorld();
-    }
+#else
+      throw std::runtime_error("backend " + o.backend + " needs MPI; this pkb-rank has none");
 #endif
+    }
     report.set_rank(o.rank);
     key = pkb::TakeReportKey(o.report, o.rank);
     s = pkb::Run(o, &report);
@@ -885,7 +895,7 @@ int main(int argc, char** argv) {
   // leave without the orderly shutdown; the launcher (mpirun, pkb-rank-group) then ends them.
   if (report.status() == pkb::v1::RUNTIME_ERROR) std::_Exit(4);
 #ifdef PKB_WITH_MPI
-  if (o.backend == "cpu") pkb::FinalizeCpuBackend();
+  if (under_mpirun) pkb::FinalizeCpuBackend();
 #endif
   std::_Exit(f ? 0 : 3);
 }

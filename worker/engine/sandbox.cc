@@ -27,7 +27,7 @@ constexpr const char* kEtcFiles[] = {
 };
 
 // Variables a sandboxed process may inherit: the toolchain's and the runtime's knobs.
-constexpr const char* kAllowedPrefixes[] = {"CUDA_", "NCCL_", "NVIDIA_", "OMPI_", "PMIX_",
+constexpr const char* kAllowedPrefixes[] = {"CUDA_", "NCCL_", "NVIDIA_", "OMPI_", "OPAL_", "PMIX_",
                                             "OMP_",  "MKL_",  "TORCH_",  "LC_"};
 constexpr const char* kAllowedNames[] = {"PATH", "LD_LIBRARY_PATH", "LANG", "TZ", "TERM"};
 
