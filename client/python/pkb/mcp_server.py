@@ -49,13 +49,24 @@ that ends REJECTED is disqualified on its problem: change the source, do not res
 _MAX_LOG = 4000
 
 
+_NOT_NUMBERS = {descriptor.FieldDescriptor.TYPE_STRING, descriptor.FieldDescriptor.TYPE_BYTES,
+            descriptor.FieldDescriptor.TYPE_MESSAGE, descriptor.FieldDescriptor.TYPE_GROUP}
+
+
 def to_plain(message) -> dict:
     """A protobuf message as JSON-ready Python values: proto field names, enums by name, int64 as
-    int (proto3 JSON would write them as strings), default values left out."""
+    int (proto3 JSON writes them as strings). Numbers, bools and enums are always there, zero
+    included (rank 0 has its `rank`); empty strings, lists and unset messages are left out."""
     out = {}
+    for field in message.DESCRIPTOR.fields:
+        if field.is_repeated or field.type in _NOT_NUMBERS:
+            continue
+        if field.containing_oneof is not None and not message.HasField(field.name):
+            continue
+        out[field.name] = _plain_scalar(field, getattr(message, field.name))
     for field, value in message.ListFields():
         out[field.name] = _plain_value(field, value)
-    return out
+    return {f.name: out[f.name] for f in message.DESCRIPTOR.fields if f.name in out}
 
 
 def _plain_value(field, value):
@@ -284,16 +295,19 @@ def build_server(client: pkb.Client) -> MCPServer:
     @app.tool()
     async def submit(problem: ProblemRef, source: str, world_size: int, ctx: Context,
                      wait: bool = True, dtype: str = "", m: int = 0, n: int = 0,
-                     language: str = "", gpu_class: str = "", model: str = "",
+                     trials: int = 0, warmup: int = 0, iters: int = 0, language: str = "", gpu_class: str = "", model: str = "",
                      agent_name: str = "pkb-mcp", tags: Optional[List[str]] = None,
                      ranked: bool = False, no_cache: bool = False) -> dict:
         """Submits one candidate source (CUDA C++; language "cpp" for a host-only C++ candidate on
         a CPU worker). wait=true (default): follows the job to its verdict, reporting each stage
         (QUEUED, COMPILING, VERIFYING per trial, BENCHMARKING, DONE) as MCP progress, and answers
         the verdict: status, speedup, feedback (diagnostics, first bad outputs, timings, roofline)
-        and the full result. wait=false: answers the job id at once; then get_result."""
+        and the full result. wait=false: answers the job id at once; then get_result. dtype, m, n:
+        another shape within the problem's limits (get_problem); trials, warmup, iters: 0 for the
+        service's defaults."""
         return await blocking(tools.submit, problem, source, world_size, wait=wait,
-                              on_event=progress(ctx), dtype=dtype, m=m, n=n, language=language,
+                              on_event=progress(ctx), dtype=dtype, m=m, n=n, trials=trials,
+                              warmup=warmup, iters=iters, language=language,
                               gpu_class=gpu_class, model=model, agent=agent_name,
                               tags=list(tags or ()), ranked=ranked, no_cache=no_cache)
 

@@ -108,6 +108,11 @@ def test_a_whole_agent_session_over_stdio(cluster):
             assert (ok["status"], ok["speedup"]) == ("OK", 2.0)
             assert any(m.startswith("VERIFYING") for m in seen) and "BENCHMARKING" in seen
             assert ok["result"]["candidate"]["per_rank_median_us"] == [7.5, 7.5]
+            # Zero is a value: rank 0 and trial 0 say so (proto3 JSON would drop them).
+            assert ok["result"]["roofline"] == {
+                "nvlink_bytes": 0.0, "hbm_bytes": 0.0, "flops": 0.0, "algbw_gbps": 0.0,
+                "busbw_gbps": 0.0, "percent_of_roofline": pytest.approx(66.6667), "floor_us": 5.0}
+            assert (ok["result"]["m"], ok["result"]["cached"]) == (0, False)
             assert "per-rank medians 7.50 7.50 us" in ok["feedback"]
             assert "roofline floor 5.00 us" in ok["feedback"]
             why = await _call(c, "explain_result", job_id=ok["job_id"])
