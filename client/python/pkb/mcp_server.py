@@ -136,8 +136,9 @@ class PkbTools:
         try:
             refs = agent.reference_times(self.client.leaderboard(problem=spec.id, limit=1),
                                          world_size)
-            note = ("the reference's median time per call as the judge timed it in the best "
-                    "ranking job of each board; a board with no ranking result yet has none")
+            note = ("the reference's median time per call (its timed iterations' median) in "
+                    "the best ranking job of each board (W, dtype, GPU class); a board with no "
+                    "ranking result yet has none")
         except PkbError as e:
             refs, note = [], f"reference times unavailable: {e}"
         d = agent.describe_problem(spec, world_size, reference_us=refs)
