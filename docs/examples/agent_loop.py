@@ -15,48 +15,12 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
-from typing import Callable, List, Optional
+from typing import Callable, List
 
 import pkb
-
-
-def prompt_for(spec, world_size: int, feedback: Optional[str]) -> str:
-    """What the model reads: the problem statement, the signature at this world size, the
-    tolerances, and (after the first try) what went wrong last time."""
-    layout = next((l for l in spec.layouts if l.world_size == world_size), None)
-    parts = [f"# Problem {spec.id}: {spec.slug} (candidate API v{spec.candidate_api_version})",
-             spec.statement]
-    if layout is not None:
-        for r in layout.ranks:
-            ins = ", ".join(f"{t.name}{list(t.shape)}:{t.dtype}" for t in r.inputs)
-            outs = ", ".join(f"{t.name}{list(t.shape)}:{t.dtype}" for t in r.outputs)
-            parts.append(f"rank {r.rank}: inputs {ins} -> outputs {outs}")
-    for t in spec.tolerances:
-        parts.append(f"tolerance {t.output}: atol {t.atol} rtol {t.rtol}" +
-                     (" (exact)" if t.exact else ""))
-    if feedback:
-        parts.append("## Your last attempt failed or was slow:\n" + feedback)
-    return "\n\n".join(parts)
-
-
-def feedback_from(result) -> str:
-    """The verdict as the model should read it: diagnostics, the first bad outputs, timings."""
-    lines = [f"verdict {pkb.status_name(result.status)}: {result.message}"]
-    for d in result.compile.diagnostics[:20]:
-        lines.append(f"{d.file}:{d.line}:{d.column}: {d.severity}: {d.message}")
-    for rt in [t for t in result.rank_trials if not t.ok][:4]:
-        lines.append(f"rank {rt.rank} trial {rt.trial}: {rt.error}")
-        for o in [o for o in rt.outputs if not o.ok][:4]:
-            lines.append(f"  output {o.name}: {o.problem} max_abs {o.max_abs_error:.3g} "
-                         f"bad {o.bad_count}/{o.numel} first at {o.first_bad_index} "
-                         f"(want {o.expected_at_first_bad:.6g}, got {o.actual_at_first_bad:.6g}) "
-                         f"nan {o.nan_count} unwritten {o.unwritten_count}")
-    if result.status == pkb.OK:
-        lines.append(f"candidate median {result.candidate.median_us:.2f} us, baseline "
-                     f"{result.baseline.median_us:.2f} us, speedup {result.speedup:.3f}x")
-    if result.failed_rank_log:
-        lines.append("log tail:\n" + result.failed_rank_log[-2000:])
-    return "\n".join(lines)
+# The prompt (statement, pkb_run's inputs/scalars/outputs, tolerances, the headers and a worked
+# example) and the feedback (diagnostics, bad outputs, timings, roofline) come with the SDK.
+from pkb.agent import feedback_from, prompt_for
 
 
 def agent_loop(client: pkb.Client, problem: str, world_size: int,
@@ -74,6 +38,8 @@ def agent_loop(client: pkb.Client, problem: str, world_size: int,
             print(f"[attempt {attempt}] {pkb.stage_name(event.stage):12} {event.message}",
                   file=sys.stderr)
             done = event
+        if done is None or done.stage != pkb.DONE:  # Client.submit ends at DONE or raises
+            raise RuntimeError(f"attempt {attempt}: the job's stream ended without a verdict")
         history.append(done)
         result = done.result
         if result.status == pkb.OK and result.speedup > target_speedup:

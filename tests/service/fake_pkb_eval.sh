@@ -2,7 +2,8 @@
 # TEST DOUBLE for pkb-eval (worker/engine): speaks the engine's command-line and --events contract
 # (JSON lines of pkb.v1.EvalEvent, DONE last with the EvalResult) without compiling or running
 # anything. Used where the real engine is not built. What it answers depends on the source text:
-#   FAKE_COMPILE_ERROR  -> COMPILE_ERROR     FAKE_OK -> OK (speedup 1.5, or FAKE_SPEEDUP=x)
+#   FAKE_COMPILE_ERROR  -> COMPILE_ERROR     FAKE_OK -> OK (speedup 1.5, or FAKE_SPEEDUP=x; the
+#                          baseline 15 us per call, the roofline floor 5 us)
 #   FAKE_REJECT         -> REJECTED          FAKE_SECRET_MISMATCH -> MISMATCH with --set-offset
 #   FAKE_HANG           -> sleeps 600 s after COMPILING (for cancel and kill tests)
 #   FAKE_MISMATCH       -> MISMATCH on rank 1, trial 2
@@ -25,7 +26,12 @@ if [[ "${1:-}" == "--catalog" ]]; then
 {"problems":[{"id":1,"slug":"1_allreduce","version":1,"origin":"test double","category":"collective",
 "statement":"All-reduce (sum) of a bf16 tensor across ranks.","defaultM":8192,"defaultN":8192,
 "defaultDtype":"bfloat16","candidateApiVersion":1,"isCollective":true,"busbwFactor":1.75,
-"layouts":[{"worldSize":1,"supported":true},{"worldSize":2,"supported":true},
+"tolerances":[{"output":"out","atol":0.01,"rtol":0.01,"rationale":"bf16 sum of W terms"}],
+"layouts":[{"worldSize":1,"supported":true},{"worldSize":2,"supported":true,
+"ranks":[{"inputs":[{"name":"x","shape":["8192","8192"],"dtype":"bfloat16","note":"filled with rank + 1"}],
+"scalars":[{"name":"scale","kind":"float","value":0.5},{"name":"chunks","kind":"int","value":4}],
+"outputs":[{"name":"out","shape":["8192","8192"],"dtype":"bfloat16"}]}],
+"groups":[{"name":"world","partition":[{"ranks":[0,1]}]}],"nvlinkBytes":134217728,"hbmBytes":402653184},
 {"worldSize":3,"supported":false,"unsupportedReason":"m must divide by the world size"},
 {"worldSize":4,"supported":true},{"worldSize":8,"supported":true}]},
 {"id":2,"slug":"2_allgather","version":3,"origin":"test double","category":"collective",
@@ -129,6 +135,7 @@ if grep -q FAKE_OK "$source"; then
   speedup=$(grep -o 'FAKE_SPEEDUP=[0-9.]*' "$source" | head -1 | cut -d= -f2 || true)
   speedup=${speedup:-1.5}
   cand=$(awk -v s="$speedup" 'BEGIN { printf "%.6g", 15 / s }')
+  pct=$(awk -v s="$speedup" 'BEGIN { printf "%.6g", 100 * 5 * s / 15 }')
   trial_msg=""; [[ -n "$leak" ]] && trial_msg=",\"message\":\"$(say ok)\""
   for t in 0 1 2 3 4; do emit "\"stage\":\"VERIFYING\",\"trial\":$t,\"trialOk\":true$trial_msg"; pause "$delay"; done
   emit "\"stage\":\"BENCHMARKING\"$trial_msg"
@@ -140,7 +147,7 @@ if grep -q FAKE_OK "$source"; then
     stages="$stages,\"$leak\":1"
     extra="$(compile_report true '')$(rank_trials true),\"failedRankLog\":\"$leak\",\"jobKey\":\"$leak\""
   fi
-  done_with OK "correct on every rank; ${speedup}x faster than the baseline (test double)" ",\"speedup\":$speedup,\"problemSlug\":\"$slug\",\"gpu\":\"test double\",\"candidate\":{\"medianUs\":$cand},\"baseline\":{\"medianUs\":15},\"totalSeconds\":0.5,\"stageSeconds\":{$stages}$extra"
+  done_with OK "correct on every rank; ${speedup}x faster than the baseline (test double)" ",\"speedup\":$speedup,\"problemSlug\":\"$slug\",\"gpu\":\"test double\",\"candidate\":{\"medianUs\":$cand,\"wallPerIterUs\":$cand,\"perRankMedianUs\":[$cand,$cand]},\"baseline\":{\"medianUs\":15,\"wallPerIterUs\":15},\"roofline\":{\"floorUs\":5,\"percentOfRoofline\":$pct},\"totalSeconds\":0.5,\"stageSeconds\":{$stages}$extra"
   exit 0
 fi
 done_with NO_DEVICE "compiled; this node has no GPU, so nothing ran (test double)" "$(compile_report true '')$(leak_fields)"

@@ -727,11 +727,13 @@ TEST_CASE("leaderboard over gRPC: metadata, secret seed, roles, history, export"
   v1::LeaderboardQuery q;
   q.mutable_filter()->set_problem_id(1);
   v1::LeaderboardAnswer board;
-  CHECK(call("ag-a", &v1::Leaderboard::Stub::Query, q, &board) ==
-        grpc::StatusCode::PERMISSION_DENIED);
   CHECK(call("wk", &v1::Leaderboard::Stub::Query, q, &board) ==
         grpc::StatusCode::PERMISSION_DENIED);
+  // Boards are public: an agent reads the same board as a researcher, others' entries included.
+  v1::LeaderboardAnswer agents_board;
+  REQUIRE(call("ag-b", &v1::Leaderboard::Stub::Query, q, &agents_board) == grpc::StatusCode::OK);
   REQUIRE(call("res", &v1::Leaderboard::Stub::Query, q, &board) == grpc::StatusCode::OK);
+  CHECK(agents_board.SerializeAsString() == board.SerializeAsString());
   REQUIRE(board.boards_size() == 1);
   const v1::Board& b = board.boards(0);
   CHECK(b.gpu_class() == "cpu");  // the worker's class
@@ -759,6 +761,11 @@ TEST_CASE("leaderboard over gRPC: metadata, secret seed, roles, history, export"
   CHECK(suite.models(0).geomean_speedup() == Approx(2.0));
   CHECK(suite.models(1).tasks_correct() == 1);
   CHECK(suite.models(1).best(0).problem_id() == 2);
+  v1::SuiteAnswer agents_suite;
+  REQUIRE(call("ag-a", &v1::Leaderboard::Stub::Suite, sq, &agents_suite) == grpc::StatusCode::OK);
+  CHECK(agents_suite.SerializeAsString() == suite.SerializeAsString());
+  CHECK(call("wk", &v1::Leaderboard::Stub::Suite, sq, &agents_suite) ==
+        grpc::StatusCode::PERMISSION_DENIED);
 
   v1::GetSubmissionRequest gs;
   gs.set_job_id(b1.job_id());
@@ -798,7 +805,10 @@ TEST_CASE("leaderboard over gRPC: metadata, secret seed, roles, history, export"
   CHECK(csv.out.find("1,1_allreduce,2,bfloat16,cpu,1,alice,m1,loop/1,2,") != std::string::npos);
   auto json = run({"--token", "res", "--json", "suite", "-w", "2"});
   CHECK(json.out.find("\"fastP\"") != std::string::npos);
-  CHECK(run({"--token", "ag-a", "leaderboard"}).exit_code == 6);
+  auto agents_csv = run({"--token", "ag-a", "leaderboard", "-p", "1", "--csv"});
+  CHECK(agents_csv.exit_code == 0);  // boards are public: agents read them too
+  CHECK(agents_csv.out == csv.out);
+  CHECK(run({"--token", "wk", "leaderboard"}).exit_code == 6);  // PERMISSION_DENIED
   auto hist = run({"--token", "ag-a", "history", a1.job_id(), "--csv"});
   CHECK(hist.exit_code == 0);
   CHECK(hist.out.find(",DONE,") != std::string::npos);

@@ -105,10 +105,9 @@ def test_leaderboard_suite_history_and_roles(cluster_factory):
         ok = agent.evaluate(1, "FAKE_OK FAKE_SPEEDUP=2.0", 2, model="m1", tags=["t1"])
         bad = agent.evaluate(2, "FAKE_COMPILE_ERROR", 2, model="m1", tags=["t1"])
         assert bad.result.status == result_pb2.COMPILE_ERROR
-        with pytest.raises(pkb.PkbError) as e:
-            agent.leaderboard()
-        assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
         board = res.leaderboard(problem=1, world_size=2)
+        assert agent.leaderboard(problem=1, world_size=2) == board  # boards are public
+        assert agent.suite(world_size=2) == res.suite(world_size=2)
         entry = board.boards[0].entries[0]
         assert (entry.submitter, entry.model, entry.speedup) == ("alice", "m1", 2.0)
         assert res.leaderboard(problem=1, seeds="secret").boards == []
@@ -151,5 +150,11 @@ def test_the_example_agent_loop_retries_until_correct(cluster, tmp_path):
     assert "1_allreduce" in prompts[0] and "failed" not in prompts[0]
     assert "expected ;" in prompts[1]          # the compiler's diagnostic reached the model
     assert "speedup 0.800x" in prompts[2]      # so did the timing
+    assert "wall 18.75 us/call" in prompts[2]  # on the judge's clock (the fake: 15 / 0.8)
+    # Every prompt carries the signature with scalars, the headers and a worked example.
+    assert "args[0].f  scale = 0.5 (float)" in prompts[0]
+    assert "args[1].i  chunks = 4 (int)" in prompts[0]
+    assert "## include/pkb/candidate.h" in prompts[0] and "pkb_run_fn" in prompts[0]
+    assert "## A worked candidate (p001_allreduce_symm.cu" in prompts[0]
     assert loop.main(["--coordinator", cluster.target, "--problem", "1", "--world-size", "2",
                       "--candidates", str(attempts), "--attempts", "1"]) == 1
