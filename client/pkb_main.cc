@@ -181,7 +181,15 @@ void PrintResult(const v1::EvalResult& r) {
           static_cast<long long>(o.unwritten_count()));
     }
   }
-  if (r.status() == v1::OK) {
+  if (r.status() == v1::OK && r.functional()) {
+    std::printf("  functional run: no speedup; the candidate's %.2f us per call is not comparable "
+                "(a short window%s)\n",
+                r.candidate().wall_per_iter_us(),
+                r.gpus_used() > 0 ? absl::StrFormat(", %d rank(s) on %d GPU(s)", r.world_size(),
+                                                    r.gpus_used())
+                                        .c_str()
+                                  : "");
+  } else if (r.status() == v1::OK) {
     std::printf(
         "  candidate %.2f us per call, baseline %.2f us (the judge's clock%s), speedup %.3fx "
         "(%.3fx-%.3fx; PKB's events figure %.3fx)\n",
@@ -405,6 +413,10 @@ int Main(int argc, char** argv) {
   submit->add_option("--agent", agent, "the agent or harness that drove it");
   submit->add_option("--tag", tags, "a label (repeat for several)");
   submit->add_flag("--ranked", ranked, "run on the coordinator's secret seed (ranked run)");
+  bool functional = false;
+  submit->add_flag("--functional", functional,
+                   "correctness only, for W beyond the GPUs you can get: the ranks may share a "
+                   "node's GPUs, the candidate gets no NCCL communicator, no speedup, never ranks");
   submit->add_flag("--detach", detach, "print the first event (with the job id) and return");
 
   std::string job_id;
@@ -525,6 +537,7 @@ int Main(int argc, char** argv) {
     req.set_agent(agent);
     for (const auto& t : tags) req.add_tags(t);
     req.set_ranked(ranked);
+    req.set_functional(functional);
     return Stream(g, channel.get(), stub.get(), &req, "", detach);
   }
   if (watch->parsed()) return Stream(g, channel.get(), stub.get(), nullptr, job_id, false);

@@ -59,6 +59,7 @@ absl::StatusOr<Ranking> RankingJobs(JobStore* store, const v1::ResultFilter& f) 
   PKB_ASSIGN_OR_RETURN(DisqualifiedSet disq, FindDisqualified(store, f.problem_id()));
   Ranking r;
   for (v1::Job& job : ok) {
+    if (job.request().functional()) continue;  // correctness only: no speedup to rank
     if (disq.count({job.request().problem_id(), job.source_sha256()})) {
       ++r.disqualified;
       continue;
@@ -113,7 +114,11 @@ absl::StatusOr<DisqualifiedSet> FindDisqualified(JobStore* store, int32_t proble
   failed_secret.statuses.assign(std::begin(kSecretSeedFailures), std::end(kSecretSeedFailures));
   PKB_ASSIGN_OR_RETURN(std::vector<v1::Job> failed, store->ListJobs(failed_secret));
   for (const auto* list : {&jobs, &failed}) {
-    for (const v1::Job& job : *list) out.emplace(job.request().problem_id(), job.source_sha256());
+    for (const v1::Job& job : *list) {
+      // A functional run is a try-out (its ranks may share GPUs): it never disqualifies.
+      if (job.request().functional()) continue;
+      out.emplace(job.request().problem_id(), job.source_sha256());
+    }
   }
   return out;
 }
@@ -122,6 +127,8 @@ std::string NotRankedReason(const v1::Job& job, const DisqualifiedSet& disqualif
   if (job.stage() != v1::DONE) return "not finished";
   if (!job.cached_from_job_id().empty())
     return absl::StrCat("a cached copy of job ", job.cached_from_job_id(), ", which ranks instead");
+  if (job.request().functional())
+    return "a functional run (correctness only: its ranks may share GPUs, no speedup)";
   if (job.result().status() != v1::OK)
     return absl::StrCat("verdict ", v1::Status_Name(job.result().status()));
   if (disqualified.count({job.request().problem_id(), job.source_sha256()}))

@@ -39,6 +39,7 @@ struct Fixture {
     std::string gpu_class = "h200";
     std::string cached_from;
     std::string tag;
+    bool functional = false;
   };
   std::string Add(const Spec& s) {
     v1::Job job;
@@ -60,6 +61,7 @@ struct Fixture {
     r->set_model(s.model);
     r->set_agent("agent-x");
     r->set_ranked(s.ranked);
+    r->set_functional(s.functional);
     if (!s.tag.empty()) r->add_tags(s.tag);
     r->set_source("__global__ void k() {} // " + id);
     auto* res = job.mutable_result();
@@ -154,6 +156,10 @@ TEST_CASE("cached copies, rejected sources and secret-seed failures never rank",
   f.Add({.speedup = 3.0, .user = "peggy", .source = "flaky"});
   f.Add({.user = "peggy", .status = v1::MISMATCH, .source = "flaky"});
   f.Add({.user = "peggy", .status = v1::WORKER_LOST, .source = "flaky", .ranked = true});
+  // A functional run never ranks, and a rejected one disqualifies nothing.
+  std::string tried = f.Add({.speedup = 9.0, .user = "victor", .functional = true});
+  f.Add({.speedup = 2.5, .user = "walter", .source = "trial"});
+  f.Add({.w = 4, .user = "walter", .status = v1::REJECTED, .source = "trial", .functional = true});
 
   v1::LeaderboardQuery q;
   q.mutable_filter()->set_problem_id(1);
@@ -162,7 +168,7 @@ TEST_CASE("cached copies, rejected sources and secret-seed failures never rank",
   REQUIRE(a.boards_size() == 1);
   std::vector<std::string> users;
   for (const auto& e : a.boards(0).entries()) users.push_back(e.submitter());
-  CHECK(users == std::vector<std::string>{"peggy", "alice"});
+  CHECK(users == std::vector<std::string>{"peggy", "walter", "alice"});
   CHECK(a.disqualified_results() == 2);
   q.mutable_filter()->set_problem_id(2);
   CHECK(f.Query(q).boards(0).entries(0).job_id() == other);
@@ -178,6 +184,10 @@ TEST_CASE("cached copies, rejected sources and secret-seed failures never rank",
   CHECK(!sub->ranks());
   CHECK(sub->not_ranked_reason().find("cached copy") != std::string::npos);
   CHECK(sub->job().request().source() == "__global__ void k() {} // j2");
+  sub = GetSubmission(f.store.get(), tried, false);
+  REQUIRE(sub.ok());
+  CHECK(!sub->ranks());
+  CHECK(sub->not_ranked_reason().find("functional run") != std::string::npos);
   sub = GetSubmission(f.store.get(), original, false);
   CHECK(sub->ranks());
   CHECK(GetSubmission(f.store.get(), "nope", false).status().code() == absl::StatusCode::kNotFound);

@@ -69,6 +69,11 @@ absl::Status CheckRuns(const v1::SubmitRequest& r) {
           absl::StrCat(b.name, ": ", b.value, " is outside 0..", b.max, " (0: the default)"));
     }
   }
+  if (r.functional() && r.ranked()) {
+    return absl::InvalidArgumentError(
+        "functional and ranked exclude each other: a functional run checks correctness only "
+        "and never ranks");
+  }
   return absl::OkStatus();
 }
 
@@ -242,6 +247,7 @@ std::string JobKey(const v1::SubmitRequest& r, int32_t problem_version,
   f.harness_version = harness_version;
   f.language = r.language();
   f.set_offset = set_offset;
+  f.functional = r.functional();
   return pkb::JobKey(f);
 }
 

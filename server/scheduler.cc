@@ -273,9 +273,14 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
   if (!cached) {
     // Say it when nothing connected could ever take it, rather than leave an agent waiting.
     if (!AnyConnectedCanRun(job)) {
-      absl::StrAppend(&where,
-                      "; no connected worker can run it yet (needs world size <= max, gpu class ",
-                      job.request().gpu_class(), ", harness ", job.harness_version(), ")");
+      const bool functional = job.request().functional();
+      absl::StrAppend(&where, "; no connected worker can run it yet (needs world size ",
+                      job.request().world_size(), " <= the worker's max",
+                      functional ? " for functional runs" : "", ", gpu class ",
+                      job.request().gpu_class(), ", harness ", job.harness_version(), ")",
+                      functional ? ""
+                                 : "; a functional run (correctness only) may put several ranks "
+                                   "on one GPU");
     }
   }
   queued.set_message(cached ? "identical job already evaluated; answering from the cache" : where);

@@ -304,8 +304,8 @@ class Scheduler {
   // Idle workers by what they serve, then by (max world size, connection id).
   std::map<CapsKey, std::set<std::pair<int32_t, uint64_t>>> idle_ ABSL_GUARDED_BY(mu_);
   int idle_count_ ABSL_GUARDED_BY(mu_) = 0;
-  // Max world sizes of every connected worker, by what they serve.
-  std::map<CapsKey, std::multiset<int32_t>> connected_ ABSL_GUARDED_BY(mu_);
+  // (max world size, max functional world size) of every connected worker, by what they serve.
+  std::map<CapsKey, std::multiset<std::pair<int32_t, int32_t>>> connected_ ABSL_GUARDED_BY(mu_);
   uint64_t id_counter_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t writes_queued_ ABSL_GUARDED_BY(mu_) = 0;  // tickets of store writes, in queue order
 

@@ -51,7 +51,8 @@ struct Fixture {
 
   std::shared_ptr<RecordingConnection> AddWorker(uint64_t conn, const std::string& id,
                                                  int max_w = 8,
-                                                 const std::string& gpu_class = "h200") {
+                                                 const std::string& gpu_class = "h200",
+                                                 int max_functional_w = 0) {
     auto c = std::make_shared<RecordingConnection>();
     v1::Register reg;
     reg.set_worker_id(id);
@@ -59,6 +60,7 @@ struct Fixture {
     reg.mutable_capabilities()->set_gpu_class(gpu_class);
     reg.mutable_capabilities()->set_max_world_size(max_w);
     reg.mutable_capabilities()->set_gpu_count(max_w);
+    reg.mutable_capabilities()->set_max_functional_world_size(max_functional_w);
     reg.mutable_capabilities()->set_harness_version("h1");
     REQUIRE(scheduler->Connect(conn, reg, c).ok());
     scheduler->Flush();  // worker-stream calls do not wait for the store
@@ -102,6 +104,44 @@ TEST_CASE("submit validates against the catalog with precise codes", "[scheduler
         absl::StatusCode::kInvalidArgument);
   CHECK(f.scheduler->Submit(Fixture::Request("", 2)).status().code() ==
         absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("a functional job may have more ranks than its worker has GPUs", "[scheduler]") {
+  Fixture f;
+  auto small = f.AddWorker(1, "one-gpu", 1, "h200", 8);
+  auto plain = f.AddWorker(2, "one-gpu-plain", 1, "h200", 0);
+  auto plain_w8 = f.scheduler->Submit(Fixture::Request("k", 8));
+  REQUIRE(plain_w8.ok());
+  CHECK(small->Leases().empty());  // W = 8 needs 8 GPUs unless functional
+  CHECK(plain->Leases().empty());
+  auto r = Fixture::Request("k", 8);
+  r.set_functional(true);
+  auto functional = f.scheduler->Submit(r);
+  REQUIRE(functional.ok());
+  CHECK(functional->job_id != plain_w8->job_id);  // another job key: not joined
+  REQUIRE(small->Leases().size() == 1);
+  CHECK(small->Leases()[0].job_id() == functional->job_id);
+  CHECK(small->Leases()[0].functional());
+  CHECK(plain->Leases().empty());  // its node takes no functional W beyond its GPUs
+  // Correctness only: never with a ranked run's secret seed.
+  r.set_ranked(true);
+  auto both = f.scheduler->Submit(r);
+  CHECK(both.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(both.status().message()).find("functional and ranked") != std::string::npos);
+}
+
+TEST_CASE("a functional job goes to the smallest node that takes it", "[scheduler]") {
+  Fixture f;
+  auto big = f.AddWorker(1, "eight-gpus", 8, "h200", 8);
+  auto small = f.AddWorker(2, "one-gpu", 1, "h200", 8);
+  auto r = Fixture::Request("k", 2);
+  r.set_functional(true);
+  REQUIRE(f.scheduler->Submit(r).ok());
+  CHECK(small->Leases().size() == 1);
+  CHECK(big->Leases().empty());
+  // A plain W = 2 job goes to the node with the GPUs.
+  REQUIRE(f.scheduler->Submit(Fixture::Request("k2", 2)).ok());
+  CHECK(big->Leases().size() == 1);
 }
 
 TEST_CASE("a job is leased, runs and finishes, watchers see every event once", "[scheduler]") {

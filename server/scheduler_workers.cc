@@ -12,17 +12,29 @@
 
 namespace pkb {
 
+namespace {
+
+// The largest W a worker takes for a job: functional jobs' ranks may share its GPUs.
+int32_t MaxWorld(const v1::WorkerCapabilities& caps, bool functional) {
+  return functional ? std::max(caps.max_world_size(), caps.max_functional_world_size())
+                    : caps.max_world_size();
+}
+
+}  // namespace
+
 bool Scheduler::Matches(const v1::WorkerCapabilities& caps, const v1::Job& job) {
   const auto& r = job.request();
-  if (r.world_size() > caps.max_world_size()) return false;
+  if (r.world_size() > MaxWorld(caps, r.functional())) return false;
   if (r.gpu_class() != "any" && r.gpu_class() != caps.gpu_class()) return false;
   return caps.harness_version() == job.harness_version();
 }
 
 bool Scheduler::AnyConnectedCanRun(const v1::Job& job) const {
   const auto& r = job.request();
-  auto fits = [&](const std::multiset<int32_t>& max_ws) {
-    return !max_ws.empty() && *max_ws.rbegin() >= r.world_size();
+  auto fits = [&](const std::multiset<std::pair<int32_t, int32_t>>& limits) {
+    if (!r.functional()) return !limits.empty() && limits.rbegin()->first >= r.world_size();
+    return std::any_of(limits.begin(), limits.end(),
+                       [&](const auto& l) { return l.second >= r.world_size(); });
   };
   if (r.gpu_class() != "any") {
     auto it = connected_.find({job.harness_version(), r.gpu_class()});
@@ -39,6 +51,15 @@ std::optional<uint64_t> Scheduler::PickIdle(const v1::Job& job) const {
   const auto& r = job.request();
   std::optional<std::pair<int32_t, uint64_t>> best;
   auto consider = [&](const std::set<std::pair<int32_t, uint64_t>>& idle) {
+    if (r.functional()) {
+      // The smallest node that takes it (ranks share its GPUs): big ones stay free for the rest.
+      for (const auto& w : idle) {
+        if (MaxWorld(workers_.at(w.second).caps, true) < r.world_size()) continue;
+        if (!best || w < *best) best = w;
+        break;
+      }
+      return;
+    }
     auto w = idle.lower_bound({r.world_size(), 0});
     if (w != idle.end() && (!best || *w < *best)) best = *w;
   };
@@ -111,6 +132,7 @@ void Scheduler::Dispatch() {
     lease->set_deadline_ms(absl::ToInt64Milliseconds(options_.job_deadline));
     if (r.ranked()) lease->set_set_offset(JobSetOffset(options_.secret_set_offset, job.job_id()));
     lease->set_language(r.language().empty() ? "cuda" : r.language());
+    lease->set_functional(r.functional());
     chosen->connection->Send(m);
   }
 }
@@ -143,7 +165,8 @@ absl::Status Scheduler::Connect(uint64_t connection_id, const v1::Register& reg,
   w.last_heard = now;
   w.healthy = reg.healthy();
   connection_of_worker_[w.worker_id] = connection_id;
-  connected_[KeyOf(w.caps)].insert(w.caps.max_world_size());
+  connected_[KeyOf(w.caps)].insert(
+      {w.caps.max_world_size(), MaxWorld(w.caps, /*functional=*/true)});
 
   v1::CoordinatorMessage ack_msg;
   v1::RegisterAck* ack = ack_msg.mutable_register_ack();
@@ -257,7 +280,8 @@ void Scheduler::DropWorker(uint64_t connection_id) {
   w.healthy = false;
   Reindex(connection_id, w);
   auto caps = connected_.find(KeyOf(w.caps));
-  caps->second.erase(caps->second.find(w.caps.max_world_size()));
+  caps->second.erase(
+      caps->second.find({w.caps.max_world_size(), MaxWorld(w.caps, /*functional=*/true)}));
   if (caps->second.empty()) connected_.erase(caps);
   auto c = connection_of_worker_.find(it->second.worker_id);
   if (c != connection_of_worker_.end() && c->second == connection_id)

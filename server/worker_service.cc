@@ -157,6 +157,14 @@ class RefusedStream : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Coor
 }  // namespace
 
 absl::StatusOr<v1::Register> BindRegistration(const Principal& who, bool open, v1::Register reg) {
+  // Ranks that share GPUs: at most the candidate API's PKB_MAX_RANKS (8) of them.
+  constexpr int32_t kMaxFunctionalWorld = 8;
+  const int32_t functional = reg.capabilities().max_functional_world_size();
+  if (functional < 0 || functional > kMaxFunctionalWorld) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker '", reg.worker_id(), "' claims max_functional_world_size ",
+                     functional, "; it is 0 to ", kMaxFunctionalWorld));
+  }
   if (!who.worker) {
     // An open coordinator takes the worker's word; under --tokens only worker tokens carry a
     // grant, and an admin token may not pose as a worker.

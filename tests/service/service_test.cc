@@ -663,6 +663,58 @@ TEST_CASE("a C++ candidate from the CLI reaches a real verdict with timings on a
   CHECK(as_cuda.exit_code != 0);
 }
 
+TEST_CASE("a functional run puts 4 ranks on a worker that takes 1 and never ranks",
+          "[service][cli]") {
+  if (std::string(PKB_REAL_ENGINE).empty()) {
+    WARN("pkb-eval is not built: a real verdict needs the real engine");
+    return;
+  }
+  Cluster c;
+  c.StartCoordinator(PKB_REAL_ENGINE);
+  c.StartWorker("w1", {}, {"--max-world-size", "1"});  // functional runs: up to 8 (the default)
+  const std::string cpu_dir = std::string(PKB_SOURCE_DIR) + "/tests/engine/cpu_candidates/";
+  std::string common = ReadFile(cpu_dir + "common.h").value();
+  common.replace(common.find("#pragma once"), strlen("#pragma once"), "");
+  std::string correct = ReadFile(cpu_dir + "p001_correct.cc").value();
+  correct.replace(correct.find("#include \"common.h\""), strlen("#include \"common.h\""), common);
+  const std::string file = c.WriteSource("p001_host.cc", correct);
+  auto submit = [&](std::vector<std::string> more) {
+    SubprocessOptions o;
+    o.argv = {PKB_CLI_BIN, "--coordinator", absl::StrCat("127.0.0.1:", c.port), "submit", file,
+              "-p", "1", "-w", "4", "--m", "64", "--n", "64", "--warmup", "3"};
+    o.argv.insert(o.argv.end(), more.begin(), more.end());
+    o.timeout = absl::Seconds(100);
+    return RunSubprocess(o).value();
+  };
+  // W = 4 is beyond this worker: a plain run waits, and says what would run.
+  SubprocessResult plain = submit({"--detach"});
+  INFO(plain.out << plain.err);
+  CHECK(plain.out.find("no connected worker can run it yet") != std::string::npos);
+  CHECK(plain.out.find("a functional run") != std::string::npos);
+  SubprocessResult r = submit({"--functional"});
+  INFO(r.out << r.err << Slurp(c.dir + "/worker-w1.log"));
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("functional run: no speedup") != std::string::npos);
+  REQUIRE(r.out.rfind("job ", 0) == 0);
+  v1::GetJobRequest get;
+  get.set_job_id(r.out.substr(4, r.out.find('\n') - 4));
+  grpc::ClientContext ctx;
+  v1::Job job;
+  REQUIRE(c.stub->Get(&ctx, get, &job).ok());
+  CHECK(job.request().functional());
+  const v1::EvalResult& res = job.result();
+  INFO(res.message());
+  CHECK(res.status() == v1::OK);
+  CHECK(res.functional());
+  CHECK(res.world_size() == 4);
+  CHECK(res.speedup() == 0);
+  CHECK(res.candidate().samples() == 20);  // the functional window, not --iters' 100
+  // Ranked and functional exclude each other.
+  SubprocessResult both = submit({"--functional", "--ranked"});
+  CHECK(both.exit_code != 0);
+  CHECK(both.err.find("functional and ranked") != std::string::npos);
+}
+
 TEST_CASE("leaderboard over gRPC: metadata, secret seed, roles, history, export",
           "[service][leaderboard]") {
   Cluster c;

@@ -91,6 +91,7 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
     opts.argv.insert(opts.argv.end(), {"--warmup", absl::StrCat(lease.warmup())});
   if (lease.iters() > 0)
     opts.argv.insert(opts.argv.end(), {"--iters", absl::StrCat(lease.iters())});
+  if (lease.functional()) opts.argv.push_back("--functional");
   opts.cwd = *dir;
   opts.timeout =
       lease.deadline_ms() > 0 ? absl::Milliseconds(lease.deadline_ms()) : absl::Minutes(30);

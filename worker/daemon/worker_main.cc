@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   pkb::EngineExecutorOptions e;
   std::string gpu_class;
   int max_world_size = 0;
+  int max_functional_world_size = 8;
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   o.worker_id = absl::StrCat(host, "-", getpid());
@@ -91,6 +92,11 @@ int main(int argc, char** argv) {
   app.add_option("--max-world-size", max_world_size,
                  "largest W accepted (default: the GPU count; 8 on a GPU-less node, whose engine "
                  "answers NO_DEVICE)");
+  app.add_option("--max-functional-world-size", max_functional_world_size,
+                 "largest W of a functional job, whose ranks share this node's GPUs (0 to 8; 0: "
+                 "none beyond --max-world-size)")
+      ->check(CLI::Range(0, 8))
+      ->capture_default_str();
   app.add_option("--harness-version", *o.capabilities.mutable_harness_version(),
                  "the engine's harness version")
       ->capture_default_str();
@@ -137,6 +143,7 @@ int main(int argc, char** argv) {
   o.capabilities.set_max_world_size(max_world_size > 0               ? max_world_size
                                     : o.capabilities.gpu_count() > 0 ? o.capabilities.gpu_count()
                                                                      : 8);
+  o.capabilities.set_max_functional_world_size(max_functional_world_size);
   o.capabilities.set_hostname(host);
   o.capabilities.set_slots(1);
   if (e.engine.empty() || access(e.engine.c_str(), X_OK) != 0) {
@@ -144,9 +151,10 @@ int main(int argc, char** argv) {
     o.unhealthy_reason = absl::StrCat("no runnable engine at '", e.engine, "' (give --engine)");
     spdlog::error("{}", o.unhealthy_reason);
   }
-  spdlog::info("worker {}: {} x{} ({}), max W {}, engine {}", o.worker_id,
+  spdlog::info("worker {}: {} x{} ({}), max W {} (functional {}), engine {}", o.worker_id,
                o.capabilities.gpu_class(), o.capabilities.gpu_count(), o.capabilities.gpu_model(),
-               o.capabilities.max_world_size(), e.engine);
+               o.capabilities.max_world_size(), o.capabilities.max_functional_world_size(),
+               e.engine);
 
   if (health_command.empty() && o.capabilities.gpu_count() > 0) {
     health_command =
