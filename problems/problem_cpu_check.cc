@@ -2,10 +2,16 @@
 // single-process oracle, then checks that the candidate tolerance rejects the standard wrong
 // answers. Started by CTest as `mpirun -np W problem_cpu_check --problem ID`.
 //
+// With --device cuda (GPU nodes), rank r draws its inputs on GPU r mod G and runs the reference
+// there, its collectives through host-staged MPI (--staged, as the judges of a functional run
+// call them: the ranks may share one GPU), and the oracle runs on that GPU too.
+//
 // Wrong answers, each of which must fail on at least one rank (where it differs from the truth):
 //   zeros, noise of the right magnitude, an input echoed back, the previous input set's
 //   outputs, and each rank's contribution missing (the oracle with that rank's inputs zeroed).
 #include <ATen/Parallel.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/DeviceGuard.h>
 #include <mpi.h>
 
 #include <cstdio>
@@ -70,7 +76,7 @@ void CheckProblem(const Problem& p, RunConfig cfg, int sets, bool staged) {
   auto world = MakeMpiWorld(p.Groups(cfg));
   if (!world.ok()) return Report(false, std::string(world.status().message()));
   // Through host-staged copies, as the judges of ranks that share a GPU call it.
-  if (staged) *world = std::make_unique<StagedComm>(std::move(*world), at::Device(at::kCPU));
+  if (staged) *world = std::make_unique<StagedComm>(std::move(*world), cfg.device);
 
   std::vector<std::vector<std::vector<at::Tensor>>> oracle_by_set;
   for (int set = 0; set < sets; ++set) {
@@ -194,7 +200,7 @@ void CheckProblem(const Problem& p, RunConfig cfg, int sets, bool staged) {
 }  // namespace pkb
 
 int main(int argc, char** argv) {
-  CLI::App app{"Checks problem references on CPU through MPI (run under mpirun)."};
+  CLI::App app{"Checks problem references against their oracles through MPI (run under mpirun)."};
   int problem = 0;
   int64_t m = 64, n = 64;
   int sets = 2;
@@ -206,7 +212,21 @@ int main(int argc, char** argv) {
   app.add_flag("--staged", staged,
                "run the references through StagedComm (ranks sharing a GPU); the wrong answers "
                "are left to the plain runs");
+  std::string device = "cpu";
+  app.add_option("--device", device, "cpu, or cuda: rank r on GPU r mod G (implies --staged)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   CLI11_PARSE(app, argc, argv);
+  at::Device where(at::kCPU);
+  if (device == "cuda") {
+    const int gpus = at::detail::getCUDAHooks().deviceCount();
+    if (gpus < 1) {
+      std::fprintf(stderr, "--device cuda: no CUDA device (or a build without CUDA)\n");
+      return 2;
+    }
+    where = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(pkb::MpiWorldRank() % gpus));
+    staged = true;  // NCCL refuses two ranks of one communicator on one GPU
+  }
+  c10::DeviceGuard on_device(where);
 
   int world = pkb::MpiWorldSize();
   std::vector<const pkb::Problem*> todo;
@@ -226,6 +246,7 @@ int main(int argc, char** argv) {
     cfg.m = m;
     cfg.n = n;
     cfg.world = world;
+    cfg.device = where;
     pkb::CheckProblem(*p, cfg, sets, staged);
   }
   int local[2] = {pkb::passes, pkb::failures}, total[2] = {0, 0};
