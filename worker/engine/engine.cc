@@ -615,6 +615,16 @@ std::string FormatReport(const v1::EvalResult& r) {
                             r.speedup(), r.speedup_low(), r.speedup_high(), r.speedup_events());
     }
   }
+  if (r.baseline_graph_us() > 0) {
+    absl::StrAppendFormat(&s,
+                          "baseline from a CUDA graph (no host overhead) %.2f us per call%s\n",
+                          r.baseline_graph_us(),
+                          r.speedup_graph() > 0
+                              ? absl::StrFormat(": speedup against it %.3fx", r.speedup_graph())
+                              : "");
+  } else if (!r.baseline_graph_note().empty() && r.baseline().samples() > 0) {
+    absl::StrAppendFormat(&s, "baseline from a CUDA graph: none (%s)\n", r.baseline_graph_note());
+  }
   if (r.has_roofline() && r.roofline().floor_us() > 0 && !r.functional()) {
     absl::StrAppendFormat(&s, "roofline floor %.2f us (%.1f%% reached)", r.roofline().floor_us(),
                           r.roofline().percent_of_roofline());

@@ -55,6 +55,17 @@ class RankDevice {
   // The world communicator and its sub-groups, for references.
   virtual absl::StatusOr<Comm*> MakeComm(const std::vector<GroupLayout>& groups) = 0;
 
+  // Captures the work `body` enqueues on stream() into a CUDA graph and returns a function that
+  // replays it (then waits for nothing): the reference timed without its host overhead.
+  // UNIMPLEMENTED where there are no graphs (CPU; ranks sharing a GPU, whose collectives are
+  // host-staged); FAILED_PRECONDITION naming why when the work cannot be captured (a host
+  // synchronization, a data-dependent shape). The device is usable afterwards either way.
+  virtual absl::StatusOr<std::function<absl::Status()>> CaptureGraph(
+      const std::function<absl::Status()>& body) {
+    (void)body;
+    return absl::UnimplementedError("no CUDA graphs on this device");
+  }
+
   // Makes ATen ops of this thread run on stream() until the returned guard is destroyed.
   virtual std::shared_ptr<void> UseStream() = 0;
   virtual absl::Status Synchronize() = 0;  // the whole device, reporting any asynchronous fault

@@ -3,6 +3,7 @@
 // IPC. The ranks meet through a c10d::FileStore in the job's scratch folder. Where ranks share a
 // GPU (RankIdentity::share_gpu), the judges' collectives go through host-staged MPI instead and
 // there is no NCCL communicator.
+#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
@@ -352,6 +353,46 @@ class CudaRankDevice : public RankDevice {
   std::shared_ptr<void> UseStream() override {
     auto ext = c10::cuda::getStreamFromExternal(stream_, index_);
     return std::make_shared<c10::cuda::CUDAStreamGuard>(ext);
+  }
+
+  absl::StatusOr<std::function<absl::Status()>> CaptureGraph(
+      const std::function<absl::Status()>& body) override {
+    if (id_.share_gpu) return absl::UnimplementedError("ranks share the GPU: no CUDA graphs");
+    PKB_CUDA_OR_RETURN(cudaStreamSynchronize(stream_));
+    auto graph = std::make_shared<at::cuda::CUDAGraph>();
+    std::string failure;
+    try {
+      // Thread-local: a CUDA call of another thread of this process cannot spoil the capture.
+      graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+      absl::Status captured = body();
+      if (!captured.ok()) failure = std::string(captured.message());
+      graph->capture_end();
+    } catch (const std::exception& e) {
+      if (failure.empty()) failure = e.what();
+    }
+    if (!failure.empty()) {
+      // A capture the failure left open is ended and dropped, and the error cleared.
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      if (cudaStreamIsCapturing(stream_, &status) == cudaSuccess &&
+          status != cudaStreamCaptureStatusNone) {
+        cudaGraph_t dropped = nullptr;
+        cudaStreamEndCapture(stream_, &dropped);
+        if (dropped) cudaGraphDestroy(dropped);
+      }
+      cudaGetLastError();
+      graph.reset();
+      const std::string first_line = failure.substr(0, failure.find('\n'));
+      return absl::FailedPreconditionError(
+          absl::StrCat("the reference cannot be captured in a CUDA graph: ", first_line));
+    }
+    return std::function<absl::Status()>([graph]() -> absl::Status {
+      try {
+        graph->replay();
+      } catch (const std::exception& e) {
+        return absl::InternalError(absl::StrCat("CUDA graph replay: ", e.what()));
+      }
+      return absl::OkStatus();
+    });
   }
 
   absl::Status Synchronize() override {

@@ -238,6 +238,32 @@ TEST_CASE("a report must carry every round of the reference") {
   CHECK_THAT(OnlyReason(ctx, {short_series}), Catch::Contains("timed iterations"));
 }
 
+TEST_CASE("the CUDA-graph baseline is the slowest rank's median replay and needs every rank") {
+  VerdictContext ctx = Ctx(2);
+  std::vector<v1::RankReport> reports = {Passing(0, 10), Passing(1, 10)};
+  // Ctx's 4 iterations: rounds of 20-28 us are 5-7 us per call; rank 1's median is 6.
+  for (double x : {20.0, 28.0, 24.0, 20.0, 22.0}) reports[0].add_baseline_graph_round_wall_us(x);
+  for (double x : {24.0, 24.0, 28.0, 20.0, 20.0}) reports[1].add_baseline_graph_round_wall_us(x);
+  ParsedReports p = ParseRankReports(ctx, Blobs(reports));
+  REQUIRE(p.Complete());
+  v1::EvalResult r;
+  REQUIRE(JudgeReports(ctx, {*p.reports[0], *p.reports[1]}, &r).status == v1::OK);
+  CHECK(r.baseline_graph_us() == Approx(6.0));
+  CHECK(r.speedup_graph() == Approx(6.0 / 10.0));  // the candidate's 40 us window / 4
+  CHECK(r.baseline_graph_note().empty());
+  // One rank could not capture its reference: no graph figure, and the reason.
+  reports[1].clear_baseline_graph_round_wall_us();
+  reports[1].set_baseline_graph_note("the reference cannot be captured in a CUDA graph: sync");
+  v1::EvalResult none;
+  REQUIRE(JudgeReports(ctx, reports, &none).status == v1::OK);
+  CHECK(none.baseline_graph_us() == 0);
+  CHECK(none.speedup_graph() == 0);
+  CHECK_THAT(none.baseline_graph_note(), Catch::Contains("cannot be captured"));
+  // Rounds are all there or none.
+  reports[0].mutable_baseline_graph_round_wall_us()->RemoveLast();
+  CHECK_THAT(OnlyReason(ctx, {reports[0]}), Catch::Contains("rounds of the reference's graph"));
+}
+
 TEST_CASE("progress lines: only what the harness writes is understood") {
   auto trial = ParseProgress(R"({"trial": 2, "ok": true})", 3);
   REQUIRE(trial);
