@@ -6,10 +6,13 @@
 #
 # Defaults: problems/examples/p001_allreduce_symm.cu, problem 1, W = the GPU count (2 without a
 # GPU), build folder ./build (or $PKB_BUILD_DIR). On a machine without a GPU the engine compiles
-# the candidate and the verdict is NO_DEVICE: this script says so plainly.
+# the candidate and the verdict is NO_DEVICE: this script says so plainly, and then (with the
+# default candidate) submits docs/examples/p001_allreduce_host.cc, a host-only C++ candidate of
+# the same problem, for a whole verdict with timings on this machine's CPU.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 source_file="$root/problems/examples/p001_allreduce_symm.cu"
+host_example=1  # no candidate given: on a GPU-less machine, also the host-only example
 problem=1
 world=""
 build="${PKB_BUILD_DIR:-$root/build}"
@@ -21,7 +24,7 @@ while [[ $# -gt 0 ]]; do
     --build) build="$2"; shift 2 ;;
     --keep) keep=1; shift ;;
     -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
-    *) source_file="$1"; shift ;;
+    *) source_file="$1"; host_example=0; shift ;;
   esac
 done
 build="$(cd "$build" && pwd)"  # the worker runs the engine from its own folders
@@ -79,6 +82,22 @@ ms=$(( (end - start) / 1000000 ))
 printf '== total %d.%03d s, pkb exit code %d\n' $((ms / 1000)) $((ms % 1000)) "$rc"
 if [[ $rc == 17 ]]; then
   echo "== No GPU on this machine: the candidate compiled, but nothing could run. Run this on a GPU node for a real verdict."
+  if [[ $host_example == 1 ]]; then
+    # A whole verdict, timings included, without a GPU: the same problem as a host-only C++
+    # candidate (language cpp), judged by the same engine on CPU through MPI.
+    host="$root/docs/examples/p001_allreduce_host.cc"
+    echo "== submit $host (a host-only C++ candidate: problem 1, W=$world, on this machine's CPU)"
+    start=$(date +%s%N)
+    set +e
+    "$pkb" --coordinator "$address" submit "$host" --problem 1 --world-size "$world" --m 256 \
+      --n 256 --no-cache
+    rc=$?
+    set -e
+    end=$(date +%s%N)
+    ms=$(( (end - start) / 1000000 ))
+    printf '== total %d.%03d s, pkb exit code %d\n' $((ms / 1000)) $((ms % 1000)) "$rc"
+    exit $rc
+  fi
   exit 0  # the service did all a GPU-less machine can: not a failure of this script
 fi
 exit $rc
