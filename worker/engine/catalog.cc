@@ -76,6 +76,11 @@ v1::ProblemCatalog BuildCatalog() {
             d->set_name(s.name);
             d->set_kind(s.is_int ? "int" : "float");
             d->set_value(s.is_int ? static_cast<double>(s.i) : s.f);
+            if (s.is_int) {
+              d->set_i(s.i);
+            } else {
+              d->set_f(s.f);
+            }
           }
         } catch (const std::exception&) {
           // Problems that cannot draw on the meta device still list their outputs.
@@ -108,6 +113,7 @@ v1::ProblemCatalog BuildCatalog() {
       layout->set_nvlink_bytes(roof.nvlink_bytes);
       layout->set_hbm_bytes(roof.hbm_bytes);
       layout->set_flops(roof.flops);
+      layout->set_busbw_factor(roof.busbw_factor);
       if (w == 8) {
         spec->set_is_collective(roof.collective_bytes > 0);
         spec->set_busbw_factor(roof.busbw_factor);

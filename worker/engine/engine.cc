@@ -147,7 +147,8 @@ absl::Status CheckInstallation(const EvalOptions& o, const std::string& backend)
     if (o.api_include_dir.empty()) {
       return absl::FailedPreconditionError(
           "the candidate API headers were not found: pkb-eval looks for include/pkb/candidate.h "
-          "in the folders above its own binary");
+          "in the folders above its own binary; give the folder that holds pkb/candidate.h with "
+          "--api-include-dir (a checkout's include/)");
     }
     std::error_code ec;
     if (!std::filesystem::is_regular_file(o.api_include_dir + "/pkb/candidate.h", ec)) {

@@ -24,10 +24,12 @@
 
 namespace {
 
-std::string ToJson(const google::protobuf::Message& m, bool pretty) {
+// `every_field`: zeros and empty values too (the catalog: rank 0 has its "rank": 0).
+std::string ToJson(const google::protobuf::Message& m, bool pretty, bool every_field = false) {
   std::string out;
   google::protobuf::util::JsonPrintOptions o;
   o.add_whitespace = pretty;
+  o.always_print_primitive_fields = every_field;
   o.preserve_proto_field_names = true;
   (void)google::protobuf::util::MessageToJsonString(m, &out, o);
   return out;
@@ -68,6 +70,8 @@ int Main(int argc, char** argv) {
                "GPUs, with no NCCL communicator for the candidate");
   app.add_option("--mpirun", o.mpirun, "OpenMPI's mpirun (CPU runs, functional GPU runs)")
       ->capture_default_str();
+  app.add_option("--api-include-dir", o.api_include_dir,
+                 "the folder holding pkb/candidate.h (default: include/ found above this binary)");
   app.add_option("--gencode", o.gencode, "nvcc -gencode value");
   app.add_option("--gpu-class", o.gpu_class, "GPU class recorded in the job key");
   app.add_option("--cache-dir", o.cache_dir, "compile cache folder");
@@ -109,7 +113,7 @@ int Main(int argc, char** argv) {
     return 3;
   }
   if (catalog) {
-    std::cout << ToJson(pkb::BuildCatalog(), true) << "\n";
+    std::cout << ToJson(pkb::BuildCatalog(), true, /*every_field=*/true) << "\n";
     return 0;
   }
   if (!dump_dir.empty()) {
@@ -134,10 +138,10 @@ int Main(int argc, char** argv) {
     o.source_name = std::filesystem::path(source_path).filename().string();
   }
   for (auto& d : o.cpu_include_dirs) d = std::filesystem::absolute(d).string();
-  o.api_include_dir =
-      InstalledDir("include/pkb").empty()
-          ? ""
-          : std::filesystem::path(InstalledDir("include/pkb")).parent_path().string();
+  if (o.api_include_dir.empty() && !InstalledDir("include/pkb").empty())
+    o.api_include_dir = std::filesystem::path(InstalledDir("include/pkb")).parent_path().string();
+  if (!o.api_include_dir.empty())
+    o.api_include_dir = std::filesystem::absolute(o.api_include_dir).string();
   o.torch_include_dir = InstalledDir("torch_include");
   if (const char* t = std::getenv("PKB_TORCH_INCLUDE")) o.torch_include_dir = t;
 
