@@ -148,6 +148,22 @@ TEST_CASE("the catalog lists every problem with layouts and tolerances", "[engin
     CHECK(p["statement"].get<std::string>().size() > 50);
     CHECK(p["layouts"].size() == 4);
     CHECK(p["tolerances"].size() >= 1);
+    // What docs/candidate-api.md promises of the JSON: every field, rank 0's rank included.
+    for (const auto& l : p["layouts"]) {
+      if (!l["supported"].get<bool>()) continue;
+      REQUIRE(l["ranks"].size() >= 1);
+      CHECK(l["ranks"][0]["rank"] == 0);
+      for (const auto& s : l["ranks"][0]["scalars"]) {
+        if (s["kind"] == "int") CHECK(std::stod(s["i"].get<std::string>()) == s["value"]);
+        if (s["kind"] == "float") CHECK(s["f"] == s["value"]);
+      }
+    }
+    // busbw / algbw per W: 2 (W - 1) / W for the all-reduce.
+    if (p["id"] == 1) {
+      CHECK(p["layouts"][1]["world_size"] == 2);
+      CHECK(p["layouts"][1]["busbw_factor"].get<double>() == Approx(1.0));
+      CHECK(p["layouts"][3]["busbw_factor"].get<double>() == Approx(1.75));
+    }
   }
 }
 
