@@ -49,7 +49,7 @@ class MoeEpNarrow : public MoeEpProblem {
         "  may pick any of the tied experts (its CUDA and CPU kernels may differ), and the\n"
         "  token goes to that expert's rank. The harness computes the output row of every\n"
         "  such choice and accepts a row that matches any one of them within the tolerance.\n"
-        "  A token sent to an expert below the k-th probability, or mixing two choices, fails.\n"
+        "  A token sent to an expert below the k-th probability, or to every tied one, fails.\n"
         "- Numerics: routing must be computed exactly as above (dtype logits, softmax, topk:\n"
         "  it decides the destination). The MLP and combine may use fp32 intermediates:\n"
         "  |out| <~ 1, and PKB's atol = rtol = 1e-2 admits that.\n"
