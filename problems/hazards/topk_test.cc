@@ -285,7 +285,7 @@ TEST_CASE("p084 rows in chunk order pass, an interleaved all-to-all back fails",
   }
 }
 
-TEST_CASE("p084 any bf16 summation order passes, zeros fail", "[p084]") {
+TEST_CASE("p084 any bf16 summation order passes and zeros fail", "[p084]") {
   for (int set = 0; set <= kStrongSets; ++set) {
     INFO("set " << set);
     Case c = Prepare(84, kHazardM, 64, 8, set);

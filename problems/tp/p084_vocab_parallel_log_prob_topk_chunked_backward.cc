@@ -49,7 +49,7 @@ CutTies TiesAtCut(const at::Tensor& rows, const at::Tensor& target, const at::Te
   at::Tensor m = run.sum(-1), n = kept.sum(-1);
   at::Tensor target_in = run.gather(-1, target.unsqueeze(-1)).squeeze(-1);
   at::Tensor choice = m.gt(n).logical_and(target_in.logical_not());
-  at::Tensor v = g.gather(-1, kept.to(at::kByte).argmax(-1, /*keepdim=*/true)).squeeze(-1);
+  at::Tensor v = g.gather(-1, kept.to(at::kInt).argmax(-1, /*keepdim=*/true)).squeeze(-1);
   at::Tensor count = at::stack({m.to(at::kDouble), n.to(at::kDouble), v.to(at::kDouble)}, -1);
   return {run.logical_and(choice.unsqueeze(-1)).contiguous(),
           count.masked_fill(choice.logical_not().unsqueeze(-1), 0).contiguous()};
