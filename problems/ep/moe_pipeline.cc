@@ -1,10 +1,14 @@
 #include "problems/ep/moe_pipeline.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "problems/harness/check.h"
 
 namespace pkb {
 std::vector<int64_t> ToHostLongs(const at::Tensor& t) {
@@ -88,10 +92,14 @@ at::Tensor SwiGluExpert(const at::Tensor& x, const LinearWeights& gate, const Li
   return ApplyLinear(g * u, down.weight, down.bias);
 }
 
+at::Tensor RouterProbs(const at::Tensor& x2d, const at::Tensor& gate_weight,
+                       const at::Tensor& gate_bias) {
+  return at::softmax(at::linear(x2d, gate_weight, gate_bias), -1);
+}
+
 Routing Route(const at::Tensor& x2d, const at::Tensor& gate_weight, const at::Tensor& gate_bias,
               int64_t top_k) {
-  at::Tensor logits = at::linear(x2d, gate_weight, gate_bias);
-  auto [w, sel] = at::topk(at::softmax(logits, -1), top_k, -1);
+  auto [w, sel] = at::topk(RouterProbs(x2d, gate_weight, gate_bias), top_k, -1);
   return {w, sel};
 }
 
@@ -204,6 +212,108 @@ at::Tensor MoeEpCombine(const at::Tensor& x2d, const at::Tensor& weights,
   return out;
 }
 
+TieChoices RoutingTieChoices(const at::Tensor& probs, const Routing& route, int64_t local) {
+  TieChoices out;
+  const at::Tensor p = probs.to(at::kCPU, at::kDouble).contiguous();
+  const at::Tensor sel = route.selected.to(at::kCPU, at::kLong).contiguous();
+  const int64_t tokens = p.size(0), experts = p.size(1), k = sel.size(1);
+  auto owners = [local](std::vector<int64_t> es) {
+    for (int64_t& e : es) e /= local;
+    std::sort(es.begin(), es.end());
+    return es;
+  };
+  for (int64_t t = 0; t < tokens && k > 0; ++t) {
+    const double* row = p.const_data_ptr<double>() + t * experts;
+    const int64_t* chosen = sel.const_data_ptr<int64_t>() + t * k;
+    double kth = row[chosen[0]];
+    for (int64_t j = 1; j < k; ++j) kth = std::min(kth, row[chosen[j]]);
+    std::vector<int64_t> above, tied;
+    for (int64_t e = 0; e < experts; ++e) {
+      if (row[e] > kth) above.push_back(e);
+      if (row[e] == kth) tied.push_back(e);
+    }
+    const size_t need = static_cast<size_t>(k) - std::min<size_t>(above.size(), k);
+    if (tied.size() <= need) continue;  // every tied expert is chosen: no choice
+    std::set<std::vector<int64_t>> seen{owners(std::vector<int64_t>(chosen, chosen + k))};
+    // Every `need`-subset of `tied`, lexicographically: pick[i] indexes tied.
+    std::vector<size_t> pick(need);
+    std::iota(pick.begin(), pick.end(), size_t{0});
+    while (true) {
+      std::vector<int64_t> experts_chosen = above;
+      for (size_t i : pick) experts_chosen.push_back(tied[i]);
+      std::sort(experts_chosen.begin(), experts_chosen.end());
+      if (seen.insert(owners(experts_chosen)).second) {
+        out.token.push_back(t);
+        out.selected.push_back(std::move(experts_chosen));
+      }
+      size_t i = need;
+      while (i > 0 && pick[i - 1] == tied.size() - need + i - 1) --i;
+      if (i == 0) break;
+      ++pick[i - 1];
+      for (size_t j = i; j < need; ++j) pick[j] = pick[j - 1] + 1;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+at::Tensor Longs(const std::vector<int64_t>& v, at::Device device) {
+  return at::tensor(v, at::TensorOptions().dtype(at::kLong)).reshape({-1}).to(device);
+}
+
+// The distinct tokens of `c`, ascending.
+std::vector<int64_t> TiedTokens(const TieChoices& c) {
+  std::vector<int64_t> tokens = c.token;
+  tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  return tokens;
+}
+
+// Rows x2d[tokens], zero-padded to `rows` rows.
+at::Tensor PaddedRows(const at::Tensor& x2d, const std::vector<int64_t>& tokens, int64_t rows) {
+  at::Tensor out = at::zeros({rows, x2d.size(1)}, x2d.options());
+  if (!tokens.empty()) {
+    out.narrow(0, 0, static_cast<int64_t>(tokens.size()))
+        .copy_(x2d.index_select(0, Longs(tokens, x2d.device())));
+  }
+  return out;
+}
+
+// Group member `me`'s alternative rows (A, N), the closed form of each alternative routing.
+// `ys` (P P maxn, N): row (d P + s) maxn + i is member d's expert applied to member s's i-th
+// tied token; `tied` lists me's tied tokens.
+at::Tensor AlternativeRows(const TieChoices& c, const std::vector<int64_t>& tied,
+                           const at::Tensor& probs, const at::Tensor& ys, int64_t me,
+                           int64_t members, int64_t maxn, int64_t local) {
+  const int64_t a = static_cast<int64_t>(c.token.size());
+  if (a == 0) return at::empty({0, ys.size(1)}, ys.options());
+  const int64_t k = static_cast<int64_t>(c.selected[0].size());
+  std::vector<int64_t> rows, experts;
+  for (int64_t i = 0; i < a; ++i) {
+    const int64_t pos = std::lower_bound(tied.begin(), tied.end(), c.token[i]) - tied.begin();
+    for (int64_t e : c.selected[i]) {
+      rows.push_back(((e / local) * members + me) * maxn + pos);
+      experts.push_back(e);
+    }
+  }
+  at::Tensor row_idx = Longs(rows, ys.device()).view({a, k});
+  at::Tensor w = probs.index_select(0, Longs(c.token, probs.device()))
+                     .gather(1, Longs(experts, probs.device()).view({a, k}));
+  // MoeEpCombine's arithmetic: products in the experts' dtype, summed in ascending expert order.
+  at::Tensor out = at::zeros({a, ys.size(1)}, ys.options());
+  for (int64_t j = 0; j < k; ++j) {
+    out = out + ys.index_select(0, row_idx.select(1, j)) * w.select(1, j).unsqueeze(-1);
+  }
+  return out;
+}
+
+std::vector<at::Tensor> NoTieKeys(const RunConfig& cfg) {
+  return {at::empty({0}, at::TensorOptions().dtype(at::kLong).device(cfg.device)),
+          at::empty({0, cfg.n}, at::TensorOptions().dtype(cfg.dtype).device(cfg.device))};
+}
+
+}  // namespace
+
 std::vector<GroupLayout> MoeEpProblem::Groups(const RunConfig& cfg) const {
   const int ep = EpSize(cfg.world);
   if (ep >= cfg.world) return {};
@@ -247,16 +357,19 @@ ExpertFn MoeEpProblem::ExpertOf(const Inputs& in) const {
   return [gate, up, down](const at::Tensor& x) { return SwiGluExpert(x, gate, up, down); };
 }
 
+absl::StatusOr<Comm*> MoeEpProblem::EpComm(Comm& comm) const {
+  if (EpSize(comm.size()) >= comm.size()) return &comm;
+  Comm* ep = comm.Group("ep");
+  if (ep == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(info().slug, ": this rank has no communicator for its EP group \"ep\""));
+  }
+  return ep;
+}
+
 absl::StatusOr<std::vector<at::Tensor>> MoeEpProblem::Reference(Comm& comm, const Inputs& in,
                                                                 const RunConfig& cfg) const {
-  Comm* ep = &comm;
-  if (EpSize(comm.size()) < comm.size()) {
-    ep = comm.Group("ep");
-    if (ep == nullptr) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(info().slug, ": this rank has no communicator for its EP group \"ep\""));
-    }
-  }
+  PKB_ASSIGN_OR_RETURN(Comm * ep, EpComm(comm));
   PKB_ASSIGN_OR_RETURN(at::Tensor out,
                        MoeEpForward(*ep, in[kMoeX], in[kMoeGateW], in[kMoeGateB],
                                     NumExperts(cfg.world), TopK(cfg.world), ExpertOf(in)));
@@ -277,6 +390,102 @@ absl::StatusOr<std::vector<std::vector<at::Tensor>>> MoeEpProblem::Oracle(
     }
   }
   return result;
+}
+
+absl::StatusOr<std::vector<at::Tensor>> MoeEpProblem::TieKeys(
+    Comm& comm, const Inputs& in, const RunConfig& cfg,
+    const std::vector<at::Tensor>& expected) const {
+  PKB_ASSIGN_OR_RETURN(Comm * ep, EpComm(comm));
+  const int64_t members = ep->size(), me = ep->rank();
+  const int64_t local = NumExperts(cfg.world) / members;
+  at::Tensor x2 = in[kMoeX].reshape({-1, in[kMoeX].size(-1)});
+  at::Tensor probs = RouterProbs(x2, in[kMoeGateW], in[kMoeGateB]);
+  auto [w, sel] = at::topk(probs, TopK(cfg.world), -1);
+  const TieChoices choices = RoutingTieChoices(probs, {w, sel}, local);
+  const std::vector<int64_t> tied = TiedTokens(choices);
+  at::Tensor count = Longs({static_cast<int64_t>(tied.size())}, x2.device());
+  at::Tensor counts = at::empty({members}, count.options());
+  PKB_RETURN_IF_ERROR(ep->AllGatherInto(counts, count));
+  const int64_t maxn = counts.max().item<int64_t>();
+  if (maxn == 0) return NoTieKeys(cfg);
+  at::Tensor batch = at::empty({members * maxn, x2.size(1)}, x2.options());
+  PKB_RETURN_IF_ERROR(ep->AllGatherInto(batch, PaddedRows(x2, tied, maxn)));
+  at::Tensor y = ExpertOf(in)(batch).contiguous();
+  at::Tensor ys = at::empty({members * y.size(0), y.size(1)}, y.options());
+  PKB_RETURN_IF_ERROR(ep->AllGatherInto(ys, y));
+  return std::vector<at::Tensor>{
+      Longs(choices.token, x2.device()),
+      AlternativeRows(choices, tied, probs, ys, me, members, maxn, local)};
+}
+
+absl::StatusOr<std::vector<std::vector<at::Tensor>>> MoeEpProblem::OracleTieKeys(
+    const std::vector<Inputs>& all, const RunConfig& cfg,
+    const std::vector<std::vector<at::Tensor>>& expected) const {
+  const int world = static_cast<int>(all.size()), ep = EpSize(world);
+  const int64_t k = TopK(world), local = NumExperts(world) / ep;
+  std::vector<std::vector<at::Tensor>> result(all.size());
+  for (int g = 0; g < world / ep; ++g) {
+    std::vector<TieChoices> choices;
+    std::vector<std::vector<int64_t>> tied;
+    std::vector<at::Tensor> x2, probs;
+    int64_t maxn = 0;
+    for (int i = 0; i < ep; ++i) {
+      const Inputs& in = all[g * ep + i];
+      x2.push_back(in[kMoeX].reshape({-1, in[kMoeX].size(-1)}));
+      probs.push_back(RouterProbs(x2.back(), in[kMoeGateW], in[kMoeGateB]));
+      auto [w, sel] = at::topk(probs.back(), k, -1);
+      choices.push_back(RoutingTieChoices(probs.back(), {w, sel}, local));
+      tied.push_back(TiedTokens(choices.back()));
+      maxn = std::max<int64_t>(maxn, static_cast<int64_t>(tied.back().size()));
+    }
+    if (maxn == 0) {
+      for (int i = 0; i < ep; ++i) result[g * ep + i] = NoTieKeys(cfg);
+      continue;
+    }
+    std::vector<at::Tensor> padded, ys;
+    for (int i = 0; i < ep; ++i) padded.push_back(PaddedRows(x2[i], tied[i], maxn));
+    at::Tensor batch = at::cat(padded, 0);
+    for (int d = 0; d < ep; ++d) ys.push_back(ExpertOf(all[g * ep + d])(batch).contiguous());
+    at::Tensor all_ys = at::cat(ys, 0);
+    for (int i = 0; i < ep; ++i) {
+      result[g * ep + i] = {
+          Longs(choices[i].token, x2[i].device()),
+          AlternativeRows(choices[i], tied[i], probs[i], all_ys, i, ep, maxn, local)};
+    }
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<at::Tensor>> MoeEpProblem::ResolveTies(
+    const RunConfig& cfg, const std::vector<at::Tensor>& expected,
+    const std::vector<at::Tensor>& keys, const std::vector<at::Tensor>& actual) const {
+  if (keys.size() != 2 || actual.size() != 1 || expected.size() != 1) {
+    return absl::InternalError(
+        absl::StrCat(info().slug, ": ResolveTies takes 2 keys and 1 output"));
+  }
+  if (keys[0].numel() == 0 || actual[0].sizes() != expected[0].sizes() ||
+      actual[0].scalar_type() != expected[0].scalar_type()) {
+    return actual;  // no ties, or an output the comparison rejects anyway
+  }
+  const at::Tensor tokens = keys[0].to(at::kCPU).contiguous();
+  const at::Tensor rows = keys[1].to(at::kCPU);
+  const at::Tensor want = expected[0].to(at::kCPU);
+  at::Tensor got = actual[0].to(at::kCPU).contiguous().clone();
+  // Whole rows, element by element: the outlier budget is for the output, not one row.
+  Tolerance tol = GetTolerance(cfg, 0);
+  tol.outlier_fraction = 0;
+  std::set<int64_t> settled;
+  for (int64_t a = 0; a < tokens.numel(); ++a) {
+    const int64_t t = tokens[a].item<int64_t>();
+    if (settled.count(t)) continue;
+    if (CompareOutput(got[t], want[t], tol).ok()) {
+      settled.insert(t);  // the reference's routing (or one with its owners)
+    } else if (CompareOutput(got[t], rows[a], tol).ok()) {
+      got[t].copy_(want[t]);
+      settled.insert(t);
+    }
+  }
+  return std::vector<at::Tensor>{got.to(actual[0].device())};
 }
 
 Roofline MoeEpProblem::GetRoofline(const RunConfig& cfg) const {

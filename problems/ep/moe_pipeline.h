@@ -13,6 +13,12 @@
 //   8. undo 6, all_to_all_single back with the splits swapped.
 //   9. each row (e, t) times p[t, e] (dtype), scatter-added into zeros (T, N) dtype at row t.
 // Problems 28 and 29 are steps 4-6 and 8-9 alone, with given routing and synthetic splits.
+//
+// Ties (problems/harness/ties.h): where a token's k-th probability equals that of an expert left
+// out, torch.topk may pick any of the tied experts (its CUDA and CPU kernels differ), and the
+// token goes to another rank's MLP. Every such choice is correct: MoeEpProblem's tie rule
+// computes the output row of each other valid choice and accepts a candidate's row that matches
+// one of them within the tolerance.
 #ifndef PKB_PROBLEMS_EP_MOE_PIPELINE_H_
 #define PKB_PROBLEMS_EP_MOE_PIPELINE_H_
 
@@ -24,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "problems/harness/comm.h"
 #include "problems/harness/problem.h"
+#include "problems/harness/ties.h"
 
 namespace pkb {
 
@@ -85,6 +92,9 @@ struct Routing {
   at::Tensor weights;   // (T, k) dtype, topk of the softmax, descending
   at::Tensor selected;  // (T, k) int64 expert ids
 };
+// Step 1's probabilities (T, E): softmax in dtype of the dtype logits.
+at::Tensor RouterProbs(const at::Tensor& x2d, const at::Tensor& gate_weight,
+                       const at::Tensor& gate_bias);
 // Step 1, exactly as the reference computes it (bf16 logits, softmax in dtype, topk).
 Routing Route(const at::Tensor& x2d, const at::Tensor& gate_weight, const at::Tensor& gate_bias,
               int64_t top_k);
@@ -109,17 +119,36 @@ at::Tensor MoeEpCombine(const at::Tensor& x2d, const at::Tensor& weights,
                         const at::Tensor& selected, int64_t num_experts,
                         const std::vector<ExpertFn>& experts);
 
-// The end-to-end problems 31, 32, 50 and 51 (VeOmni's fused EP MoE forward), which differ only in
-// the expert count, top-k, the EP group layout and the expert MLP. Each rank's inputs, in call
+// The valid routings that ties allow besides the reference's own. For each token, the experts
+// whose probability exceeds the k-th are chosen, and any k - (their number) of the experts equal
+// to the k-th complete the choice. A choice counts when it sends the token to another multiset
+// of owners (expert e's owner is e / local) than topk's: the output depends on nothing else.
+// Listed by token ascending, then by the choices in lexicographic order of their experts.
+struct TieChoices {
+  std::vector<int64_t> token;                  // the token of each alternative
+  std::vector<std::vector<int64_t>> selected;  // its k experts, ascending
+};
+TieChoices RoutingTieChoices(const at::Tensor& probs, const Routing& route, int64_t local);
+
+// The end-to-end problems 31, 32, 49, 50 and 51 (VeOmni's fused EP MoE forward), which differ only
+// in the expert count, top-k, the EP group layout and the expert MLP. Each rank's inputs, in call
 // order: hidden_states x (M, N), gate_weight (E, N), gate_bias (E) (randn on the device), then
 // default nn.Linear gate_proj N -> 128, up_proj N -> 128, down_proj 128 -> N from the CPU
 // generator (each as its weight and bias), then any expert extras (32's LoRA factors); scalars
 // num_experts, top_k. The EP groups are contiguous blocks of EpSize ranks ("ep"; WORLD when a
 // block is all of WORLD). The output is out (M, N) in the run dtype.
+//
+// The tie rule: rank r's keys are the tokens of its other valid routings (RoutingTieChoices)
+// (A,) int64 and their output rows (A, N) in the run dtype, the closed form with the group's
+// experts applied to the tied tokens. ResolveTies replaces a candidate's row that misses the
+// reference's but matches an alternative's (every element within the tolerance) by the
+// reference's row. TieKeys: the group gathers its tied tokens (padded to the largest count),
+// every member applies its expert to all of them, and the results are gathered; OracleTieKeys
+// builds the same batches, so the keys agree bit for bit.
 enum : size_t { kMoeX, kMoeGateW, kMoeGateB, kMoeGpW, kMoeGpB, kMoeUpW, kMoeUpB, kMoeDnW, kMoeDnB };
 constexpr int64_t kMoeInter = 128;  // I, the experts' intermediate size
 
-class MoeEpProblem : public Problem {
+class MoeEpProblem : public Problem, public TieRule {
  public:
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override;
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override;
@@ -129,6 +158,16 @@ class MoeEpProblem : public Problem {
   absl::StatusOr<std::vector<std::vector<at::Tensor>>> Oracle(const std::vector<Inputs>& all,
                                                               const RunConfig& cfg) const override;
   Roofline GetRoofline(const RunConfig& cfg) const override;
+
+  absl::StatusOr<std::vector<at::Tensor>> TieKeys(
+      Comm& comm, const Inputs& in, const RunConfig& cfg,
+      const std::vector<at::Tensor>& expected) const override;
+  absl::StatusOr<std::vector<std::vector<at::Tensor>>> OracleTieKeys(
+      const std::vector<Inputs>& all, const RunConfig& cfg,
+      const std::vector<std::vector<at::Tensor>>& expected) const override;
+  absl::StatusOr<std::vector<at::Tensor>> ResolveTies(
+      const RunConfig& cfg, const std::vector<at::Tensor>& expected,
+      const std::vector<at::Tensor>& keys, const std::vector<at::Tensor>& actual) const override;
 
   virtual int64_t NumExperts(int world) const = 0;
   virtual int64_t TopK(int world) const { return 2; }
@@ -142,6 +181,10 @@ class MoeEpProblem : public Problem {
   virtual ExpertFn ExpertOf(const Inputs& in) const;
   // FLOPs of the expert per received row beyond the SwiGLU's 6 N I.
   virtual double ExtraExpertFlopsPerRow(const RunConfig& cfg) const { return 0; }
+
+ private:
+  // The EP group's communicator: `comm` (WORLD) or its "ep" sub-group.
+  absl::StatusOr<Comm*> EpComm(Comm& comm) const;
 };
 
 }  // namespace pkb

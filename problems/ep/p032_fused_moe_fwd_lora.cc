@@ -28,7 +28,7 @@ class FusedMoeFwdLora : public MoeEpProblem {
     static const ProblemInfo i{
         32,
         "32_fused_moe_fwd_lora",
-        1,
+        2,
         "VeOmni EP MoE forward with LoRA experts (token_pre_all2all / tokens_post_all2all)",
         "expert parallel",
         absl::StrCat(
@@ -69,7 +69,12 @@ class FusedMoeFwdLora : public MoeEpProblem {
             "  scaled by alpha / r, unweighted or swapped routing weights or a missing rank fail.\n"
             "  The base projections move out by only ~2% of S, below what fp32 chains differ by,\n"
             "  so the tolerance cannot see them: they are still required. Routing as in 31\n"
-            "  (exact bf16 ties exist; topk's tie-break decides the destination).\n"
+            "  (dtype logits, softmax, topk: it decides the destination).\n"
+            "- TIES: any valid tie choice passes, as in 31. Where a token's k-th probability\n"
+            "  equals that of an expert left out, torch.topk may pick any of the tied experts;\n"
+            "  the harness computes the output row of every such choice and accepts a row that\n"
+            "  matches any one of them within the tolerance. A token sent to an expert below the\n"
+            "  k-th probability fails.\n"
             "- Traffic per rank: as 31. FLOPs: router 2 M N 8, experts R (6 N 128 + 16 (3N +\n"
             "  384)) with R ~ 2M rows received.")};
     return i;

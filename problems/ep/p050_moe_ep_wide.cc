@@ -14,7 +14,7 @@ class MoeEpWide : public MoeEpProblem {
     static const ProblemInfo i{
         50,
         "50_moe_ep_wide",
-        1,
+        2,
         "VeOmni EP MoE forward (token_pre_all2all / tokens_post_all2all)",
         "expert parallel",
         "Expert-parallel MoE forward over WORLD with two experts per rank: E = 2W experts,\n"
@@ -39,8 +39,14 @@ class MoeEpWide : public MoeEpProblem {
         "  token's experts live on one rank, that rank receives the token twice and both\n"
         "  results are weighted and summed.\n"
         "- Output: `out` (M, N) dtype. Split sizes depend on the data.\n"
-        "- Numerics: routing must be computed exactly as above (exact bf16 ties exist; topk's\n"
-        "  tie-break decides the destination). The MLP and combine may use fp32 intermediates:\n"
+        "- TIES: any valid tie choice passes. Exact bf16 ties occur (a few tokens per rank):\n"
+        "  where a token's k-th probability equals that of an expert left out, torch.topk\n"
+        "  may pick any of the tied experts (its CUDA and CPU kernels may differ), and the\n"
+        "  token goes to that expert's rank. The harness computes the output row of every\n"
+        "  such choice and accepts a row that matches any one of them within the tolerance.\n"
+        "  A token sent to an expert below the k-th probability, or to every tied one, fails.\n"
+        "- Numerics: routing must be computed exactly as above (dtype logits, softmax, topk:\n"
+        "  it decides the destination). The MLP and combine may use fp32 intermediates:\n"
         "  |out| <~ 1, and PKB's atol = rtol = 1e-2 admits that.\n"
         "- Traffic per rank: dispatch and combine ~ (W-1)/W * 2 M N b bytes each; an\n"
         "  all-gather of 2W int64 counts. FLOPs: router 2 M N 2W, experts 6 R N 128 (R ~ 2M)."};
@@ -58,7 +64,9 @@ class MoeEpWide : public MoeEpProblem {
     t.rationale =
         "PKB's atol = rtol = 1e-2. |out| <~ 1 and each token sums two dtype-rounded products "
         "(exact and order-free for k = 2); fp32 MLP and combine intermediates stay well inside "
-        "it (as measured for 31, which has the same pipeline). Routing has no tolerance: a token "
+        "it (as measured for 31, which has the same pipeline). Routing has no tolerance beyond "
+        "ties "
+        "(any expert tied at the k-th value passes): a token "
         "sent to another rank's MLP is wrong by ~100%.";
     return t;
   }

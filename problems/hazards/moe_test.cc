@@ -1,9 +1,13 @@
-// Hazard tests of the end-to-end expert-parallel MoE problems 31, 32, 50 and 51 (see hazards.h).
+// Hazard tests of the end-to-end expert-parallel MoE problems 31, 32, 49, 50 and 51 (see
+// hazards.h).
 #include <torch/nn/modules/linear.h>
+
+#include <tuple>
 
 #include "problems/ep/moe_pipeline.h"
 #include "problems/harness/common.h"
 #include "problems/hazards/hazards.h"
+#include "problems/hazards/ties.h"
 
 namespace pkb::hazards {
 namespace {
@@ -239,6 +243,178 @@ TEST_CASE("p032 a wrong expert, a missing LoRA term, wrong scaling or a missing 
         CHECK_FALSE(Passes(c, 0, Out32(c, r, Chain::kReference, Weights::kRight, false, d), want));
       }
     }
+  }
+}
+
+// --- ties at the k-th routing probability (31, 32, 49, 50, 51) -----------------------------
+
+TEST_CASE("p031 routing tie choices: another owner counts and the same owner does not", "[p031]") {
+  // Three tokens, four experts, k = 2, two experts per owner (experts 0 1 on owner 0, 2 3 on 1).
+  at::Tensor probs = at::tensor({0.4, 0.2, 0.2, 0.2,     // 1 + 2 3 tied: two other choices
+                                 0.3, 0.3, 0.3, 0.1,     // 0 1 2 tied for both places
+                                 0.5, 0.25, 0.25, 0.0},  // 1 and 2 tied, but ...
+                                at::kDouble)
+                         .view({3, 4});
+  Routing route{at::tensor({0.4, 0.2, 0.3, 0.3, 0.5, 0.25}, at::kDouble).view({3, 2}),
+                at::tensor({0, 1, 0, 1, 0, 1}, at::kLong).view({3, 2})};
+  TieChoices c = RoutingTieChoices(probs, route, 2);
+  // Token 0: {0, 2} and {0, 3} send the token to owners {0, 1}, topk's {0, 1} to {0, 0}: one
+  // alternative. Token 1: {0, 2} and {1, 2} give owners {0, 1}. Token 2: {0, 2}, owners {0, 1}.
+  CHECK(c.token == std::vector<int64_t>{0, 1, 2});
+  CHECK(c.selected == std::vector<std::vector<int64_t>>{{0, 2}, {0, 2}, {0, 2}});
+  // One expert per owner: every tied expert is another owner.
+  TieChoices one = RoutingTieChoices(probs, route, 1);
+  CHECK(one.token == std::vector<int64_t>{0, 0, 1, 1, 2});
+  CHECK(one.selected == std::vector<std::vector<int64_t>>{{0, 2}, {0, 3}, {0, 2}, {1, 2}, {0, 2}});
+  // No tie at the k-th value: no choice.
+  at::Tensor distinct = at::tensor({0.4, 0.3, 0.2, 0.1}, at::kDouble).view({1, 4});
+  Routing top{at::tensor({0.4, 0.3}, at::kDouble).view({1, 2}),
+              at::tensor({0, 1}, at::kLong).view({1, 2})};
+  CHECK(RoutingTieChoices(distinct, top, 1).token.empty());
+}
+
+// Inputs where every token ties at the k-th value, with weight: the gate reads one coordinate
+// of x per expert (logit e = x[t, e] + bg[e], exact in any summation order). Experts a, b and c
+// read the same coordinate, a and b with the same bias and c with 0.25 more; the others' bias
+// is -30. So p[t, c] ~ 0.39 leads and p[t, a] == p[t, b] ~ 0.3 tie for the second place, for
+// every token of every rank (a, b, c on three different ranks).
+Case TiedCase(int id, int world, int64_t a, int64_t b, int64_t c3) {
+  Case c = Prepare(id, 64, 64, world);
+  for (Inputs& in : c.all) {
+    at::Tensor wg = at::zeros_like(in[kMoeGateW]);
+    at::Tensor bg = at::full_like(in[kMoeGateB], -30.0);
+    for (int64_t e = 0; e < wg.size(0); ++e) wg[e][e] = 1;
+    for (int64_t e : {b, c3}) {
+      wg[e][e] = 0;
+      wg[e][a] = 1;
+    }
+    bg[a] = in[kMoeGateB][a];
+    bg[b] = in[kMoeGateB][a];
+    bg[c3] = in[kMoeGateB][a] + 0.25;
+    in.tensors[kMoeGateW] = wg;
+    in.tensors[kMoeGateB] = bg;
+  }
+  auto o = c.p->Oracle(c.all, c.cfg);
+  REQUIRE(o.ok());
+  c.truth = std::move(*o);
+  return c;
+}
+
+// The experts of rank r's EP group, as each member computes its own.
+std::vector<ExpertFn> GroupExperts(const Case& c, int r) {
+  const auto* moe = dynamic_cast<const MoeEpProblem*>(c.p);
+  const int ep = moe->EpSize(c.cfg.world), first = r / ep * ep;
+  std::vector<ExpertFn> experts;
+  for (int d = first; d < first + ep; ++d) {
+    const Inputs& in = c.all[d];
+    if (c.p->info().id == 32) {
+      experts.push_back(Expert32(in, Chain::kReference));
+    } else {
+      LinearWeights g{in[kMoeGpW], in[kMoeGpB]}, u{in[kMoeUpW], in[kMoeUpB]},
+          dn{in[kMoeDnW], in[kMoeDnB]};
+      experts.push_back([g, u, dn](const at::Tensor& x) { return SwiGluExpert(x, g, u, dn); });
+    }
+  }
+  return experts;
+}
+
+enum class TieBreak { kTopk, kReversed, kOther, kWrongMember };
+
+// Rank r's output with its routing chosen by `how`: topk's; among equal probabilities the
+// higher expert first (valid; it may agree with topk's); for every token with a tie at the k-th
+// value, the first other valid routing of RoutingTieChoices (valid, never topk's owners); or
+// the k-th place given to the least likely expert (a wrong member).
+at::Tensor RoutedOutput(const Case& c, int r, TieBreak how) {
+  const auto* moe = dynamic_cast<const MoeEpProblem*>(c.p);
+  const Inputs& in = c.all[r];
+  const int64_t e = moe->NumExperts(c.cfg.world), k = moe->TopK(c.cfg.world);
+  at::Tensor probs = RouterProbs(in[kMoeX], in[kMoeGateW], in[kMoeGateB]);
+  auto [w, sel] = at::topk(probs, k, -1);
+  if (how == TieBreak::kReversed) {
+    // A stable descending sort of the experts in reverse order puts the higher of equals first.
+    at::Tensor order = std::get<1>(probs.flip(-1).sort(/*stable=*/true, -1, /*descending=*/true));
+    sel = (e - 1) - order.narrow(-1, 0, k);
+    w = probs.gather(-1, sel);
+  } else if (how != TieBreak::kTopk) {
+    const int64_t local = e / moe->EpSize(c.cfg.world);
+    TieChoices ties = RoutingTieChoices(probs, {w, sel}, local);
+    at::Tensor least = probs.argmin(-1);
+    sel = sel.clone();
+    for (size_t i = 0; i < ties.token.size(); ++i) {
+      const int64_t t = ties.token[i];
+      if (how == TieBreak::kWrongMember) {
+        sel[t][k - 1] = least[t];
+      } else if (i == 0 || ties.token[i - 1] != t) {
+        sel[t].copy_(at::tensor(ties.selected[i], at::kLong));
+      }
+    }
+    w = probs.gather(-1, sel);
+  }
+  return MoeEpCombine(in[kMoeX], w, sel, e, GroupExperts(c, r));
+}
+
+TEST_CASE(
+    "p031 p032 p049 p050 p051 any expert tied at the k-th probability passes and a wrong "
+    "member fails",
+    "[p031][p032][p049][p050][p051]") {
+  // (problem, W, tied experts a and b, the leader c: three ranks)
+  const std::vector<std::tuple<int, int, int64_t, int64_t, int64_t>> cases = {
+      {31, 4, 0, 7, 3}, {31, 8, 2, 5, 0}, {32, 8, 0, 7, 3},
+      {49, 4, 0, 3, 1}, {50, 4, 1, 6, 3}, {51, 8, 0, 3, 1}};
+  for (const auto& [id, w, a, b, lead] : cases) {
+    INFO("problem " << id << " W = " << w << " tie " << a << " = " << b);
+    Case c = TiedCase(id, w, a, b, lead);
+    auto keys = OracleKeys(c);
+    for (int r = 0; r < w; ++r) {
+      INFO("rank " << r);
+      const at::Tensor& want = c.truth[r][0];
+      // Every token ties, with one other valid routing (a and b on different ranks).
+      CHECK(keys[r][0].numel() == c.cfg.m);
+      CHECK(Same(RoutedOutput(c, r, TieBreak::kTopk), want));
+      CHECK(PassesWithTies(c, keys, r, {want}));
+      CHECK(PassesWithTies(c, keys, r, {RoutedOutput(c, r, TieBreak::kReversed)}));
+      at::Tensor other = RoutedOutput(c, r, TieBreak::kOther);
+      CHECK(PassesWithTies(c, keys, r, {other}));
+      CHECK_FALSE(Passes(c, 0, other, want));  // the tie matters
+      CHECK_FALSE(PassesWithTies(c, keys, r, {RoutedOutput(c, r, TieBreak::kWrongMember)}));
+      // Half the tokens in one valid routing, half in the other, pass too.
+      at::Tensor mixed = want.clone();
+      mixed.narrow(0, 0, c.cfg.m / 2).copy_(other.narrow(0, 0, c.cfg.m / 2));
+      CHECK(PassesWithTies(c, keys, r, {mixed}));
+    }
+  }
+}
+
+TEST_CASE("p031 p050 a token sent to every expert tied at the k-th value fails", "[p031][p050]") {
+  for (const auto& [id, w, a, b, lead] :
+       std::vector<std::tuple<int, int, int64_t, int64_t, int64_t>>{{31, 8, 0, 7, 3},
+                                                                    {50, 4, 1, 6, 3}}) {
+    INFO("problem " << id << " W = " << w);
+    Case c = TiedCase(id, w, a, b, lead);
+    auto keys = OracleKeys(c);
+    const int64_t e = dynamic_cast<const MoeEpProblem*>(c.p)->NumExperts(w);
+    for (int r = 0; r < w; ++r) {
+      const Inputs& in = c.all[r];
+      at::Tensor probs = RouterProbs(in[kMoeX], in[kMoeGateW], in[kMoeGateB]);
+      // The top 3 with the third weight kept only where it ties the second ("keep every tie").
+      auto [w3, sel3] = at::topk(probs, 3, -1);
+      at::Tensor tie = w3.select(1, 2).eq(w3.select(1, 1));
+      w3.select(1, 2).mul_(tie.to(w3.scalar_type()));
+      at::Tensor got = MoeEpCombine(in[kMoeX], w3, sel3, e, GroupExperts(c, r));
+      CHECK_FALSE(PassesWithTies(c, keys, r, {got}));
+    }
+  }
+}
+
+TEST_CASE("p031 p032 p049 p050 p051 PKB's own inputs tie at the k-th value at M = 1024",
+          "[p031][p032][p049][p050][p051]") {
+  for (int id : {31, 32, 49, 50, 51}) {
+    INFO("problem " << id);
+    Case c = Prepare(id, 1024, 64, 8);
+    auto keys = OracleKeys(c);
+    int64_t tied = 0;
+    for (int r = 0; r < 8; ++r) tied += keys[r][0].numel();
+    CHECK(tied > 0);
   }
 }
 
