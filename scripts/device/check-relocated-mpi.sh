@@ -16,10 +16,10 @@
 # Then 3. again with the system's OpenMPI visible: a node that has another OpenMPI must not mix it
 # in either. And a control: without env.sh's OPAL_* and PMIX_* the same check must object.
 #
-# What it cannot show: the node's Ubuntu 24.04 has a newer glibc (2.39) and libstdc++ than
-# Debian 12's; Debian 12's binaries need glibc 2.34 or so and run on newer ones, but that is
-# not exercised here. Nor are GPUs, the engine's own sandbox (step-shared.sh runs pkb-eval
-# --functional there), or a node image that lacks zlib (assumed present, as everywhere).
+# What it cannot show: the node's Ubuntu 24.04 has a newer glibc (2.39) than Debian 12's (2.36);
+# the tree needs at most GLIBC_2.36 (libevent), and newer glibcs keep the old symbol versions,
+# but that is not exercised here. Nor are GPUs, the engine's own sandbox (step-shared.sh runs
+# pkb-eval --functional there), or a node image that lacks zlib (assumed present, as everywhere).
 #
 #   scripts/device/check-relocated-mpi.sh [PROBLEM_CPU_CHECK]
 #     PROBLEM_CPU_CHECK: a problem_cpu_check built with MPI (default build/problems/...)
