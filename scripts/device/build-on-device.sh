@@ -46,8 +46,10 @@ prepare() {
 
 build() {
   local sr=/tmp/pkb-sysroot src=/tmp/pkb-src
-  [ -d "$DEPS/debs-mpi" ] ||
-    { echo "build: no $DEPS/debs-mpi (OpenMPI's packages): run prepare again (on the Debian machine)" >&2; exit 1; }
+  if [ ! -d "$DEPS/debs-mpi" ]; then
+    echo "build: no $DEPS/debs-mpi (OpenMPI's packages): run prepare again on the Debian machine" >&2
+    exit 1
+  fi
   rm -rf "$sr" "$src" && mkdir -p "$sr" "$src"
   for f in "$DEPS"/debs/*.deb; do dpkg -x "$f" "$sr"; done
   tar xzf "$DEPS/src.tar.gz" -C "$src"

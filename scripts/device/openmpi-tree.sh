@@ -8,12 +8,13 @@
 #   scripts/device/openmpi-tree.sh packages              the Debian packages it is made of
 #
 # DEST is self-contained: bin/ (mpirun, orted, ompi_info), lib/ (libmpi and the libraries it
-# needs that a stock Ubuntu image lacks: PMIx, hwloc, libevent, libudev, libmunge), lib/openmpi/ (MCA
-# plugins), lib/pmix/ (PMIx's), include/ (mpi.h, for FindMPI and host-only C++ candidates),
-# share/ (help texts), etc/ (the MCA defaults) and env.sh. Debian's binaries look for all of that
-# under /usr, /etc/openmpi and /usr/lib/x86_64-linux-gnu/pmix2; `source DEST/env.sh` points them
-# at DEST instead (OpenMPI's OPAL_* variables, PMIx's PMIX_* ones) and puts DEST/bin and DEST/lib
-# first on PATH and LD_LIBRARY_PATH. DEST can be moved: env.sh finds its own folder.
+# needs that a stock Ubuntu image lacks: PMIx, hwloc, libevent, libudev, libmunge),
+# lib/openmpi/ (MCA plugins), lib/pmix/ (PMIx's), include/ (mpi.h, for FindMPI and host-only
+# C++ candidates), share/ (help texts), etc/ (the MCA defaults), MANIFEST and env.sh. Debian's
+# binaries look for all of that under /usr, /etc/openmpi and /usr/lib/x86_64-linux-gnu/pmix2;
+# `source DEST/env.sh` points them at DEST instead (OpenMPI's OPAL_* variables, PMIx's PMIX_*
+# ones) and puts DEST/bin and DEST/lib first on PATH and LD_LIBRARY_PATH. DEST can be moved:
+# env.sh finds its own folder.
 #
 # Plugins and libraries that need a library neither in DEST nor in every Linux image (glibc, the
 # C++ runtime, zlib) are left out: the UCX, libfabric, verbs and PSM transports and netlink
