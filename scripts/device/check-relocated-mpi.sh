@@ -15,6 +15,12 @@
 #      MPI_Finalize (its /proc/self/maps, written by a preloaded MPI_Finalize).
 # Then 3. again with the system's OpenMPI visible: a node that has another OpenMPI must not mix it
 # in either. And a control: without env.sh's OPAL_* and PMIX_* the same check must object.
+# Last, the engine's own path, where one was built beside problem_cpu_check (build/worker/engine):
+#   4. pkb-eval -w 2 on three host-only C++ candidates (correct, wrong, crashing), with the system's
+#      OpenMPI hidden but its headers (this machine's pkb-eval names /usr's for compiling such
+#      candidates; the node's names the tree's): the engine's sandbox (bubblewrap as nobody) runs
+#      the tree's mpirun as a functional run does, binding the tree and passing OPAL_* and
+#      PMIX_*; the same strace check applies, and the verdicts must be OK, MISMATCH, RUNTIME_ERROR.
 #
 # What it cannot show: the node's Ubuntu 24.04 has a newer glibc (2.39) than Debian 12's (2.36);
 # the tree needs at most GLIBC_2.36 (libevent), and newer glibcs keep the old symbol versions,
@@ -28,6 +34,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 CHECK=$(realpath "${1:-build/problems/problem_cpu_check}")
+EVAL=${PKB_EVAL:-$(dirname "$(dirname "$CHECK")")/worker/engine/pkb-eval}
 PROBLEM=${PKB_CHECK_PROBLEM:-1}
 DEBS=${PKB_MPI_DEBS:-$ROOT/.devdeps/debs-mpi}
 WORK=${PKB_MPI_CHECK_DIR:-/tmp/pkb-mpi-check}
@@ -142,6 +149,20 @@ if [ "$findmpi" = 1 ]; then
     echo "[$label] FAIL: FindMPI configure or build (tail of $WORK/findmpi.log):"; tail -20 "$WORK/findmpi.log"; rc=1
   fi
 fi
+if [ "$label" = engine ]; then
+  cd "$ROOT"
+  for c in "p001_correct OK" "p001_wrong MISMATCH" "p001_crash RUNTIME_ERROR"; do
+    read -r name want <<<"$c"
+    strace -f -qq -e trace=open,openat,execve -o "$WORK/strace-engine-$name.log" \
+      "$EVAL" --json -p 1 -w 2 -I tests/engine/cpu_candidates "tests/engine/cpu_candidates/$name.cc" \
+      > "$WORK/engine-$name.json" 2> "$WORK/engine-$name.err"
+    got=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["status"], "|", r["message"][:90])' \
+          "$WORK/engine-$name.json" 2>&1)
+    echo "[$label] pkb-eval -w 2 $name.cc (sandboxed, mpirun from PATH): $got"
+    [ "${got%% *}" = "$want" ] || { echo "[$label] FAIL: expected $want"; rc=1; }
+  done
+  exit $rc
+fi
 for mode in plain staged; do
   extra=(); [ "$mode" = staged ] && extra=(--staged)
   log=$WORK/strace-$label-$mode.log
@@ -159,16 +180,22 @@ EOF
 
 # OpenMPI's, PMIx's, hwloc's and libevent's files, by name.
 MPI_FILES='openmpi|pmix|hwloc|libevent|libmpi|libopen-(pal|rte)|liboshmem|libmca_|libudev|libmunge|/mca_[a-z]|help-[a-z0-9_-]+\.txt|mca-params\.conf|default-hostfile'
-verify() {  # label
-  local label=$1 bad=0 log opened outside tried f
+# $1 label; $2 what may lie outside the tree and is only noted (a regex; default none).
+verify() {
+  local label=$1 tolerated=${2:-^$} bad=0 log opened outside tried f noted
   for log in "$WORK"/strace-"$label"-*.log; do
     # Successful opens (a descriptor came back) and executions.
     opened=$(grep -E '(open|openat)\(.*\) = [0-9]+$|execve\(.*\) = 0$' "$log" |
       grep -oE '"/[^"]+"' | tr -d '"' | sort -u)
     # Not the session folder: what the running job itself creates (PMIx's and hwloc's shared
     # segments), in $TMPDIR/ompi.<host>.<uid>/.
-    outside=$(echo "$opened" | grep -E "$MPI_FILES" | grep -v "^$TREE/" | grep -vE '/ompi\.[^/]+/' || true)
-    echo "[$label] $(basename "$log"): $(echo "$opened" | grep -E "$MPI_FILES" | grep -cvE '/ompi\.[^/]+/') OpenMPI files opened, $(echo "$opened" | grep -c "^$TREE/") of them in the tree; executed: $(grep -E 'execve\(.*\) = 0$' "$log" | grep -oE 'execve\("[^"]+"' | cut -d'"' -f2 | sort -u | xargs -n1 basename | sort -u | tr '\n' ' ')"
+    # Nor bubblewrap's own set-up of a sandbox (/newroot/...).
+    outside=$(echo "$opened" | grep -E "$MPI_FILES" | grep -v "^$TREE/" |
+      grep -vE '/ompi\.[^/]+/|^/newroot/' || true)
+    noted=$(echo "$outside" | grep -E "$tolerated" || true)
+    outside=$(echo "$outside" | grep -vE "$tolerated" || true)
+    [ -z "$noted" ] || echo "[$label]   note, opened outside the tree: $(echo "$noted" | tr '\n' ' ')"
+    echo "[$label] $(basename "$log"): $(echo "$opened" | grep -E "$MPI_FILES" | grep -cvE '/ompi\.[^/]+/|^/newroot/') OpenMPI files opened, $(echo "$opened" | grep -c "^$TREE/") of them in the tree; executed: $(grep -E 'execve\(.*\) = 0$' "$log" | grep -oE 'execve\("[^"]+"' | cut -d'"' -f2 | sort -u | xargs -n1 basename | sort -u | tr '\n' ' ')"
     if [ -n "$outside" ]; then
       echo "[$label] FAIL: opened outside the tree:"; while read -r f; do echo "    $f"; done <<<"$outside"; bad=1
     fi
@@ -177,6 +204,7 @@ verify() {  # label
     [ -z "$tried" ] || echo "[$label]   looked for, not found (harmless): $(echo "$tried" | tr '\n' ' ')"
   done
   local mode rank maps libs key
+  [ "$label" = engine ] && return $bad  # no preloaded MPI_Finalize there
   for mode in plain staged; do
     for rank in 0 1; do
       maps=$WORK/maps-$label-$mode.rank$rank.txt
@@ -209,6 +237,26 @@ if verify control > "$WORK/control-verify.txt"; then
   echo "FAIL: the check saw nothing outside the tree even without OPAL_* and PMIX_*"; status=1
 else
   echo "ok: without them the check objects: $(grep -cE '^    /' "$WORK/control-verify.txt") files opened outside the tree, e.g. $(grep -E '^    /' "$WORK/control-verify.txt" | grep -m3 -E 'openmpi3|pmix2|/etc/openmpi' | tr -d ' ' | tr '\n' ' ')"
+fi
+if [ -x "$EVAL" ]; then
+  echo "== the engine: pkb-eval's sandbox starting the tree's mpirun (headers of the system's left visible)"
+  ENGINE_HIDE=()
+  for ((i = 0; i < ${#HIDE[@]}; i++)); do
+    if [ "${HIDE[i]}" = --tmpfs ] && [ "${HIDE[i+1]}" = /usr/lib/x86_64-linux-gnu/openmpi ]; then
+      ENGINE_HIDE+=(--tmpfs /usr/lib/x86_64-linux-gnu/openmpi/lib); i=$((i + 1))
+    else
+      ENGINE_HIDE+=("${HIDE[i]}")
+    fi
+  done
+  env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$HOME" TREE="$TREE" WORK="$WORK" CHECK="$CHECK" \
+    PROBLEM="$PROBLEM" EVAL="$EVAL" ROOT="$ROOT" bwrap --dev-bind / / "${ENGINE_HIDE[@]}" \
+    bash "$WORK/inside.sh" engine 0 || status=1
+  # g++ reads the system's headers (see above); hwloc, inside the engine's sandbox, looks for
+  # plugins in its built-in folder: the sandbox passes no HWLOC_ variable (empty here, absent on
+  # a node without hwloc's plugins).
+  verify engine '^/usr/lib/x86_64-linux-gnu/openmpi/include/|^/usr/lib/x86_64-linux-gnu/hwloc$' || status=1
+else
+  echo "== the engine: skipped (no pkb-eval at $EVAL; PKB_EVAL=... to give one)"
 fi
 if [ $status = 0 ]; then
   echo "PASS: the relocated OpenMPI ran alone (logs in $WORK)"
