@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # The GPU binaries built on the GPU node itself (16 cores) rather than on a 2-core CPU machine:
-# pkb-eval, pkb-rank and pkb-rank-group of one commit, then packed into .carry/ for gpu-run.sh.
+# pkb-eval, pkb-rank, pkb-rank-group and problem_cpu_check of one commit, then packed into
+# .carry/ for gpu-run.sh.
 #
 # The node has libtorch (its torch wheel), CUDA, NCCL, cmake and ninja, but none of our Debian
-# libraries. prepare (here) puts in .devdeps/ (git-ignored, carried by the device tool):
+# libraries and no OpenMPI. prepare (here) puts in .devdeps/ (git-ignored, carried by the device
+# tool):
 #   - the source of one commit (git archive), so the binaries are of that commit exactly;
 #   - the Debian packages of Abseil, protobuf, spdlog/fmt, nlohmann-json, CLI11 and the OpenSSL
 #     headers, unpacked there into a private prefix (never into /);
+#   - in debs-mpi/, Debian's OpenMPI 4.1 with PMIx, hwloc and libevent (openmpi-tree.sh): build
+#     makes of them a relocatable tree, .carry/openmpi, that the binaries are built against
+#     (PKB_WITH_MPI=ON: functional runs start their ranks with mpirun, and their judges'
+#     collectives go over MPI) and that gpu-run.sh puts on PATH (source .carry/openmpi/env.sh);
 #   - bubblewrap and the libraries it needs.
 #   scripts/device/build-on-device.sh prepare [commit]      here
 #   scripts/device/build-on-device.sh build                 there (then gpu-run.sh as usual)
+# scripts/device/check-relocated-mpi.sh checks the OpenMPI tree here, with the system's hidden.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DEPS=.devdeps
@@ -18,12 +25,15 @@ PACKAGES="libabsl-dev libabsl20220623 libprotobuf-dev libprotobuf32 protobuf-com
 
 prepare() {
   local commit; commit=$(git rev-parse "${1:-HEAD}")
-  grep -qx "/$DEPS/" .git/info/exclude 2>/dev/null || echo "/$DEPS/" >> .git/info/exclude
+  # The exclude file of the repository (a worktree's .git is a file; worktrees share this one).
+  local exclude; exclude="$(git rev-parse --git-common-dir)/info/exclude"
+  grep -qx "/$DEPS/" "$exclude" 2>/dev/null || echo "/$DEPS/" >> "$exclude"
   mkdir -p "$DEPS/debs" "$DEPS/bin" "$DEPS/lib"
   if ! ls "$DEPS"/debs/*.deb >/dev/null 2>&1; then
     # shellcheck disable=SC2086
     (cd "$DEPS/debs" && apt-get download $PACKAGES)
   fi
+  bash scripts/device/openmpi-tree.sh download "$DEPS/debs-mpi"
   git archive --format=tar.gz -o "$DEPS/src.tar.gz" "$commit"
   echo "$commit" > "$DEPS/COMMIT"
   cp "$(command -v bwrap)" "$DEPS/bin/"
@@ -36,27 +46,39 @@ prepare() {
 
 build() {
   local sr=/tmp/pkb-sysroot src=/tmp/pkb-src
+  if [ ! -d "$DEPS/debs-mpi" ]; then
+    echo "build: no $DEPS/debs-mpi (OpenMPI's packages): run prepare again on the Debian machine" >&2
+    exit 1
+  fi
   rm -rf "$sr" "$src" && mkdir -p "$sr" "$src"
   for f in "$DEPS"/debs/*.deb; do dpkg -x "$f" "$sr"; done
   tar xzf "$DEPS/src.tar.gz" -C "$src"
+  # OpenMPI where it will run from (the binaries record its include folder for host-only C++
+  # candidates, and the engine's sandbox binds the folder above mpirun's bin/), at its real path.
+  rm -rf .carry && mkdir -p .carry/bin .carry/lib
+  bash scripts/device/openmpi-tree.sh assemble "$DEPS/debs-mpi" .carry/openmpi
+  local mpi; mpi=$(cd .carry/openmpi && pwd -P)
+  local mpi_args; mapfile -t mpi_args < <(bash scripts/device/openmpi-tree.sh cmake-args "$mpi")
   local lib=$sr/usr/lib/x86_64-linux-gnu
-  export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"  # protoc
+  # protoc; and the linker finds libmpi's own libraries (libopen-pal, PMIx...) there.
+  export LD_LIBRARY_PATH="$lib:$mpi/lib:${LD_LIBRARY_PATH:-}"
   local crypto; crypto=$(ls /usr/lib/x86_64-linux-gnu/libcrypto.so.3 /lib/x86_64-linux-gnu/libcrypto.so.3 2>/dev/null | head -1)
   local ssl; ssl=$(ls /usr/lib/x86_64-linux-gnu/libssl.so.3 /lib/x86_64-linux-gnu/libssl.so.3 2>/dev/null | head -1)
   cmake -S "$src" -B "$src/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DPKB_WITH_SERVICE=OFF -DPKB_WITH_CUDA=ON -DPKB_WITH_MPI=OFF -DPKB_BUILD_TESTS=OFF \
-    -DPKB_WERROR=OFF \
+    -DPKB_WITH_SERVICE=OFF -DPKB_WITH_CUDA=ON -DPKB_WITH_MPI=ON -DPKB_BUILD_TESTS=OFF \
+    -DPKB_WERROR=OFF "${mpi_args[@]}" \
     -DCMAKE_PREFIX_PATH="$sr/usr;$lib/cmake;$sr/usr/share/cmake" \
     -DCMAKE_CXX_FLAGS="-isystem $sr/usr/include -isystem $sr/usr/include/x86_64-linux-gnu" \
     -DProtobuf_INCLUDE_DIR="$sr/usr/include" -DProtobuf_LIBRARY="$lib/libprotobuf.so" \
     -DProtobuf_PROTOC_EXECUTABLE="$sr/usr/bin/protoc" \
     -DOPENSSL_INCLUDE_DIR="$sr/usr/include" -DOPENSSL_CRYPTO_LIBRARY="$crypto" \
     -DOPENSSL_SSL_LIBRARY="$ssl" >/dev/null
-  cmake --build "$src/build-gpu" -j "$(nproc)" --target pkb-eval pkb-rank pkb-rank-group
-  rm -rf .carry && mkdir -p .carry/bin .carry/lib
+  cmake --build "$src/build-gpu" -j "$(nproc)" \
+    --target pkb-eval pkb-rank pkb-rank-group problem_cpu_check
   for b in pkb-eval pkb-rank pkb-rank-group; do
     cp "$src/build-gpu/worker/engine/$b" .carry/bin/
   done
+  cp "$src/build-gpu/problems/problem_cpu_check" .carry/bin/
   strip --strip-debug .carry/bin/*
   cp "$DEPS"/bin/bwrap .carry/bin/
   cp -L "$DEPS"/lib/* .carry/lib/

@@ -2,7 +2,8 @@
 # Everything that needs a GPU, in one call of the device tool (device time is short):
 #   the worked examples' verdicts, the problem-1 evaluation benchmark (cold and warm compile
 #   cache), every reference's baseline time at W=1, RNG parity of inputs with Python torch,
-#   and the service end to end. Logs go to $OUT.
+#   and the service end to end; functional runs (ranks sharing GPUs) with PKB_DEVICE_STEPS=shared.
+#   Logs go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/pkb-out}
@@ -14,6 +15,13 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PATH="/usr/local/cuda/bin:$PATH"
 BIN=$PWD/.carry/bin
 export PATH="$BIN:$PATH"  # bwrap travels with the binaries
+# OpenMPI travels too (build-on-device.sh build: .carry/openmpi): functional runs start their
+# ranks with the mpirun on PATH. env.sh adds its bin/ and lib/ and the OPAL_* and PMIX_* variables
+# that point Debian's binaries at the relocated tree; pkb-eval's sandbox passes those through.
+if [ -f .carry/openmpi/env.sh ]; then
+  # shellcheck source=/dev/null
+  source .carry/openmpi/env.sh
+fi
 # The sandbox runs submissions as nobody: it must be able to reach the binaries and libtorch.
 bash scripts/sandbox-paths.sh
 {
@@ -22,6 +30,11 @@ bash scripts/sandbox-paths.sh
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   nvcc --version | tail -1
   echo "gpus seen by pkb-rank: $($BIN/pkb-rank --probe --problem=1 --report=/dev/null)"
+  if command -v mpirun >/dev/null; then
+    echo "mpirun: $(command -v mpirun) ($(mpirun --version 2>&1 | head -1))"
+  else
+    echo "mpirun: none (functional runs need .carry/openmpi: build with build-on-device.sh)"
+  fi
 } 2>&1 | tee "$OUT/env.txt"
 
 for step in ${PKB_DEVICE_STEPS:-bench examples failures security parity baselines service}; do
