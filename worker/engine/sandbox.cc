@@ -27,8 +27,9 @@ constexpr const char* kEtcFiles[] = {
 };
 
 // Variables a sandboxed process may inherit: the toolchain's and the runtime's knobs.
-constexpr const char* kAllowedPrefixes[] = {"CUDA_", "NCCL_", "NVIDIA_", "OMPI_", "OPAL_", "PMIX_",
-                                            "OMP_",  "MKL_",  "TORCH_",  "LC_"};
+// OPAL_, PMIX_ and HWLOC_ place an OpenMPI installed outside /usr (scripts/device/openmpi-tree.sh).
+constexpr const char* kAllowedPrefixes[] = {"CUDA_", "NCCL_",   "NVIDIA_", "OMPI_",  "OPAL_", "PMIX_",
+                                            "HWLOC_", "OMP_", "MKL_",    "TORCH_", "LC_"};
 constexpr const char* kAllowedNames[] = {"PATH", "LD_LIBRARY_PATH", "LANG", "TZ", "TERM"};
 
 void AddRootLinks(std::vector<std::string>& a) {
