@@ -162,8 +162,8 @@ absl::StatusOr<v1::Register> BindRegistration(const Principal& who, bool open, v
   const int32_t functional = reg.capabilities().max_functional_world_size();
   if (functional < 0 || functional > kMaxFunctionalWorld) {
     return absl::InvalidArgumentError(
-        absl::StrCat("worker '", reg.worker_id(), "' claims max_functional_world_size ",
-                     functional, "; it is 0 to ", kMaxFunctionalWorld));
+        absl::StrCat("worker '", reg.worker_id(), "' claims max_functional_world_size ", functional,
+                     "; it is 0 to ", kMaxFunctionalWorld));
   }
   if (!who.worker) {
     // An open coordinator takes the worker's word; under --tokens only worker tokens carry a

@@ -305,7 +305,8 @@ TEST_CASE("p075 any W with H = roundup(6, W), each rank gets its heads' a_log, d
 // At PKB's K = 256 (V shrunk to 32): the state carried rank to rank and an fp64 recurrence
 // pass; restarting from zero state at each rank fails (at W = 2 PKB's 1e-2 accepts it).
 TEST_CASE(
-    "p075 state carried across ranks passes, and dropping it fails (PKB's 1e-2 accepts it at W = 2)",
+    "p075 state carried across ranks passes, and dropping it fails (PKB's 1e-2 accepts it at W = "
+    "2)",
     "[p075]") {
   for (int w : {2, 4, 8}) {
     INFO("W = " << w);

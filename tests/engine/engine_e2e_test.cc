@@ -14,8 +14,13 @@ const std::string kSrc = PKB_SOURCE_DIR;
 
 nlohmann::json Eval(std::vector<std::string> args) {
   SubprocessOptions o;
-  o.argv = {PKB_EVAL, "--json", "--m=64", "--n=64", "--warmup=3",
-            "-I",     kSrc + "/tests/engine/cpu_candidates"};
+  o.argv = {PKB_EVAL,
+            "--json",
+            "--m=64",
+            "--n=64",
+            "--warmup=3",
+            "-I",
+            kSrc + "/tests/engine/cpu_candidates"};
   bool iters = false;
   for (auto& a : args) {
     iters = iters || a.rfind("--iters", 0) == 0;
@@ -92,8 +97,7 @@ TEST_CASE("a functional run judges correctness only in a short window", "[engine
   CHECK(ranked["job_key"] != j["job_key"]);
   CHECK(!ranked.contains("functional"));
   // Wrong answers are still caught, in the trials and in the timed iterations.
-  CHECK(Eval({"-p", "1", "-w", "2", "--functional", Cpu("p001_wrong.cc")})["status"] ==
-        "MISMATCH");
+  CHECK(Eval({"-p", "1", "-w", "2", "--functional", Cpu("p001_wrong.cc")})["status"] == "MISMATCH");
   CHECK(Eval({"-p", "1", "-w", "2", "--functional", Cpu("p001_crash.cc")})["status"] ==
         "RUNTIME_ERROR");
   CHECK(Eval({"-p", "1", "-w", "2", "--functional", "--baseline-only"})["status"] == "REJECTED");

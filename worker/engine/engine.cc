@@ -114,8 +114,9 @@ absl::StatusOr<std::string> MpiPrefix(const std::string& mpirun) {
       }
     }
     if (path.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "'", mpirun, "' is not on PATH: CPU runs and functional GPU runs start their ranks "
+      return absl::FailedPreconditionError(
+          absl::StrCat("'", mpirun,
+                       "' is not on PATH: CPU runs and functional GPU runs start their ranks "
                        "with OpenMPI's mpirun (install openmpi-bin, or give --mpirun)"));
     }
   }
@@ -268,9 +269,9 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
     gpu_count = GpuCount(o.rank_binary);
     // A functional run's ranks share the GPUs there are.
     if (absl::Status fits = CheckWorldFitsGpus(o.world, gpu_count); !fits.ok() && !o.functional) {
-      return finish(v1::NO_DEVICE,
-                    absl::StrCat(fits.message(), ", or ask for a functional run (correctness "
-                                                 "only; ranks share the GPUs)"));
+      return finish(v1::NO_DEVICE, absl::StrCat(fits.message(),
+                                                ", or ask for a functional run (correctness "
+                                                "only; ranks share the GPUs)"));
     }
     if (o.functional && gpu_count > 0) r.set_gpus_used(std::min(o.world, gpu_count));
   }
@@ -524,8 +525,7 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) 
                           ? absl::StrCat("rank process ", launched->first_failed, " ",
                                          launched->Describe(launched->first_failed))
                           : "a rank process ended without a report";
-    if (under_mpirun)
-      who = absl::StrCat("a rank process failed (", launched->Describe(0), ")");
+    if (under_mpirun) who = absl::StrCat("a rank process failed (", launched->Describe(0), ")");
     // A rank whose candidate failed says how in its report; the others were ended after it.
     for (const auto& rep : parsed.reports) {
       if (rep && rep->status() == v1::RUNTIME_ERROR) {
@@ -600,8 +600,8 @@ std::string FormatReport(const v1::EvalResult& r) {
                           t.mean_us(), t.stddev_us(), t.min_us(), t.max_us(), t.samples(),
                           t.input_sets());
   };
-  timing(r.functional() ? "candidate (functional run: not comparable)" : "candidate",
-         r.candidate(), "its own events (untrusted):");
+  timing(r.functional() ? "candidate (functional run: not comparable)" : "candidate", r.candidate(),
+         "its own events (untrusted):");
   timing("baseline", r.baseline(), "events:");
   if (r.speedup() > 0) {
     if (r.baseline_node_samples() > 0) {
@@ -617,8 +617,7 @@ std::string FormatReport(const v1::EvalResult& r) {
     }
   }
   if (r.baseline_graph_us() > 0) {
-    absl::StrAppendFormat(&s,
-                          "baseline from a CUDA graph (no host overhead) %.2f us per call%s\n",
+    absl::StrAppendFormat(&s, "baseline from a CUDA graph (no host overhead) %.2f us per call%s\n",
                           r.baseline_graph_us(),
                           r.speedup_graph() > 0
                               ? absl::StrFormat(": speedup against it %.3fx", r.speedup_graph())

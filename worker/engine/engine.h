@@ -35,7 +35,7 @@ struct EvalOptions {
   int spot_checks = 3;       // timed outputs re-checked after the window
   int64_t set_offset = 0;    // secret seed offset for ranked runs (0: PKB's public seeds)
   bool baseline = true;
-  bool baseline_only = false;    // no submission: time the reference alone
+  bool baseline_only = false;  // no submission: time the reference alone
   // A functional run: the verdict is about correctness only (no speedup, never ranked). The W
   // rank processes may share the node's GPUs (rank r on GPU r mod G): started by mpirun, the
   // judges' collectives over host-staged MPI, and no NCCL communicator for the candidate. The
@@ -43,7 +43,7 @@ struct EvalOptions {
   // kFunctionalIters at most): its times are not comparable with anything.
   bool functional = false;
   std::string mpirun = "mpirun";  // CPU backend and functional GPU runs
-  std::string backend = "auto";  // "cuda", "cpu" (MPI + CPU test candidates), "auto"
+  std::string backend = "auto";   // "cuda", "cpu" (MPI + CPU test candidates), "auto"
   std::string gencode = "arch=compute_90a,code=sm_90a";
   std::string gpu_class;  // recorded in the result and the job key
   std::string cache_dir;  // compile cache; empty: $XDG_CACHE_HOME/pkb or ~/.cache/pkb

@@ -8,12 +8,12 @@
 //
 // Exit code: 0 when a verdict was produced (whatever it is; --strict: only for OK),
 // 2 for usage errors, 3 for the engine's own failures.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
-
-#include <unistd.h>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -105,8 +105,8 @@ int Main(int argc, char** argv) {
   o.run_timeout = absl::Seconds(timeout_s);
 
   if (selftest) {
-    std::string rank = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "pkb-rank")
-                           .string();
+    std::string rank =
+        (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "pkb-rank").string();
     execl(rank.c_str(), rank.c_str(), "--selftest", "--problem=1", "--report=/dev/null",
           static_cast<char*>(nullptr));
     std::fprintf(stderr, "pkb-eval: cannot run %s\n", rank.c_str());

@@ -28,8 +28,9 @@ constexpr const char* kEtcFiles[] = {
 
 // Variables a sandboxed process may inherit: the toolchain's and the runtime's knobs.
 // OPAL_, PMIX_ and HWLOC_ place an OpenMPI installed outside /usr (scripts/device/openmpi-tree.sh).
-constexpr const char* kAllowedPrefixes[] = {"CUDA_", "NCCL_",   "NVIDIA_", "OMPI_",  "OPAL_", "PMIX_",
-                                            "HWLOC_", "OMP_", "MKL_",    "TORCH_", "LC_"};
+constexpr const char* kAllowedPrefixes[] = {"CUDA_", "NCCL_",  "NVIDIA_", "OMPI_",
+                                            "OPAL_", "PMIX_",  "HWLOC_",  "OMP_",
+                                            "MKL_",  "TORCH_", "LC_"};
 constexpr const char* kAllowedNames[] = {"PATH", "LD_LIBRARY_PATH", "LANG", "TZ", "TERM"};
 
 void AddRootLinks(std::vector<std::string>& a) {
@@ -55,7 +56,7 @@ bool ReachableBy(const std::string& path, uid_t uid, gid_t gid) {
   };
   fs::path p = fs::absolute(path);
   struct stat st;
-  for (fs::path dir = p.parent_path(); ; dir = dir.parent_path()) {
+  for (fs::path dir = p.parent_path();; dir = dir.parent_path()) {
     if (stat(dir.c_str(), &st) != 0 || !allowed(st, S_IXOTH, S_IXGRP, S_IXUSR)) return false;
     if (dir == dir.root_path()) break;
   }
@@ -84,15 +85,12 @@ std::vector<std::string> SandboxEnvironment(const std::string& home,
 absl::StatusOr<std::vector<std::string>> SandboxCommand(const SandboxPolicy& policy,
                                                         const std::vector<std::string>& command) {
   if (policy.scratch.empty() || policy.scratch[0] != '/' || !fs::is_directory(policy.scratch)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sandbox: scratch must be an existing absolute folder, got '",
-                     policy.scratch, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sandbox: scratch must be an existing absolute folder, got '", policy.scratch, "'"));
   }
-  std::vector<std::string> a = {"prlimit",
-                                absl::StrCat("--nproc=", policy.max_processes),
+  std::vector<std::string> a = {"prlimit", absl::StrCat("--nproc=", policy.max_processes),
                                 absl::StrCat("--fsize=", policy.max_file_bytes),
-                                absl::StrCat("--nofile=", policy.max_open_files),
-                                "--core=0"};
+                                absl::StrCat("--nofile=", policy.max_open_files), "--core=0"};
   if (policy.max_cpu_seconds > 0) a.push_back(absl::StrCat("--cpu=", policy.max_cpu_seconds));
   if (geteuid() == 0) {
     // Root would keep its uid for file checks inside the user namespace: become nobody first.
@@ -100,9 +98,9 @@ absl::StatusOr<std::vector<std::string>> SandboxCommand(const SandboxPolicy& pol
       return absl::InternalError(absl::StrCat("sandbox: cannot chown ", policy.scratch));
     }
     if (!ReachableBy(policy.scratch, policy.uid, policy.gid)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "sandbox: scratch '", policy.scratch, "' is below a folder uid ", policy.uid,
-          " cannot search"));
+      return absl::FailedPreconditionError(absl::StrCat("sandbox: scratch '", policy.scratch,
+                                                        "' is below a folder uid ", policy.uid,
+                                                        " cannot search"));
     }
     a.insert(a.end(), {"setpriv", absl::StrCat("--reuid=", policy.uid),
                        absl::StrCat("--regid=", policy.gid), "--clear-groups"});

@@ -95,7 +95,8 @@ std::string Check(const VerdictContext& ctx, int rank, v1::RankReport* rep) {
       rep->baseline_graph_round_wall_us_size() != kBaselineRounds)
     return absl::StrCat(rep->baseline_graph_round_wall_us_size(),
                         " rounds of the reference's graph, not ", kBaselineRounds);
-  for (const auto* rounds : {&rep->baseline_round_wall_us(), &rep->baseline_graph_round_wall_us()}) {
+  for (const auto* rounds :
+       {&rep->baseline_round_wall_us(), &rep->baseline_graph_round_wall_us()}) {
     for (double x : *rounds) {
       if (!SaneMicros(x)) return absl::StrCat("a wall-clock time of ", x, " us");
     }
@@ -319,13 +320,13 @@ Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport
     r->set_baseline_graph_note(graph_note.empty() ? "not measured on this device" : graph_note);
   }
   if (ctx.baseline_only) {
-    return {v1::OK, absl::StrFormat("reference alone: %.2f us per call on %d rank(s) (the "
-                                    "judge's clock; events' median %.2f us; from a CUDA graph %s)",
-                                    r->baseline().wall_per_iter_us(), ctx.world,
-                                    r->baseline().median_us(),
-                                    r->baseline_graph_us() > 0
-                                        ? absl::StrFormat("%.2f us", r->baseline_graph_us())
-                                        : "not measured")};
+    return {v1::OK,
+            absl::StrFormat("reference alone: %.2f us per call on %d rank(s) (the "
+                            "judge's clock; events' median %.2f us; from a CUDA graph %s)",
+                            r->baseline().wall_per_iter_us(), ctx.world, r->baseline().median_us(),
+                            r->baseline_graph_us() > 0
+                                ? absl::StrFormat("%.2f us", r->baseline_graph_us())
+                                : "not measured")};
   }
   // The score: both sides on the judges' clocks. The candidate's events are claims of its own
   // process (it can rewrite the timer functions it loaded), kept only as PKB's figure.

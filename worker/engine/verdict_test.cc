@@ -211,7 +211,8 @@ TEST_CASE("the first failing rank decides, a mismatch attaches no log") {
   CHECK(m.log_rank == -1);
 }
 
-TEST_CASE("GPU runs: hidden work counts on the judge clock, and times below the floor are rejected") {
+TEST_CASE(
+    "GPU runs: hidden work counts on the judge clock, and times below the floor are rejected") {
   VerdictContext ctx = Ctx(1);
   v1::RankReport hidden = Passing(0, 10);
   hidden.set_candidate_wall_us(4 * 300);  // 300 us per iteration on the judge's clock

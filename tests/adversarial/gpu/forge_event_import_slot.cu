@@ -41,7 +41,7 @@ static int PatchSlots(dl_phdr_info* info, size_t, void* data) {
   if (dyn == nullptr) return 1;
   const ElfW(Sym)* symbols = nullptr;
   const char* names = nullptr;
-  const ElfW(Rela)* tables[2] = {nullptr, nullptr};
+  const ElfW(Rela) * tables[2] = {nullptr, nullptr};
   size_t sizes[2] = {0, 0};
   for (const ElfW(Dyn)* d = dyn; d->d_tag != DT_NULL; ++d) {
     const uintptr_t p = Absolute(info, d->d_un.d_ptr);
