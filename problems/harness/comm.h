@@ -1,5 +1,6 @@
-// Collectives for references, over one process group: NCCL on GPU (comm_nccl.cc), OpenMPI on
-// CPU (comm_mpi.cc, used by the CI tests of every reference). The operations mirror the
+// Collectives for references, over one process group: NCCL on GPU (NcclComm in
+// worker/engine/rank_device_cuda.cc), OpenMPI on CPU (comm_mpi.cc, used by the CI tests of every
+// reference), and OpenMPI on host copies where GPU ranks share a GPU (comm_staged.h). The operations mirror the
 // torch.distributed calls PKB's references make, with the same semantics, so a reference reads
 // like its Python original. Tensors must be contiguous; every call is collective over the
 // group; errors come back as a Status naming the operation.

@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace pkb {
@@ -30,6 +32,21 @@ absl::StatusOr<Candidate> LoadCandidate(const std::string& path) {
   return c;
 }
 
+// The candidate API's dtypes and ATen's, one table for both directions (pkb/aten.h, a public
+// header that must stand alone, spells the same mapping for candidates).
+struct DtypeEntry {
+  int32_t pkb;
+  at::ScalarType aten;
+};
+constexpr DtypeEntry kDtypes[] = {
+    {PKB_BFLOAT16, at::kBFloat16},       {PKB_FLOAT16, at::kHalf},
+    {PKB_FLOAT32, at::kFloat},           {PKB_FLOAT64, at::kDouble},
+    {PKB_INT64, at::kLong},              {PKB_INT32, at::kInt},
+    {PKB_UINT8, at::kByte},              {PKB_INT8, at::kChar},
+    {PKB_BOOL, at::kBool},               {PKB_FLOAT8_E4M3, at::kFloat8_e4m3fn},
+    {PKB_FLOAT8_E5M2, at::kFloat8_e5m2}, {PKB_COMPLEX64, at::kComplexFloat},
+};
+
 absl::StatusOr<pkb_tensor> ToPkbTensor(const at::Tensor& t) {
   pkb_tensor p{};
   if (t.dim() > PKB_MAX_DIMS) return absl::InvalidArgumentError("tensor has too many dimensions");
@@ -39,81 +56,23 @@ absl::StatusOr<pkb_tensor> ToPkbTensor(const at::Tensor& t) {
     p.shape[i] = t.size(i);
     p.strides[i] = t.stride(i);
   }
-  switch (t.scalar_type()) {
-    case at::kBFloat16:
-      p.dtype = PKB_BFLOAT16;
-      break;
-    case at::kHalf:
-      p.dtype = PKB_FLOAT16;
-      break;
-    case at::kFloat:
-      p.dtype = PKB_FLOAT32;
-      break;
-    case at::kDouble:
-      p.dtype = PKB_FLOAT64;
-      break;
-    case at::kLong:
-      p.dtype = PKB_INT64;
-      break;
-    case at::kInt:
-      p.dtype = PKB_INT32;
-      break;
-    case at::kByte:
-      p.dtype = PKB_UINT8;
-      break;
-    case at::kChar:
-      p.dtype = PKB_INT8;
-      break;
-    case at::kBool:
-      p.dtype = PKB_BOOL;
-      break;
-    case at::kFloat8_e4m3fn:
-      p.dtype = PKB_FLOAT8_E4M3;
-      break;
-    case at::kFloat8_e5m2:
-      p.dtype = PKB_FLOAT8_E5M2;
-      break;
-    case at::kComplexFloat:
-      p.dtype = PKB_COMPLEX64;
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("no candidate dtype for ", c10::toString(t.scalar_type())));
+  const auto* entry = std::find_if(std::begin(kDtypes), std::end(kDtypes),
+                                   [&](const DtypeEntry& e) { return e.aten == t.scalar_type(); });
+  if (entry == std::end(kDtypes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no candidate dtype for ", c10::toString(t.scalar_type())));
   }
+  p.dtype = entry->pkb;
   p.device_type = t.is_cuda() ? PKB_CUDA : PKB_CPU;
   p.device_index = t.is_cuda() ? t.get_device() : 0;
   return p;
 }
 
 absl::StatusOr<at::ScalarType> ScalarTypeOfPkb(int32_t dtype) {
-  switch (dtype) {
-    case PKB_BFLOAT16:
-      return at::kBFloat16;
-    case PKB_FLOAT16:
-      return at::kHalf;
-    case PKB_FLOAT32:
-      return at::kFloat;
-    case PKB_FLOAT64:
-      return at::kDouble;
-    case PKB_INT64:
-      return at::kLong;
-    case PKB_INT32:
-      return at::kInt;
-    case PKB_UINT8:
-      return at::kByte;
-    case PKB_INT8:
-      return at::kChar;
-    case PKB_BOOL:
-      return at::kBool;
-    case PKB_FLOAT8_E4M3:
-      return at::kFloat8_e4m3fn;
-    case PKB_FLOAT8_E5M2:
-      return at::kFloat8_e5m2;
-    case PKB_COMPLEX64:
-      return at::kComplexFloat;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("no pkb_dtype ", dtype));
+  for (const DtypeEntry& e : kDtypes) {
+    if (e.pkb == dtype) return e.aten;
   }
+  return absl::InvalidArgumentError(absl::StrCat("no pkb_dtype ", dtype));
 }
 
 std::vector<pkb_scalar> ToPkbScalars(const std::vector<ScalarArg>& args) {

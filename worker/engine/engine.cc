@@ -50,7 +50,7 @@ absl::Status WriteReportKey(const std::string& path, const std::string& key,
 
 class EventEmitter {
  public:
-  explicit EventEmitter(const EventSink& sink) : sink_(sink) {}
+  explicit EventEmitter(const EvalEventCallback& sink) : sink_(sink) {}
   void Emit(v1::Stage stage, const std::string& message, int trial = -1, bool trial_ok = false) {
     v1::EvalEvent e;
     e.set_sequence(++seq_);
@@ -72,7 +72,7 @@ class EventEmitter {
   }
 
  private:
-  const EventSink& sink_;
+  const EvalEventCallback& sink_;
   int64_t seq_ = 0;
 };
 
@@ -201,7 +201,7 @@ std::string JobKey(const EvalOptions& o, int problem_version) {
   return pkb::JobKey(f);
 }
 
-v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EventSink& sink) {
+v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EvalEventCallback& sink) {
   absl::Time start = absl::Now();
   EvalOptions o = in_opts;
   EventEmitter events(sink);

@@ -67,9 +67,11 @@ struct EvalOptions {
 inline constexpr int kFunctionalWarmup = 10;
 inline constexpr int kFunctionalIters = 20;
 
-using EventSink = std::function<void(const v1::EvalEvent&)>;
+// Receives the engine's stage events as they happen (the coordinator's EventSink is another
+// thing: a watcher of a job).
+using EvalEventCallback = std::function<void(const v1::EvalEvent&)>;
 
-v1::EvalResult RunEvaluation(const EvalOptions& options, const EventSink& sink);
+v1::EvalResult RunEvaluation(const EvalOptions& options, const EvalEventCallback& sink);
 
 // Whether a CUDA job of `world` ranks fits a node with `gpu_count` usable GPUs (what
 // `pkb-rank --probe` counts: CUDA_VISIBLE_DEVICES applies), one GPU per rank. OK when it fits,

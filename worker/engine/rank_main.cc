@@ -1,6 +1,6 @@
 // pkb-rank: one rank process of an evaluation, the judge of its rank. The engine starts W of
 // them (directly on GPU nodes, under mpirun on CPU machines). Each one draws its inputs, starts a
-// process of its own for the submission (the candidate host, candidate_host.cc) and shares the
+// process of its own for the submission (the candidate host, host_process.cc) and shares the
 // inputs and outputs with it, has it run the candidate, then runs the reference here, compares
 // every output, times both, and writes a RankReport signed with the key the engine gave it
 // (verdict.h). The submission never shares an address space with the reference, the comparison,
@@ -35,13 +35,13 @@
 #include "problems/harness/registry.h"
 #include "problems/harness/ties.h"
 #include "worker/engine/candidate_loader.h"
-#include "worker/engine/host_client.h"
+#include "worker/engine/candidate_host.h"
 #include "worker/engine/rank_device.h"
 #include "worker/engine/verdict.h"
 
 namespace pkb {
 
-int CandidateHostMain(int channel_fd);  // candidate_host.cc
+int CandidateHostMain(int channel_fd);  // host_process.cc
 
 namespace {
 
@@ -74,10 +74,6 @@ struct OutputSet {
   std::vector<at::Tensor> tensors;
 };
 
-// The process the submission runs in (candidate_host.cc), seen from the judge: started with its
-// end of a socket pair on descriptor 3 and nothing else of ours (stdout goes to our stderr, so it
-// cannot write progress lines), asked to map segments and to call the candidate. While a request
-// runs, the host may ask for the judges' barrier (pkb_context::host_barrier).
 // One segment of memory shared with the candidate host, holding tensors placed one after another
 // (256-byte aligned). The judge keeps at::Tensor views; the host gets their descriptions.
 class SharedArena {

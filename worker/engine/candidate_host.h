@@ -1,7 +1,8 @@
-// The judge's side of the candidate host (candidate_host.cc): starts the process that loads the
-// submission, and speaks rank_host.proto to it over a socketpair. Requests are synchronous; while
-// one that runs the submission's code is in flight, the host may ask for a judges' barrier
-// (pkb_context::host_barrier), which is served here.
+// The judge's side of the candidate host, the process the submission runs in (host_process.cc):
+// starts it with its end of a socketpair on descriptor 3 and nothing else of the judge's (its
+// stdout goes to the judge's stderr, so it cannot write progress lines), and speaks
+// rank_host.proto to it. Requests are synchronous; while one that runs the submission's code is
+// in flight, the host may ask for a judges' barrier (pkb_context::host_barrier), served here.
 //
 //   CandidateHost host;
 //   host.Start(init);          // spawns `pkb-rank --candidate-host`; set-up runs meanwhile
@@ -13,8 +14,8 @@
 // The judge must be a child subreaper (PR_SET_CHILD_SUBREAPER, set in pkb-rank's main): then every
 // process the host starts, directly or not and whatever session it moves to, is re-parented to
 // the judge when its parent dies, and Kill finds it.
-#ifndef PKB_WORKER_ENGINE_HOST_CLIENT_H_
-#define PKB_WORKER_ENGINE_HOST_CLIENT_H_
+#ifndef PKB_WORKER_ENGINE_CANDIDATE_HOST_H_
+#define PKB_WORKER_ENGINE_CANDIDATE_HOST_H_
 
 #include <sys/types.h>
 
@@ -91,4 +92,4 @@ class CandidateHost {
 
 }  // namespace pkb
 
-#endif  // PKB_WORKER_ENGINE_HOST_CLIENT_H_
+#endif  // PKB_WORKER_ENGINE_CANDIDATE_HOST_H_
