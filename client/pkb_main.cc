@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -195,7 +196,32 @@ void PrintResult(const v1::EvalResult& r) {
                   r.roofline().percent_of_roofline());
     }
   }
+  if (!r.confirmation_job_id().empty()) {
+    std::printf(
+        "  confirmation run: job %s times it again; it ranks once that run is OK too, with the "
+        "lower of the two speedups (pkb watch %s)\n",
+        r.confirmation_job_id().c_str(), r.confirmation_job_id().c_str());
+  }
+  if (!r.confirms_job_id().empty())
+    std::printf("  a confirmation run of job %s\n", r.confirms_job_id().c_str());
   if (!r.failed_rank_log().empty()) std::printf("  log tail:\n%s\n", r.failed_rank_log().c_str());
+}
+
+// "confirmed 1.600x (2.000x, then 1.600x)", "pending: ...", for boards and histories.
+std::string DescribeConfirmation(const v1::Confirmation& c) {
+  switch (c.state()) {
+    case v1::CONFIRMED:
+      return absl::StrFormat("confirmed %.3fx (%.3fx, then %.3fx in job %s)", c.speedup(),
+                             c.first_speedup(), c.confirmation_speedup(), c.job_id());
+    case v1::CONFIRMATION_PENDING:
+      return absl::StrCat("pending: ", c.reason());
+    case v1::CONFIRMATION_FAILED:
+      return absl::StrCat("not confirmed: ", c.reason());
+    case v1::UNCONFIRMED:
+      return "unconfirmed (finished before confirmation runs)";
+    default:
+      return "";
+  }
 }
 
 void PrintEvent(const v1::EvalEvent& e, absl::Time start) {
@@ -238,8 +264,11 @@ bool Transient(const grpc::Status& st) {
 // seen (a Submit cut before its first event is sent again: an identical job in flight is joined),
 // backing off while the coordinator is away, for at most --follow-timeout seconds in a row.
 // Returns the exit code of the verdict.
+// Follows one job to its DONE (submitting it first when `submit` is given); its verdict goes to
+// `done` when given.
 int Stream(const Globals& g, grpc::Channel* channel, v1::Evaluation::Stub* stub,
-           const v1::SubmitRequest* submit, std::string job_id, bool detach) {
+           const v1::SubmitRequest* submit, std::string job_id, bool detach,
+           v1::EvalResult* done = nullptr) {
   absl::Time start = absl::Now();
   int64_t last_seq = 0;
   absl::Duration backoff = absl::Milliseconds(200);
@@ -279,6 +308,7 @@ int Stream(const Globals& g, grpc::Channel* channel, v1::Evaluation::Stub* stub,
         }
         if (e.stage() == v1::DONE) {
           ctx.TryCancel();
+          if (done) *done = e.result();
           return ExitCodeFor(e.result().status());
         }
         if (detach) {
@@ -405,6 +435,10 @@ int Main(int argc, char** argv) {
   submit->add_option("--agent", agent, "the agent or harness that drove it");
   submit->add_option("--tag", tags, "a label (repeat for several)");
   submit->add_flag("--ranked", ranked, "run on the coordinator's secret seed (ranked run)");
+  bool wait_confirmation = false;
+  submit->add_flag("--wait-confirmation", wait_confirmation,
+                   "after an OK verdict, follow its confirmation run too (the figure the boards "
+                   "use); the exit code is then the confirmation's");
   submit->add_flag("--detach", detach, "print the first event (with the job id) and return");
 
   std::string job_id;
@@ -525,7 +559,21 @@ int Main(int argc, char** argv) {
     req.set_agent(agent);
     for (const auto& t : tags) req.add_tags(t);
     req.set_ranked(ranked);
-    return Stream(g, channel.get(), stub.get(), &req, "", detach);
+    v1::EvalResult result;
+    int code = Stream(g, channel.get(), stub.get(), &req, "", detach, &result);
+    if (!wait_confirmation || result.confirmation_job_id().empty()) return code;
+    if (!g.json) std::printf("following confirmation run %s\n", result.confirmation_job_id().c_str());
+    v1::EvalResult confirmed;
+    code = Stream(g, channel.get(), stub.get(), nullptr, result.confirmation_job_id(), false,
+                  &confirmed);
+    if (!g.json && confirmed.status() == v1::OK) {
+      std::printf("confirmed: %.3fx, then %.3fx; the boards use %.3fx\n", result.speedup(),
+                  confirmed.speedup(), std::min(result.speedup(), confirmed.speedup()));
+    } else if (!g.json && confirmed.status() != v1::STATUS_UNSPECIFIED) {
+      std::printf("not confirmed: the confirmation run ended %s; the result does not rank\n",
+                  v1::Status_Name(confirmed.status()).c_str());
+    }
+    return code;
   }
   if (watch->parsed()) return Stream(g, channel.get(), stub.get(), nullptr, job_id, false);
   if (void_cmd->parsed()) {
@@ -634,14 +682,21 @@ int Main(int argc, char** argv) {
       for (const auto& b : a.boards()) {
         std::printf("%d %s  W=%d %s %s\n", b.problem_id(), b.problem_slug().c_str(), b.world_size(),
                     b.dtype().c_str(), b.gpu_class().c_str());
-        for (const auto& e : b.entries()) {
-          std::printf("  %3d %-9.3f %-12.2f %-12.2f %-16s %-20s %s%s\n", e.rank(), e.speedup(),
-                      e.candidate_median_us(), e.baseline_median_us(), e.submitter().c_str(),
-                      e.model().c_str(), e.job_id().c_str(), e.ranked() ? " (secret seed)" : "");
-        }
+        auto row = [](const std::string& rank, const v1::LeaderboardEntry& e) {
+          std::printf("  %3s %-9.3f %-12.2f %-12.2f %-16s %-20s %s%s  %s\n", rank.c_str(),
+                      e.speedup(), e.candidate_median_us(), e.baseline_median_us(),
+                      e.submitter().c_str(), e.model().c_str(), e.job_id().c_str(),
+                      e.ranked() ? " (secret seed)" : "",
+                      DescribeConfirmation(e.confirmation()).c_str());
+        };
+        for (const auto& e : b.entries()) row(absl::StrCat(e.rank()), e);
+        for (const auto& e : b.pending()) row("-", e);
       }
-      std::printf("%d boards from %d ranking results (%d disqualified)\n", a.boards_size(),
-                  a.ranking_results(), a.disqualified_results());
+      std::printf(
+          "%d boards from %d ranking results (%d disqualified, %d pending confirmation, %d not "
+          "confirmed)\n",
+          a.boards_size(), a.ranking_results(), a.disqualified_results(), a.pending_results(),
+          a.unconfirmed_results());
       return kExitOk;
     }
     if (suite->parsed()) {
@@ -704,6 +759,8 @@ int Main(int argc, char** argv) {
     }
     if (sub.job().stage() == v1::DONE) {
       PrintResult(sub.job().result());
+      const std::string confirmation = DescribeConfirmation(sub.confirmation());
+      if (!confirmation.empty()) std::printf("confirmation: %s\n", confirmation.c_str());
       std::printf("%s\n", sub.ranks() ? "ranks on the leaderboard"
                                       : ("does not rank: " + sub.not_ranked_reason()).c_str());
     }

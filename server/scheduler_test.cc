@@ -566,7 +566,7 @@ void SendOk(Fixture& f, uint64_t conn, const v1::Lease& lease, double speedup) {
   f.scheduler->Flush();
 }
 
-TEST_CASE("an OK result is timed again on another worker of its class, linked both ways",
+TEST_CASE("an OK result is timed again on another worker of its class and linked both ways",
           "[scheduler][confirm]") {
   Fixture f;
   f.options.secret_set_offset = 777;
@@ -633,7 +633,7 @@ TEST_CASE("an OK result is timed again on another worker of its class, linked bo
   CHECK(Confirmations(f.store.get()).size() == 1);
 }
 
-TEST_CASE("no confirmation for failures or copies, and a lone worker confirms its own result",
+TEST_CASE("no confirmation for failures or copies and a lone worker confirms its own result",
           "[scheduler][confirm]") {
   Fixture f;
   auto w = f.AddWorker(1, "w1");
@@ -685,7 +685,7 @@ TEST_CASE("a confirmation waits for another worker of its class while one is con
   CHECK(f.scheduler->Get(busy->job_id)->stage() == v1::QUEUED);  // leased, never finished
 }
 
-TEST_CASE("confirmations survive a restart, one without its original's DONE is cancelled",
+TEST_CASE("confirmations survive a restart and one without its original's DONE is cancelled",
           "[scheduler][confirm]") {
   Fixture f;
   auto w = f.AddWorker(1, "w1");
