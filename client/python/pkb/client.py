@@ -134,6 +134,18 @@ class Client:
             pass
         return last
 
+    def confirmation(self, done: result_pb2.EvalEvent) -> Optional[result_pb2.EvalEvent]:
+        """Follows the confirmation run of a DONE event's result (the service times every result
+        that could rank a second time; boards use the lower speedup) to its DONE event, or
+        returns None when the result has none (not OK, a copy, or itself a confirmation)."""
+        job_id = done.result.confirmation_job_id
+        if not job_id:
+            return None
+        last = None
+        for last in self.watch(job_id):
+            pass
+        return last
+
     def watch(self, job_id: str, after_sequence: int = 0) -> Iterator[result_pb2.EvalEvent]:
         """Replays a job's events after ``after_sequence``, then the live ones until DONE."""
         yield from self._follow(job_id=job_id, after=after_sequence)
