@@ -562,7 +562,8 @@ int Main(int argc, char** argv) {
     v1::EvalResult result;
     int code = Stream(g, channel.get(), stub.get(), &req, "", detach, &result);
     if (!wait_confirmation || result.confirmation_job_id().empty()) return code;
-    if (!g.json) std::printf("following confirmation run %s\n", result.confirmation_job_id().c_str());
+    if (!g.json)
+      std::printf("following confirmation run %s\n", result.confirmation_job_id().c_str());
     v1::EvalResult confirmed;
     code = Stream(g, channel.get(), stub.get(), nullptr, result.confirmation_job_id(), false,
                   &confirmed);

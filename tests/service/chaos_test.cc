@@ -893,8 +893,7 @@ TEST_CASE("chaos: kill -9 of workers, the coordinator and engines under load los
     }
     if (j.done && result.status() == v1::OK && j.record.cached_from_job_id().empty()) {
       // Every OK original is confirmed: its confirmation run is stored (and DONE, above).
-      if (j.record.confirmation_job_id().empty() ||
-          !stored->count(j.record.confirmation_job_id()))
+      if (j.record.confirmation_job_id().empty() || !stored->count(j.record.confirmation_job_id()))
         run.Fail(absl::StrCat("OK job ", id, " has no stored confirmation run"));
     }
     if (!known.count(id)) {
@@ -924,12 +923,12 @@ TEST_CASE("chaos: kill -9 of workers, the coordinator and engines under load los
             << " ended INTERNAL by it); " << run.cancels << " cancels, " << cancelled
             << " CANCELLED, " << timed_out << " TIMEOUT, " << worker_lost << " WORKER_LOST; "
             << joined << " identical submissions joined in flight, " << cached
-            << " from the cache; " << confirmations << " confirmation runs (" << orphan_confirmations
-            << " cancelled at a restart); " << failed_submits << " Submit calls retried, " << reattached
-            << " Watch reattachments; " << resumed << " leases resumed by a restarted coordinator; "
-            << absl::FormatDuration(chaos_time) << " of chaos, "
-            << absl::FormatDuration(absl::Now() - started) << " in all; " << run.errors.size()
-            << " failures" << std::endl;
+            << " from the cache; " << confirmations << " confirmation runs ("
+            << orphan_confirmations << " cancelled at a restart); " << failed_submits
+            << " Submit calls retried, " << reattached << " Watch reattachments; " << resumed
+            << " leases resumed by a restarted coordinator; " << absl::FormatDuration(chaos_time)
+            << " of chaos, " << absl::FormatDuration(absl::Now() - started) << " in all; "
+            << run.errors.size() << " failures" << std::endl;
   CHECK(run.worker_kills == kWaves * faults.worker_kills);
   CHECK(run.coordinator_kills == kWaves * faults.coordinator_kills);
   CHECK(run.engine_kills == kWaves * faults.engine_kills);

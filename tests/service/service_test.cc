@@ -763,8 +763,9 @@ TEST_CASE("leaderboard over gRPC: metadata, secret seed, roles, history, export"
   ranked_a.clear_tags();
   v1::EvalEvent a2 = submit_and_confirm("ag-a", ranked_a);
   CHECK(a2.result().status() == v1::OK);
-  CHECK(submit_and_confirm("ag-b", request("FAKE_OK FAKE_SPEEDUP=1.2", "m2", 2)).result().status() ==
-        v1::OK);
+  CHECK(
+      submit_and_confirm("ag-b", request("FAKE_OK FAKE_SPEEDUP=1.2", "m2", 2)).result().status() ==
+      v1::OK);
   CHECK(oks.size() == 4);
   // The two ranked runs, and the ranked one's confirmation run, ran on offsets of their own,
   // derived from the secret, never the secret.
@@ -1169,7 +1170,8 @@ TEST_CASE("pkb submit follows a job that takes a minute, across a coordinator re
 
 // Waits until the coordinator's log says `what` (a worker connected), at most 30 s.
 void AwaitLog(Cluster& c, const std::string& what) {
-  for (int i = 0; i < 1500 && Slurp(c.dir + "/coordinator.log").find(what) == std::string::npos; ++i)
+  for (int i = 0; i < 1500 && Slurp(c.dir + "/coordinator.log").find(what) == std::string::npos;
+       ++i)
     absl::SleepFor(absl::Milliseconds(20));
   REQUIRE(Slurp(c.dir + "/coordinator.log").find(what) != std::string::npos);
 }
@@ -1253,7 +1255,7 @@ void ConfirmationEndToEnd(Cluster& c) {
   REQUIRE(board.boards(0).entries_size() == 1);
   const v1::LeaderboardEntry& e = board.boards(0).entries(0);
   CHECK(e.job_id() == original);
-  CHECK(e.speedup() == 1.0);  // the lower of the two
+  CHECK(e.speedup() == 1.0);             // the lower of the two
   CHECK(e.candidate_median_us() == 15);  // the confirmation run's
   CHECK(e.confirmation().state() == v1::CONFIRMED);
   CHECK(e.confirmation().first_speedup() == 2.0);
@@ -1275,8 +1277,9 @@ void ConfirmationEndToEnd(Cluster& c) {
   CHECK(offsets.count("424242") == 0);
 
   // The CLI follows the confirmation run when asked, and says which figure the boards use.
-  auto submitted = cli({"--token", "bo", "submit", c.WriteSource("b.cu", "FAKE_OK FAKE_SPEEDUP=1.2"),
-                        "-p", "1", "-w", "2", "--wait-confirmation"});
+  auto submitted =
+      cli({"--token", "bo", "submit", c.WriteSource("b.cu", "FAKE_OK FAKE_SPEEDUP=1.2"), "-p", "1",
+           "-w", "2", "--wait-confirmation"});
   CHECK(submitted.exit_code == 0);
   CHECK(submitted.out.find("following confirmation run") != std::string::npos);
   CHECK(submitted.out.find("the boards use 0.600x") != std::string::npos);
