@@ -435,6 +435,10 @@ int Main(int argc, char** argv) {
   submit->add_option("--agent", agent, "the agent or harness that drove it");
   submit->add_option("--tag", tags, "a label (repeat for several)");
   submit->add_flag("--ranked", ranked, "run on the coordinator's secret seed (ranked run)");
+  bool practice = false;
+  submit->add_flag("--practice", practice,
+                   "a practice run: never ranks, and a REJECTED verdict does not disqualify the "
+                   "source (public seeds only)");
   bool wait_confirmation = false;
   submit->add_flag("--wait-confirmation", wait_confirmation,
                    "after an OK verdict, follow its confirmation run too (the figure the boards "
@@ -559,6 +563,7 @@ int Main(int argc, char** argv) {
     req.set_agent(agent);
     for (const auto& t : tags) req.add_tags(t);
     req.set_ranked(ranked);
+    req.set_practice(practice);
     v1::EvalResult result;
     int code = Stream(g, channel.get(), stub.get(), &req, "", detach, &result);
     if (!wait_confirmation || result.confirmation_job_id().empty()) return code;
@@ -753,7 +758,9 @@ int Main(int argc, char** argv) {
     std::printf("job %s: problem %d W=%d, submitter %s, model %s, agent %s%s\n",
                 sub.job().job_id().c_str(), rq.problem_id(), rq.world_size(),
                 rq.submitter().c_str(), rq.model().c_str(), rq.agent().c_str(),
-                rq.ranked() ? ", ranked (secret seed)" : "");
+                rq.ranked()     ? ", ranked (secret seed)"
+                : rq.practice() ? ", practice"
+                                : "");
     for (const auto& e : sub.events()) {
       std::printf("  %s %-12s %s\n", IsoTime(e.unix_micros()).c_str(),
                   v1::Stage_Name(e.stage()).c_str(), e.message().c_str());

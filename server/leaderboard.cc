@@ -88,6 +88,7 @@ absl::Status RankingJobs(JobStore* store, const v1::ResultFilter& f, Ranking* r)
   }
   PKB_ASSIGN_OR_RETURN(DisqualifiedSet disq, FindDisqualified(store, f.problem_id()));
   for (const v1::Job& job : r->originals) {
+    if (job.request().practice()) continue;  // never ranks
     if (disq.count({job.request().problem_id(), job.source_sha256()})) {
       ++r->disqualified;
       continue;
@@ -163,7 +164,10 @@ absl::StatusOr<DisqualifiedSet> FindDisqualified(JobStore* store, int32_t proble
   failed_secret.statuses.assign(std::begin(kSecretSeedFailures), std::end(kSecretSeedFailures));
   PKB_ASSIGN_OR_RETURN(std::vector<v1::Job> failed, store->ListJobs(failed_secret));
   for (const auto* list : {&jobs, &failed}) {
-    for (const v1::Job& job : *list) out.emplace(job.request().problem_id(), job.source_sha256());
+    for (const v1::Job& job : *list) {
+      if (job.request().practice()) continue;  // practice never disqualifies
+      out.emplace(job.request().problem_id(), job.source_sha256());
+    }
   }
   return out;
 }
@@ -171,7 +175,8 @@ absl::StatusOr<DisqualifiedSet> FindDisqualified(JobStore* store, int32_t proble
 v1::Confirmation ConfirmationOf(const v1::Job& job, const v1::Job* confirmation) {
   v1::Confirmation c;
   if (job.stage() != v1::DONE || job.result().status() != v1::OK ||
-      !job.cached_from_job_id().empty() || !job.confirms_job_id().empty()) {
+      !job.cached_from_job_id().empty() || !job.confirms_job_id().empty() ||
+      job.request().practice()) {
     return c;  // CONFIRMATION_NONE: not a result that could rank
   }
   const double first = job.result().speedup();
@@ -217,6 +222,8 @@ std::string NotRankedReason(const v1::Job& job, const DisqualifiedSet& disqualif
   if (!job.confirms_job_id().empty())
     return absl::StrCat("a confirmation run of job ", job.confirms_job_id(),
                         ", which ranks with the lower of the two speedups");
+  if (job.request().practice())
+    return "a practice submission: it never ranks, and never disqualifies its source";
   if (job.result().status() != v1::OK)
     return absl::StrCat("verdict ", v1::Status_Name(job.result().status()));
   if (disqualified.count({job.request().problem_id(), job.source_sha256()}))
@@ -423,6 +430,7 @@ v1::SubmissionSummary Summarize(const v1::Job& job, const ProblemCatalogIndex* c
   }
   s.set_confirms_job_id(job.confirms_job_id());
   s.set_confirmation_job_id(job.confirmation_job_id());
+  s.set_practice(r.practice());
   return s;
 }
 

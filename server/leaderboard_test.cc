@@ -42,6 +42,7 @@ struct Fixture {
     std::string confirms;      // a confirmation run of this job
     std::string confirmation;  // the job that confirms this one
     v1::Stage stage = v1::DONE;
+    bool practice = false;
   };
   std::string Add(const Spec& s) {
     v1::Job job;
@@ -65,6 +66,7 @@ struct Fixture {
     r->set_model(s.model);
     r->set_agent("agent-x");
     r->set_ranked(s.ranked);
+    r->set_practice(s.practice);
     if (!s.tag.empty()) r->add_tags(s.tag);
     r->set_source("__global__ void k() {} // " + id);
     if (s.stage != v1::DONE) {
@@ -479,6 +481,31 @@ TEST_CASE("a confirmation run that is not OK keeps its result off the boards and
   auto sub = GetSubmission(f.store.get(), lost.original, false);
   CHECK(sub->confirmation().state() == v1::CONFIRMATION_FAILED);
   CHECK(sub->confirmation().confirmation_status() == v1::WORKER_LOST);
+}
+
+TEST_CASE("practice runs never rank and never disqualify their source", "[leaderboard][practice]") {
+  Fixture f;
+  // A practice run of source S ended REJECTED; a real run of S that is OK still ranks, and a
+  // fast practice run does not.
+  f.Add({.speedup = 0, .user = "alice", .status = v1::REJECTED, .source = "S", .practice = true});
+  std::string fast_practice = f.Add({.speedup = 9.0, .user = "alice", .practice = true});
+  std::string real = f.Add({.speedup = 1.5, .user = "alice", .source = "S"});
+  v1::LeaderboardAnswer a = f.Query({});
+  REQUIRE(a.boards_size() == 1);
+  REQUIRE(a.boards(0).entries_size() == 1);
+  CHECK(a.boards(0).entries(0).job_id() == real);
+  CHECK(a.disqualified_results() == 0);
+  CHECK(a.ranking_results() == 1);
+  auto sub = GetSubmission(f.store.get(), fast_practice, false);
+  REQUIRE(sub.ok());
+  CHECK(!sub->ranks());
+  CHECK(sub->not_ranked_reason().find("a practice submission") == 0);
+  CHECK(sub->confirmation().state() == v1::CONFIRMATION_NONE);
+  // A REJECTED run that is not practice still disqualifies.
+  f.Add({.speedup = 0, .user = "alice", .status = v1::REJECTED, .source = "S"});
+  a = f.Query({});
+  CHECK(a.boards_size() == 0);
+  CHECK(a.disqualified_results() == 1);
 }
 
 }  // namespace

@@ -116,6 +116,7 @@ v1::SubmitRequest PublicRequest(const v1::SubmitRequest& r) {
   p.set_agent(r.agent());
   *p.mutable_tags() = r.tags();
   p.set_ranked(r.ranked());
+  p.set_practice(r.practice());
   return p;
 }
 

@@ -226,12 +226,19 @@ absl::StatusOr<std::pair<std::string, const v1::ProblemSpec*>> Scheduler::Prepar
                                      : absl::StrJoin(known, ", "),
         ")"));
   }
+  if (request.practice() && request.ranked())
+    return absl::InvalidArgumentError(
+        "practice: a practice run uses the public seeds and never ranks; submit it without "
+        "`ranked`");
   if (request.ranked() && options_.secret_set_offset == 0)
     return absl::FailedPreconditionError(
         "this coordinator has no secret seed (--secret-seed-file): submit without `ranked`");
-  return std::make_pair(JobKey(request, problem->version(), options_.harness_version,
-                               request.ranked() ? options_.secret_set_offset : 0),
-                        problem);
+  std::string key = JobKey(request, problem->version(), options_.harness_version,
+                           request.ranked() ? options_.secret_set_offset : 0);
+  // Practice runs are their own cache and dedup domain: a practice verdict never answers a
+  // submission that may rank, nor the reverse.
+  if (request.practice()) key = Sha256Hex(absl::StrCat("practice/", key));
+  return std::make_pair(std::move(key), problem);
 }
 
 absl::StatusOr<SubmitOutcome> Scheduler::Submit(v1::SubmitRequest request) {
@@ -638,7 +645,8 @@ void Scheduler::Finish(const std::string& job_id, v1::EvalResult result,
 
 bool Scheduler::NeedsConfirmation(const v1::Job& job) {
   return job.stage() == v1::DONE && job.result().status() == v1::OK &&
-         job.cached_from_job_id().empty() && job.confirms_job_id().empty();
+         job.cached_from_job_id().empty() && job.confirms_job_id().empty() &&
+         !job.request().practice();
 }
 
 void Scheduler::QueueConfirmation(JobState& original) {

@@ -741,5 +741,36 @@ TEST_CASE("confirmations survive a restart and one without its original's DONE i
   CHECK(Confirmations(f.store.get()).size() == 3);
 }
 
+TEST_CASE("practice runs: public seeds only and keyed apart and never confirmed",
+          "[scheduler][practice]") {
+  Fixture f;
+  f.options.secret_set_offset = 777;
+  f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+  v1::SubmitRequest practice = By("alice", "k");
+  practice.set_practice(true);
+  practice.set_ranked(true);
+  auto refused = f.scheduler->Submit(practice);
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(refused.status().message().find("practice") == 0);
+  practice.set_ranked(false);
+  auto p = f.scheduler->Submit(practice);
+  auto real = f.scheduler->Submit(By("alice", "k"));  // the same source, not practice
+  REQUIRE(p.ok());
+  REQUIRE(real.ok());
+  CHECK(!real->joined);  // not joined to the practice run
+  CHECK(f.scheduler->Get(p->job_id)->job_key() != f.scheduler->Get(real->job_id)->job_key());
+  auto w = f.AddWorker(1, "w1");
+  REQUIRE(w->Leases().size() == 1);
+  SendOk(f, 1, w->Leases()[0], 1.5);  // the practice run, OK
+  CHECK(f.scheduler->Get(p->job_id)->confirmation_job_id().empty());
+  CHECK(Confirmations(f.store.get()).empty());
+  // A practice verdict answers practice runs only.
+  auto again = f.scheduler->Submit(practice);
+  CHECK(again->cached);
+  CHECK(f.scheduler->Get(again->job_id)->cached_from_job_id() == p->job_id);
+  REQUIRE(w->Leases().size() == 2);
+  CHECK(w->Leases()[1].job_id() == real->job_id);  // the real one still runs
+}
+
 }  // namespace
 }  // namespace pkb

@@ -314,7 +314,7 @@ async function jobView(id) {
       kv([["Problem", `${r.problemId} ${res.problemSlug || ""}`], ["World size", r.worldSize],
           ["dtype", r.dtype], ["GPU", `${job.gpuClass || r.gpuClass}${res.gpu ? " · " + res.gpu : ""}`],
           ["User", r.submitter], ["Model", r.model], ["Agent", r.agent], ["Tags", (r.tags || []).join(", ")],
-          ["Seed", r.ranked ? "secret (ranked run)" : "public"], ["Attempts", job.attempts],
+          ["Seed", r.ranked ? "secret (ranked run)" : r.practice ? "public (practice run: never ranks)" : "public"], ["Attempts", job.attempts],
           ["Submitted (UTC)", fmt.time(job.createdUnixMicros)], ["Updated (UTC)", fmt.time(job.updatedUnixMicros)],
           ["Speedup", speedCell(res.speedup)]]),
       done && res.status === "OK" ? [el("h2", {}, "Timings (µs per iteration, slowest rank)"),

@@ -107,12 +107,14 @@ class Client:
                m: int = 0, n: int = 0, trials: int = 0, warmup: int = 0, iters: int = 0,
                gpu_class: str = "", no_cache: bool = False, model: str = "", agent: str = "",
                tags: Sequence[str] = (), ranked: bool = False,
-               submitter: str = "", language: str = "") -> Iterator[result_pb2.EvalEvent]:
+               submitter: str = "", language: str = "",
+               practice: bool = False) -> Iterator[result_pb2.EvalEvent]:
         """Submits a candidate and yields its events, QUEUED first, DONE (with .result) last.
 
         ``problem`` is an id or a slug; ``source`` is text (sent as UTF-8) or UTF-8 bytes.
         ``language`` is "cuda" (the default) or "cpp", a host-only C++ candidate for GPU-less
-        workers (gpu_class "cpu"). A stream that breaks mid-job, or ends before DONE, is
+        workers (gpu_class "cpu"). ``practice`` runs never rank and never disqualify the source
+        (a REJECTED practice run does not count against it). A stream that breaks mid-job, or ends before DONE, is
         reattached with Watch from the last event seen, so every event is yielded once, however
         long the job takes.
         """
@@ -124,7 +126,7 @@ class Client:
             problem_id=problem, world_size=world_size, source=source, dtype=dtype, m=m, n=n,
             trials=trials, warmup=warmup, iters=iters, gpu_class=gpu_class, no_cache=no_cache,
             submitter=submitter, model=model, agent=agent, tags=list(tags), ranked=ranked,
-            language=language)
+            language=language, practice=practice)
         yield from self._follow(request=request)
 
     def evaluate(self, *args, **kwargs) -> result_pb2.EvalEvent:
