@@ -158,6 +158,9 @@ std::shared_ptr<grpc::Channel> Dial(const Globals& g) {
 void PrintResult(const v1::EvalResult& r) {
   std::printf("verdict: %s%s — %s\n", v1::Status_Name(r.status()).c_str(),
               r.cached() ? " (cached)" : "", r.message().c_str());
+  for (const auto& d : r.policy_findings()) {
+    std::printf("  POLICY %s:%d: %s\n", d.file().c_str(), d.line(), d.message().c_str());
+  }
   if (r.has_compile()) {
     for (const auto& d : r.compile().diagnostics()) {
       std::printf("  %s:%d:%d: %s: %s\n", d.file().c_str(), d.line(), d.column(),
@@ -388,6 +391,17 @@ int Main(int argc, char** argv) {
   v1::SubmitRequest req;
   std::string file;
   bool detach = false;
+  int check_problem = 0, check_world = 0;
+  std::string check_file, check_dtype, check_language;
+  auto* check = app.add_subcommand(
+      "check",
+      "check a source against the source policy, in milliseconds: no GPU, no job, nothing kept "
+      "(exit 14 when a submission of it would be REJECTED for the policy)");
+  check->add_option("file", check_file, "the candidate")->required()->check(CLI::ExistingFile);
+  check->add_option("-p,--problem", check_problem, "problem id")->required();
+  check->add_option("-w,--world-size", check_world, "ranks (GPUs)")->required();
+  check->add_option("--dtype", check_dtype, "default: the problem's");
+  check->add_option("--language", check_language, "cuda or cpp (default: from the file name)");
   auto* submit = app.add_subcommand("submit", "submit a candidate and stream its verdict");
   submit->add_option("file", file, "the candidate: .cu, or .cc/.cpp/.cxx for a host-only one")
       ->required()
@@ -582,6 +596,33 @@ int Main(int argc, char** argv) {
     return code;
   }
   if (watch->parsed()) return Stream(g, channel.get(), stub.get(), nullptr, job_id, false);
+  if (check->parsed()) {
+    auto source = ReadFile(check_file);
+    if (!source.ok()) {
+      std::cerr << "pkb: " << source.status().message() << "\n";
+      return kExitUsage;
+    }
+    v1::CheckRequest r;
+    r.set_problem_id(check_problem);
+    r.set_world_size(check_world);
+    r.set_source(*source);
+    r.set_dtype(check_dtype);
+    r.set_language(check_language.empty() ? LanguageOfFile(check_file) : check_language);
+    grpc::ClientContext ctx;
+    Authorize(g, &ctx);
+    ctx.set_deadline(deadline());
+    v1::CheckAnswer a;
+    grpc::Status st = stub->Check(&ctx, r, &a);
+    if (!st.ok()) return Fail(st, g);
+    if (g.json) {
+      std::cout << ToJson(a) << std::endl;
+    } else {
+      std::printf("%s: %s\n", v1::CheckVerdict_Name(a.verdict()).c_str(), a.message().c_str());
+      for (const auto& d : a.policy_findings())
+        std::printf("  POLICY %s:%d: %s\n", d.file().c_str(), d.line(), d.message().c_str());
+    }
+    return a.verdict() == v1::POLICY ? kExitRejected : kExitOk;
+  }
   if (void_cmd->parsed()) {
     auto admin_stub = v1::Admin::NewStub(channel);
     grpc::ClientContext ctx;

@@ -42,6 +42,8 @@ def prompt_for(spec, world_size: int, feedback: Optional[str]) -> str:
 def feedback_from(result) -> str:
     """The verdict as the model should read it: diagnostics, the first bad outputs, timings."""
     lines = [f"verdict {pkb.status_name(result.status)}: {result.message}"]
+    for d in result.policy_findings[:20]:  # the source policy (docs/security.md), not the compiler
+        lines.append(f"POLICY {d.file}:{d.line}: {d.message}")
     for d in result.compile.diagnostics[:20]:
         lines.append(f"{d.file}:{d.line}:{d.column}: {d.severity}: {d.message}")
     for rt in [t for t in result.rank_trials if not t.ok][:4]:

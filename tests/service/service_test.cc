@@ -1305,5 +1305,81 @@ TEST_CASE("postgresql store: confirmation runs pending then across a restart the
   CHECK(*(*db)->QueryInt("SELECT count(*) FROM jobs WHERE confirms <> ''") == 2);
 }
 
+TEST_CASE("check answers the source policy without a job and practice runs never rank",
+          "[service][practice]") {
+  Cluster c;
+  std::string tokens = c.WriteSource("tokens",
+                                     "al agent alice\nres researcher rita\n"
+                                     "wk worker w1 gpu_class=cpu max_world_size=8\n");
+  c.StartCoordinator(PKB_FAKE_ENGINE, {"--tokens", tokens});
+  c.StartWorker("w1", {{"FAKE_PKB_EVAL_DELAY", "0.01"}},
+                {"--token-file", c.WriteSource("wk", "wk\n")});
+  // Check: the policy, answered by the coordinator; no job, no engine run.
+  v1::CheckRequest cr;
+  cr.set_problem_id(1);
+  cr.set_world_size(2);
+  cr.set_source("FAKE_OK\n#include <cstdlib>\nint f() { return getenv(\"HOME\") != 0; }\n");
+  v1::CheckAnswer answer;
+  REQUIRE(c.stub->Check(As("al").get(), cr, &answer).ok());
+  CHECK(answer.verdict() == v1::POLICY);
+  REQUIRE(answer.policy_findings_size() >= 1);
+  CHECK(answer.policy_findings(0).file() == "candidate.cu");
+  CHECK(answer.policy_findings(0).line() == 3);
+  CHECK(answer.policy_findings(0).message().find("[environment]") != std::string::npos);
+  cr.set_source("FAKE_OK __global__ void k(float* x) { x[0] = 1; }\n");
+  REQUIRE(c.stub->Check(As("al").get(), cr, &answer).ok());
+  CHECK(answer.verdict() == v1::POLICY_OK);
+  CHECK(answer.policy_findings_size() == 0);
+  cr.set_world_size(3);  // checked as Submit checks it
+  CHECK(c.stub->Check(As("al").get(), cr, &answer).error_code() ==
+        grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(c.stub->Check(As("").get(), cr, &answer).error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(EngineRuns(c) == 0);
+  auto cli = [&](std::vector<std::string> args) {
+    SubprocessOptions o;
+    o.argv = {PKB_CLI_BIN, "--coordinator", absl::StrCat("127.0.0.1:", c.port), "--token", "al"};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.timeout = absl::Seconds(60);
+    return RunSubprocess(o).value();
+  };
+  auto bad = cli({"check", c.WriteSource("env.cu", "int f() { return getenv(\"X\") != 0; }\n"),
+                  "-p", "1", "-w", "2"});
+  CHECK(bad.exit_code == 14);
+  CHECK(bad.out.rfind("POLICY: breaks 1 rule(s)", 0) == 0);
+  CHECK(bad.out.find("  POLICY candidate.cu:1: [environment]") != std::string::npos);
+  CHECK(cli({"check", c.WriteSource("ok.cu", "__global__ void k() {}\n"), "-p", "1", "-w", "2"})
+            .exit_code == 0);
+
+  // Practice: a REJECTED practice run does not disqualify its source; an OK one never ranks and
+  // gets no confirmation run.
+  const std::string rejected = c.WriteSource("rej.cu", "FAKE_REJECT practice");
+  auto p1 = cli({"submit", rejected, "-p", "1", "-w", "2", "--practice"});
+  CHECK(p1.exit_code == 14);
+  auto p2 = cli({"--json", "submit", c.WriteSource("fast.cu", "FAKE_OK FAKE_SPEEDUP=9"), "-p", "1",
+                 "-w", "2", "--practice"});
+  CHECK(p2.exit_code == 0);
+  CHECK(p2.out.find("confirmationJobId") == std::string::npos);
+  auto lb = v1::Leaderboard::NewStub(c.channel);
+  v1::LeaderboardAnswer board;
+  REQUIRE(lb->Query(As("res").get(), v1::LeaderboardQuery(), &board).ok());
+  CHECK(board.boards_size() == 0);
+  CHECK(board.disqualified_results() == 0);
+  CHECK(board.pending_results() == 0);
+  v1::ListSubmissionsAnswer mine;
+  REQUIRE(lb->ListSubmissions(As("al").get(), v1::ListSubmissionsRequest(), &mine).ok());
+  REQUIRE(mine.submissions_size() == 2);  // no confirmation run among them
+  for (const auto& s : mine.submissions()) CHECK(s.practice());
+  v1::GetSubmissionRequest gs;
+  gs.set_job_id(mine.submissions(0).job_id());
+  v1::Submission sub;
+  REQUIRE(lb->GetSubmission(As("al").get(), gs, &sub).ok());
+  CHECK(!sub.ranks());
+  CHECK(sub.not_ranked_reason().find("a practice submission") == 0);
+  // Practice with the secret seed is refused, naming the field.
+  auto both = cli({"submit", rejected, "-p", "1", "-w", "2", "--practice", "--ranked"});
+  CHECK(both.exit_code == 5);
+  CHECK(both.err.find("practice") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace pkb
