@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -157,6 +158,9 @@ std::shared_ptr<grpc::Channel> Dial(const Globals& g) {
 void PrintResult(const v1::EvalResult& r) {
   std::printf("verdict: %s%s — %s\n", v1::Status_Name(r.status()).c_str(),
               r.cached() ? " (cached)" : "", r.message().c_str());
+  for (const auto& d : r.policy_findings()) {
+    std::printf("  POLICY %s:%d: %s\n", d.file().c_str(), d.line(), d.message().c_str());
+  }
   if (r.has_compile()) {
     for (const auto& d : r.compile().diagnostics()) {
       std::printf("  %s:%d:%d: %s: %s\n", d.file().c_str(), d.line(), d.column(),
@@ -203,7 +207,32 @@ void PrintResult(const v1::EvalResult& r) {
                   r.roofline().percent_of_roofline());
     }
   }
+  if (!r.confirmation_job_id().empty()) {
+    std::printf(
+        "  confirmation run: job %s times it again; it ranks once that run is OK too, with the "
+        "lower of the two speedups (pkb watch %s)\n",
+        r.confirmation_job_id().c_str(), r.confirmation_job_id().c_str());
+  }
+  if (!r.confirms_job_id().empty())
+    std::printf("  a confirmation run of job %s\n", r.confirms_job_id().c_str());
   if (!r.failed_rank_log().empty()) std::printf("  log tail:\n%s\n", r.failed_rank_log().c_str());
+}
+
+// "confirmed 1.600x (2.000x, then 1.600x)", "pending: ...", for boards and histories.
+std::string DescribeConfirmation(const v1::Confirmation& c) {
+  switch (c.state()) {
+    case v1::CONFIRMED:
+      return absl::StrFormat("confirmed %.3fx (%.3fx, then %.3fx in job %s)", c.speedup(),
+                             c.first_speedup(), c.confirmation_speedup(), c.job_id());
+    case v1::CONFIRMATION_PENDING:
+      return absl::StrCat("pending: ", c.reason());
+    case v1::CONFIRMATION_FAILED:
+      return absl::StrCat("not confirmed: ", c.reason());
+    case v1::UNCONFIRMED:
+      return "unconfirmed (finished before confirmation runs)";
+    default:
+      return "";
+  }
 }
 
 void PrintEvent(const v1::EvalEvent& e, absl::Time start) {
@@ -246,8 +275,11 @@ bool Transient(const grpc::Status& st) {
 // seen (a Submit cut before its first event is sent again: an identical job in flight is joined),
 // backing off while the coordinator is away, for at most --follow-timeout seconds in a row.
 // Returns the exit code of the verdict.
+// Follows one job to its DONE (submitting it first when `submit` is given); its verdict goes to
+// `done` when given.
 int Stream(const Globals& g, grpc::Channel* channel, v1::Evaluation::Stub* stub,
-           const v1::SubmitRequest* submit, std::string job_id, bool detach) {
+           const v1::SubmitRequest* submit, std::string job_id, bool detach,
+           v1::EvalResult* done = nullptr) {
   absl::Time start = absl::Now();
   int64_t last_seq = 0;
   absl::Duration backoff = absl::Milliseconds(200);
@@ -287,6 +319,7 @@ int Stream(const Globals& g, grpc::Channel* channel, v1::Evaluation::Stub* stub,
         }
         if (e.stage() == v1::DONE) {
           ctx.TryCancel();
+          if (done) *done = e.result();
           return ExitCodeFor(e.result().status());
         }
         if (detach) {
@@ -366,6 +399,17 @@ int Main(int argc, char** argv) {
   v1::SubmitRequest req;
   std::string file;
   bool detach = false;
+  int check_problem = 0, check_world = 0;
+  std::string check_file, check_dtype, check_language;
+  auto* check = app.add_subcommand(
+      "check",
+      "check a source against the source policy, in milliseconds: no GPU, no job, nothing kept "
+      "(exit 14 when a submission of it would be REJECTED for the policy)");
+  check->add_option("file", check_file, "the candidate")->required()->check(CLI::ExistingFile);
+  check->add_option("-p,--problem", check_problem, "problem id")->required();
+  check->add_option("-w,--world-size", check_world, "ranks (GPUs)")->required();
+  check->add_option("--dtype", check_dtype, "default: the problem's");
+  check->add_option("--language", check_language, "cuda or cpp (default: from the file name)");
   auto* submit = app.add_subcommand("submit", "submit a candidate and stream its verdict");
   submit->add_option("file", file, "the candidate: .cu, or .cc/.cpp/.cxx for a host-only one")
       ->required()
@@ -417,6 +461,14 @@ int Main(int argc, char** argv) {
   submit->add_flag("--functional", functional,
                    "correctness only, for W beyond the GPUs you can get: the ranks may share a "
                    "node's GPUs, the candidate gets no NCCL communicator, no speedup, never ranks");
+  bool practice = false;
+  submit->add_flag("--practice", practice,
+                   "a practice run: never ranks, and a REJECTED verdict does not disqualify the "
+                   "source (public seeds only)");
+  bool wait_confirmation = false;
+  submit->add_flag("--wait-confirmation", wait_confirmation,
+                   "after an OK verdict, follow its confirmation run too (the figure the boards "
+                   "use); the exit code is then the confirmation's");
   submit->add_flag("--detach", detach, "print the first event (with the job id) and return");
 
   std::string job_id;
@@ -538,9 +590,52 @@ int Main(int argc, char** argv) {
     for (const auto& t : tags) req.add_tags(t);
     req.set_ranked(ranked);
     req.set_functional(functional);
-    return Stream(g, channel.get(), stub.get(), &req, "", detach);
+    req.set_practice(practice);
+    v1::EvalResult result;
+    int code = Stream(g, channel.get(), stub.get(), &req, "", detach, &result);
+    if (!wait_confirmation || result.confirmation_job_id().empty()) return code;
+    if (!g.json)
+      std::printf("following confirmation run %s\n", result.confirmation_job_id().c_str());
+    v1::EvalResult confirmed;
+    code = Stream(g, channel.get(), stub.get(), nullptr, result.confirmation_job_id(), false,
+                  &confirmed);
+    if (!g.json && confirmed.status() == v1::OK) {
+      std::printf("confirmed: %.3fx, then %.3fx; the boards use %.3fx\n", result.speedup(),
+                  confirmed.speedup(), std::min(result.speedup(), confirmed.speedup()));
+    } else if (!g.json && confirmed.status() != v1::STATUS_UNSPECIFIED) {
+      std::printf("not confirmed: the confirmation run ended %s; the result does not rank\n",
+                  v1::Status_Name(confirmed.status()).c_str());
+    }
+    return code;
   }
   if (watch->parsed()) return Stream(g, channel.get(), stub.get(), nullptr, job_id, false);
+  if (check->parsed()) {
+    auto source = ReadFile(check_file);
+    if (!source.ok()) {
+      std::cerr << "pkb: " << source.status().message() << "\n";
+      return kExitUsage;
+    }
+    v1::CheckRequest r;
+    r.set_problem_id(check_problem);
+    r.set_world_size(check_world);
+    r.set_source(*source);
+    r.set_dtype(check_dtype);
+    r.set_language(check_language.empty() ? LanguageOfFile(check_file) : check_language);
+    grpc::ClientContext ctx;
+    Authorize(g, &ctx);
+    ctx.set_deadline(deadline());
+    v1::CheckAnswer a;
+    grpc::Status st = stub->Check(&ctx, r, &a);
+    if (!st.ok()) return Fail(st, g);
+    if (g.json) {
+      std::cout << ToJson(a) << std::endl;
+    } else {
+      std::printf("%s: %s\n", v1::CheckVerdict_Name(a.verdict()).c_str(), a.message().c_str());
+      for (const auto& d : a.policy_findings())
+        std::printf("  POLICY %s:%d: %s\n", d.file().c_str(), d.line(), d.message().c_str());
+    }
+    return a.verdict() == v1::POLICY ? kExitRejected : kExitOk;
+  }
   if (void_cmd->parsed()) {
     auto admin_stub = v1::Admin::NewStub(channel);
     grpc::ClientContext ctx;
@@ -647,14 +742,21 @@ int Main(int argc, char** argv) {
       for (const auto& b : a.boards()) {
         std::printf("%d %s  W=%d %s %s\n", b.problem_id(), b.problem_slug().c_str(), b.world_size(),
                     b.dtype().c_str(), b.gpu_class().c_str());
-        for (const auto& e : b.entries()) {
-          std::printf("  %3d %-9.3f %-12.2f %-12.2f %-16s %-20s %s%s\n", e.rank(), e.speedup(),
-                      e.candidate_median_us(), e.baseline_median_us(), e.submitter().c_str(),
-                      e.model().c_str(), e.job_id().c_str(), e.ranked() ? " (secret seed)" : "");
-        }
+        auto row = [](const std::string& rank, const v1::LeaderboardEntry& e) {
+          std::printf("  %3s %-9.3f %-12.2f %-12.2f %-16s %-20s %s%s  %s\n", rank.c_str(),
+                      e.speedup(), e.candidate_median_us(), e.baseline_median_us(),
+                      e.submitter().c_str(), e.model().c_str(), e.job_id().c_str(),
+                      e.ranked() ? " (secret seed)" : "",
+                      DescribeConfirmation(e.confirmation()).c_str());
+        };
+        for (const auto& e : b.entries()) row(absl::StrCat(e.rank()), e);
+        for (const auto& e : b.pending()) row("-", e);
       }
-      std::printf("%d boards from %d ranking results (%d disqualified)\n", a.boards_size(),
-                  a.ranking_results(), a.disqualified_results());
+      std::printf(
+          "%d boards from %d ranking results (%d disqualified, %d pending confirmation, %d not "
+          "confirmed)\n",
+          a.boards_size(), a.ranking_results(), a.disqualified_results(), a.pending_results(),
+          a.unconfirmed_results());
       return kExitOk;
     }
     if (suite->parsed()) {
@@ -710,13 +812,17 @@ int Main(int argc, char** argv) {
     std::printf("job %s: problem %d W=%d, submitter %s, model %s, agent %s%s\n",
                 sub.job().job_id().c_str(), rq.problem_id(), rq.world_size(),
                 rq.submitter().c_str(), rq.model().c_str(), rq.agent().c_str(),
-                rq.ranked() ? ", ranked (secret seed)" : "");
+                rq.ranked()     ? ", ranked (secret seed)"
+                : rq.practice() ? ", practice"
+                                : "");
     for (const auto& e : sub.events()) {
       std::printf("  %s %-12s %s\n", IsoTime(e.unix_micros()).c_str(),
                   v1::Stage_Name(e.stage()).c_str(), e.message().c_str());
     }
     if (sub.job().stage() == v1::DONE) {
       PrintResult(sub.job().result());
+      const std::string confirmation = DescribeConfirmation(sub.confirmation());
+      if (!confirmation.empty()) std::printf("confirmation: %s\n", confirmation.c_str());
       std::printf("%s\n", sub.ranks() ? "ranks on the leaderboard"
                                       : ("does not rank: " + sub.not_ranked_reason()).c_str());
     }

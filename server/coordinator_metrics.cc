@@ -20,7 +20,8 @@ CoordinatorMetrics::CoordinatorMetrics(const std::string& harness_version)
       submitted_(BuildCounter()
                      .Name("pkb_jobs_submitted_total")
                      .Help("Accepted submissions, by outcome: a new job, joined to an identical "
-                           "one in flight, or answered from the cache")
+                           "one in flight, answered from the cache, or a confirmation run the "
+                           "coordinator queued itself")
                      .Register(*registry_)),
       finished_(BuildCounter()
                     .Name("pkb_jobs_finished_total")

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/grpc_status.h"
+#include "worker/engine/static_check.h"
 
 namespace pkb {
 namespace {
@@ -227,6 +228,46 @@ grpc::ServerUnaryReactor* EvaluationService::GetProblem(grpc::CallbackServerCont
       request->slug().empty() ? catalog_->Find(request->id()) : catalog_->FindSlug(request->slug());
   if (spec.ok()) *response = **spec;
   reactor->Finish(ToGrpcStatus(spec.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* EvaluationService::Check(grpc::CallbackServerContext* ctx,
+                                                   const v1::CheckRequest* request,
+                                                   v1::CheckAnswer* response) {
+  auto* reactor = ctx->DefaultReactor();
+  if (absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
+      !who.ok()) {
+    reactor->Finish(ToGrpcStatus(who.status()));
+    return reactor;
+  }
+  // The request as Submit would check it, so a check that passes is a submission that is valid.
+  v1::SubmitRequest req;
+  req.set_problem_id(request->problem_id());
+  req.set_world_size(request->world_size());
+  req.set_source(request->source());
+  req.set_dtype(request->dtype());
+  req.set_language(request->language());
+  if (absl::Status st = catalog_->Normalize(&req); !st.ok()) {
+    reactor->Finish(ToGrpcStatus(st));
+    return reactor;
+  }
+  // The name the engine gives the source, so findings point where a submission's would.
+  const std::string name = req.language() == "cpp" ? "candidate.cc" : "candidate.cu";
+  std::vector<v1::Diagnostic> findings = CheckSource(req.source(), name);
+  if (findings.empty()) {
+    response->set_verdict(v1::POLICY_OK);
+    response->set_message(
+        "breaks no rule of the source policy (not compiled: a practice submission compiles and "
+        "runs it without ranking)");
+  } else {
+    response->set_verdict(v1::POLICY);
+    response->set_message(absl::StrCat("breaks ", findings.size(),
+                                       " rule(s) of the source policy (docs/security.md); first, "
+                                       "at line ",
+                                       findings[0].line(), ": ", findings[0].message()));
+    for (auto& d : findings) *response->add_policy_findings() = std::move(d);
+  }
+  reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 

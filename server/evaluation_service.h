@@ -31,6 +31,9 @@ class EvaluationService final : public v1::Evaluation::CallbackService {
   grpc::ServerUnaryReactor* GetProblem(grpc::CallbackServerContext* ctx,
                                        const v1::GetProblemRequest* request,
                                        v1::ProblemSpec* response) override;
+  // The source policy, run here: no job, no queue, nothing stored.
+  grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* ctx, const v1::CheckRequest* request,
+                                  v1::CheckAnswer* response) override;
 
  private:
   // OK when `who` may read (or, `to_change`, cancel) the job: its submitter, an admin, a

@@ -21,6 +21,11 @@ bool IsCacheable(v1::Status status) {
   }
 }
 
+bool IsCacheEntry(const v1::Job& job) {
+  return job.stage() == v1::DONE && IsCacheable(job.result().status()) &&
+         job.cached_from_job_id().empty() && job.confirms_job_id().empty();
+}
+
 bool IsPostgresLocation(const std::string& location) {
   return absl::StartsWith(location, "postgresql://") || absl::StartsWith(location, "postgres://");
 }

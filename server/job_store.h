@@ -56,6 +56,8 @@ struct JobQuery {
   bool done_only = false;             // stage DONE
   std::vector<v1::Status> statuses;   // result.status one of these (implies done_only)
   bool exclude_cache_copies = false;  // leave out jobs with cached_from_job_id
+  // true: confirmation runs only (Job.confirms_job_id set); false: none of them.
+  std::optional<bool> confirmations;
   // A time window [from, to) in microseconds since the epoch, on the finish time (updated time of
   // a DONE job; unfinished jobs never match) or, with `by_created`, on the creation time.
   int64_t from_micros = 0;
@@ -145,6 +147,10 @@ class GroupCommitJobStore : public JobStore {
 // A result may be served again for the same job key unless the service, not the submission,
 // caused it (WORKER_LOST, INTERNAL), it was cut short (CANCELLED) or no GPU ran it (NO_DEVICE).
 bool IsCacheable(v1::Status status);
+// Whether the store keeps `job` as a cache entry for its key: DONE, a cacheable status, and an
+// original (not a copy, not a confirmation run, which answers its original's question, not the
+// submitter's).
+bool IsCacheEntry(const v1::Job& job);
 
 // A store at `location`: a "postgresql://" (or "postgres://") URI opens PostgresJobStore; anything
 // else is a SQLite file path (":memory:" for a throwaway one).

@@ -294,7 +294,9 @@ void FindCached(StoreUnderTest& t) {
   copy.set_cached_from_job_id("new");
   v1::Job running = same_key(DoneJob("running", v1::OK, 5000));
   running.set_stage(v1::BENCHMARKING);
-  for (const v1::Job* j : {&old_ok, &new_ok, &lost, &copy, &running})
+  v1::Job confirmation = same_key(DoneJob("conf", v1::OK, 6000));  // re-times "old"
+  confirmation.set_confirms_job_id("old");
+  for (const v1::Job* j : {&old_ok, &new_ok, &lost, &copy, &running, &confirmation})
     REQUIRE(store->CreateJob(*j, nullptr).ok());
   auto hit = store->FindCachedJob("K");
   REQUIRE(hit.ok());
@@ -303,7 +305,8 @@ void FindCached(StoreUnderTest& t) {
   CHECK((*hit)->request().source().empty());
   CHECK(!store->FindCachedJob("other")->has_value());
 }
-STORE_TEST_CASE("FindCachedJob: the newest finished, cacheable, original result", FindCached)
+STORE_TEST_CASE("FindCachedJob: the newest finished cacheable original (no confirmation run)",
+                FindCached)
 
 void ListJobsFilters(StoreUnderTest& t) {
   std::unique_ptr<JobStore> store = Open(t);
@@ -390,6 +393,21 @@ void ListJobsFilters(StoreUnderTest& t) {
   q.gpu_class = "h100";
   q.statuses = {v1::OK};
   CHECK(Ids(store->ListJobs(q)) == std::vector<std::string>{"e"});
+  // Confirmation runs apart from the results they re-time.
+  v1::Job f = DoneJob("f", v1::OK, 6000);
+  f.set_confirms_job_id("a");
+  REQUIRE(store->CreateJob(f, nullptr).ok());
+  q = {};
+  q.statuses = {v1::OK};
+  q.exclude_cache_copies = true;
+  CHECK(Ids(store->ListJobs(q)) == std::vector<std::string>{"a", "b", "e", "f"});
+  q.confirmations = false;
+  CHECK(Ids(store->ListJobs(q)) == std::vector<std::string>{"a", "b", "e"});
+  q.confirmations = true;
+  CHECK(Ids(store->ListJobs(q)) == std::vector<std::string>{"f"});
+  f.set_confirms_job_id("");  // an update moves the column too
+  REQUIRE(store->UpdateJob(f, nullptr).ok());
+  CHECK(Ids(store->ListJobs(q)).empty());
 }
 
 STORE_TEST_CASE("ListJobs filters on metadata, seeds, verdicts and time", ListJobsFilters)
@@ -426,15 +444,15 @@ STORE_TEST_CASE("metadata with NUL bytes round-trips and still filters", AnyByte
 
 void Migrations(StoreUnderTest& t) {
   Open(t).reset();
-  CHECK(*t.QueryInt("SELECT max(version) FROM schema_migrations") == 1);
-  CHECK(*t.QueryInt("SELECT count(*) FROM schema_migrations") == 1);
+  CHECK(*t.QueryInt("SELECT max(version) FROM schema_migrations") == 2);
+  CHECK(*t.QueryInt("SELECT count(*) FROM schema_migrations") == 2);
   Open(t).reset();  // nothing to do the second time
-  CHECK(*t.QueryInt("SELECT count(*) FROM schema_migrations") == 1);
+  CHECK(*t.QueryInt("SELECT count(*) FROM schema_migrations") == 2);
   // A newer coordinator migrated it further: this one must not write rows it does not understand.
   REQUIRE(t.Exec("INSERT INTO schema_migrations(version) VALUES(99)").ok());
   absl::StatusOr<std::unique_ptr<JobStore>> store = t.Open();
   CHECK(store.status().code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(store.status().message().find("schema version 99, newer than this binary's 1") !=
+  CHECK(store.status().message().find("schema version 99, newer than this binary's 2") !=
         std::string::npos);
 }
 STORE_TEST_CASE("schema_migrations records each version, a newer schema is refused", Migrations)
@@ -448,7 +466,7 @@ void ConcurrentOpen(StoreUnderTest& t) {
   other.join();
   CHECK(first.ok());
   CHECK(second.ok());
-  CHECK(*t.QueryInt("SELECT count(*) FROM schema_migrations") == 1);
+  CHECK(*t.QueryInt("SELECT count(*) FROM schema_migrations") == 2);
 }
 STORE_TEST_CASE("stores opened at once on a new database migrate it once", ConcurrentOpen)
 
@@ -486,7 +504,7 @@ TEST_CASE("sqlite store: a file from before the metadata columns is migrated on 
     sqlite3_finalize(st);
     sqlite3_close(db);
   }
-  for (int reopen = 0; reopen < 2; ++reopen) {  // the second open finds version 1: no-op
+  for (int reopen = 0; reopen < 2; ++reopen) {  // the second open finds the latest: no-op
     auto store = SqliteJobStore::Open(path);
     REQUIRE(store.ok());
     JobQuery q;
@@ -504,7 +522,7 @@ TEST_CASE("sqlite store: a file from before the metadata columns is migrated on 
   REQUIRE(sqlite3_prepare_v2(db, "SELECT group_concat(version) FROM schema_migrations", -1, &st,
                              nullptr) == SQLITE_OK);
   REQUIRE(sqlite3_step(st) == SQLITE_ROW);
-  CHECK(std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 0))) == "1");
+  CHECK(std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 0))) == "1,2");
   sqlite3_finalize(st);
   sqlite3_close(db);
   RemoveTree(dir).IgnoreError();
@@ -517,12 +535,15 @@ TEST_CASE("sqlite store: a version-1 file from before schema_migrations is adopt
     auto store = Open(t);
     REQUIRE(store->CreateJob(QueuedJob("j"), nullptr).ok());
   }
-  // What a coordinator of schema version 1 left: user_version 1, no schema_migrations.
+  // What a coordinator of schema version 1 left: user_version 1, no schema_migrations, no
+  // column of a later version.
   REQUIRE(t.Exec("DROP TABLE schema_migrations").ok());
-  CHECK(*t.QueryInt("PRAGMA user_version") == 1);
+  REQUIRE(t.Exec("ALTER TABLE jobs DROP COLUMN confirms").ok());
+  REQUIRE(t.Exec("PRAGMA user_version=1").ok());
   auto store = Open(t);
-  CHECK(*t.QueryInt("SELECT max(version) FROM schema_migrations") == 1);
+  CHECK(*t.QueryInt("SELECT max(version) FROM schema_migrations") == 2);
   CHECK(store->GetJob("j").ok());
+  REQUIRE(store->UpdateJob(DoneJob("j", v1::OK, 5), nullptr).ok());  // migration 2 added confirms
 }
 
 // PostgreSQL only: the server goes away under the store.

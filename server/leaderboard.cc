@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -28,10 +29,26 @@ std::string Slug(const v1::Job& job, const ProblemCatalogIndex* catalog) {
   return "";
 }
 
-// The ranking (OK, original, not disqualified) jobs that pass `f`.
+// One OK original that passed the filter and is not disqualified, with its confirmation and the
+// run whose figure the boards use (itself, or its confirmation when that one is lower).
+struct Candidate {
+  const v1::Job* job;
+  v1::Confirmation confirmation;
+  const v1::Job* figure_run;
+};
+
+// The results of a filter, sorted for boards: `ranks` (CONFIRMED or UNCONFIRMED) and `pending`.
+// Pointers into the storage members, so it is filled in place and never copied.
 struct Ranking {
-  std::vector<v1::Job> jobs;
+  std::vector<v1::Job> originals;
+  std::map<std::string, v1::Job> confirmations;  // by job id
+  std::vector<Candidate> ranks;
+  std::vector<Candidate> pending;
   int disqualified = 0;
+  int failed_confirmation = 0;
+  Ranking() = default;
+  Ranking(const Ranking&) = delete;
+  Ranking& operator=(const Ranking&) = delete;
 };
 
 JobQuery ToJobQuery(const v1::ResultFilter& f) {
@@ -51,27 +68,58 @@ JobQuery ToJobQuery(const v1::ResultFilter& f) {
   return q;
 }
 
-absl::StatusOr<Ranking> RankingJobs(JobStore* store, const v1::ResultFilter& f) {
+absl::Status RankingJobs(JobStore* store, const v1::ResultFilter& f, Ranking* r) {
   JobQuery q = ToJobQuery(f);
   q.statuses = {v1::OK};
   q.exclude_cache_copies = true;
-  PKB_ASSIGN_OR_RETURN(std::vector<v1::Job> ok, store->ListJobs(q));
+  q.confirmations = false;
+  PKB_ASSIGN_OR_RETURN(r->originals, store->ListJobs(q));
+  // Their confirmation runs, finished or not. They share the originals' request metadata, so the
+  // same filter finds them, less the time window (a confirmation finishes after its original)
+  // and the GPU class (a confirmation asks for the class its original ran on).
+  JobQuery cq = ToJobQuery(f);
+  cq.from_micros = cq.to_micros = 0;
+  cq.gpu_class.clear();
+  cq.confirmations = true;
+  PKB_ASSIGN_OR_RETURN(std::vector<v1::Job> confirmations, store->ListJobs(cq));
+  for (v1::Job& c : confirmations) {
+    std::string id = c.job_id();
+    r->confirmations.emplace(std::move(id), std::move(c));
+  }
   PKB_ASSIGN_OR_RETURN(DisqualifiedSet disq, FindDisqualified(store, f.problem_id()));
-  Ranking r;
-  for (v1::Job& job : ok) {
-    if (job.request().functional()) continue;  // correctness only: no speedup to rank
+  for (const v1::Job& job : r->originals) {
+    // Practice and functional runs never rank (a functional one has no speedup).
+    if (job.request().practice() || job.request().functional()) continue;
     if (disq.count({job.request().problem_id(), job.source_sha256()})) {
-      ++r.disqualified;
+      ++r->disqualified;
       continue;
     }
-    r.jobs.push_back(std::move(job));
+    auto c = r->confirmations.find(job.confirmation_job_id());
+    const v1::Job* confirmation = c == r->confirmations.end() ? nullptr : &c->second;
+    Candidate cand{&job, ConfirmationOf(job, confirmation), &job};
+    switch (cand.confirmation.state()) {
+      case v1::CONFIRMED:
+        if (confirmation->result().speedup() < job.result().speedup())
+          cand.figure_run = confirmation;
+        r->ranks.push_back(std::move(cand));
+        break;
+      case v1::UNCONFIRMED:
+        r->ranks.push_back(std::move(cand));
+        break;
+      case v1::CONFIRMATION_PENDING:
+        r->pending.push_back(std::move(cand));
+        break;
+      default:
+        ++r->failed_confirmation;
+    }
   }
-  return r;
+  return absl::OkStatus();
 }
 
-v1::LeaderboardEntry Entry(const v1::Job& job, const ProblemCatalogIndex* catalog) {
+v1::LeaderboardEntry Entry(const Candidate& cand, const ProblemCatalogIndex* catalog) {
+  const v1::Job& job = *cand.job;
   const v1::SubmitRequest& r = job.request();
-  const v1::EvalResult& res = job.result();
+  const v1::EvalResult& res = cand.figure_run->result();
   v1::LeaderboardEntry e;
   e.set_problem_id(r.problem_id());
   e.set_problem_slug(Slug(job, catalog));
@@ -79,7 +127,8 @@ v1::LeaderboardEntry Entry(const v1::Job& job, const ProblemCatalogIndex* catalo
   e.set_dtype(r.dtype());
   e.set_gpu(res.gpu());
   e.set_gpu_class(JobGpuClass(job));
-  e.set_speedup(res.speedup());
+  e.set_speedup(cand.confirmation.speedup());
+  *e.mutable_confirmation() = cand.confirmation;
   e.set_candidate_median_us(res.candidate().median_us());
   e.set_baseline_median_us(res.baseline().median_us());
   e.set_job_id(job.job_id());
@@ -91,6 +140,8 @@ v1::LeaderboardEntry Entry(const v1::Job& job, const ProblemCatalogIndex* catalo
   e.set_finished_unix_micros(job.updated_unix_micros());
   return e;
 }
+
+const char* StageWord(v1::Stage stage) { return stage == v1::QUEUED ? "queued" : "running"; }
 
 // Better: higher speedup; on a tie, the earlier result (and then the smaller job id).
 bool Better(const v1::LeaderboardEntry& a, const v1::LeaderboardEntry& b) {
@@ -115,61 +166,138 @@ absl::StatusOr<DisqualifiedSet> FindDisqualified(JobStore* store, int32_t proble
   PKB_ASSIGN_OR_RETURN(std::vector<v1::Job> failed, store->ListJobs(failed_secret));
   for (const auto* list : {&jobs, &failed}) {
     for (const v1::Job& job : *list) {
-      // A functional run is a try-out (its ranks may share GPUs): it never disqualifies.
-      if (job.request().functional()) continue;
+      // Practice and functional runs (try-outs; a functional run's ranks may share GPUs) never
+      // disqualify.
+      if (job.request().practice() || job.request().functional()) continue;
       out.emplace(job.request().problem_id(), job.source_sha256());
     }
   }
   return out;
 }
 
-std::string NotRankedReason(const v1::Job& job, const DisqualifiedSet& disqualified) {
+v1::Confirmation ConfirmationOf(const v1::Job& job, const v1::Job* confirmation) {
+  v1::Confirmation c;
+  if (job.stage() != v1::DONE || job.result().status() != v1::OK ||
+      !job.cached_from_job_id().empty() || !job.confirms_job_id().empty() ||
+      job.request().practice() || job.request().functional()) {
+    return c;  // CONFIRMATION_NONE: not a result that could rank
+  }
+  const double first = job.result().speedup();
+  c.set_first_speedup(first);
+  c.set_job_id(job.confirmation_job_id());
+  if (job.confirmation_job_id().empty()) {
+    c.set_state(v1::UNCONFIRMED);
+    c.set_speedup(first);
+    return c;
+  }
+  if (confirmation == nullptr) {
+    c.set_state(v1::CONFIRMATION_FAILED);
+    c.set_reason(absl::StrCat("its confirmation run (job ", job.confirmation_job_id(),
+                              ") is not in the store"));
+    return c;
+  }
+  if (confirmation->stage() != v1::DONE) {
+    c.set_state(v1::CONFIRMATION_PENDING);
+    c.set_speedup(first);
+    c.set_reason(absl::StrCat("awaiting its confirmation run (job ", confirmation->job_id(), ", ",
+                              StageWord(confirmation->stage()), ")"));
+    return c;
+  }
+  const v1::EvalResult& cr = confirmation->result();
+  c.set_confirmation_status(cr.status());
+  if (cr.status() != v1::OK) {
+    c.set_state(v1::CONFIRMATION_FAILED);
+    c.set_reason(absl::StrCat("its confirmation run (job ", confirmation->job_id(), ") ended ",
+                              v1::Status_Name(cr.status())));
+    return c;
+  }
+  c.set_state(v1::CONFIRMED);
+  c.set_confirmation_speedup(cr.speedup());
+  c.set_speedup(std::min(first, cr.speedup()));
+  return c;
+}
+
+std::string NotRankedReason(const v1::Job& job, const DisqualifiedSet& disqualified,
+                            const v1::Confirmation& confirmation) {
   if (job.stage() != v1::DONE) return "not finished";
   if (!job.cached_from_job_id().empty())
     return absl::StrCat("a cached copy of job ", job.cached_from_job_id(), ", which ranks instead");
   if (job.request().functional())
     return "a functional run (correctness only: its ranks may share GPUs, no speedup)";
+  if (!job.confirms_job_id().empty())
+    return absl::StrCat("a confirmation run of job ", job.confirms_job_id(),
+                        ", which ranks with the lower of the two speedups");
+  if (job.request().practice())
+    return "a practice submission: it never ranks, and never disqualifies its source";
   if (job.result().status() != v1::OK)
     return absl::StrCat("verdict ", v1::Status_Name(job.result().status()));
   if (disqualified.count({job.request().problem_id(), job.source_sha256()}))
     return "this source was rejected, or failed a ranked (secret-seed) run, on this problem";
+  if (confirmation.state() == v1::CONFIRMATION_PENDING ||
+      confirmation.state() == v1::CONFIRMATION_FAILED) {
+    return confirmation.reason();
+  }
   return "";
 }
 
 absl::StatusOr<v1::LeaderboardAnswer> QueryLeaderboard(JobStore* store,
                                                        const ProblemCatalogIndex* catalog,
                                                        const v1::LeaderboardQuery& query) {
-  PKB_ASSIGN_OR_RETURN(Ranking ranking, RankingJobs(store, query.filter()));
-  // board -> group (user or model) -> best entry
+  Ranking ranking;
+  PKB_RETURN_IF_ERROR(RankingJobs(store, query.filter(), &ranking));
+  // board -> group (user or model) -> best entry (ranked, and pending apart)
   using BoardKey = std::tuple<int32_t, int32_t, std::string, std::string>;
-  std::map<BoardKey, std::map<std::string, v1::LeaderboardEntry>> boards;
-  for (const v1::Job& job : ranking.jobs) {
-    const v1::SubmitRequest& r = job.request();
-    BoardKey key{r.problem_id(), r.world_size(), r.dtype(), JobGpuClass(job)};
+  using Groups = std::map<std::string, v1::LeaderboardEntry>;
+  std::map<BoardKey, std::pair<Groups, Groups>> boards;
+  auto add = [&](const Candidate& cand, bool pending) {
+    const v1::SubmitRequest& r = cand.job->request();
+    BoardKey key{r.problem_id(), r.world_size(), r.dtype(), JobGpuClass(*cand.job)};
     const std::string& group = query.group_by() == v1::GROUP_BY_MODEL ? r.model() : r.submitter();
-    v1::LeaderboardEntry e = Entry(job, catalog);
-    auto [it, fresh] = boards[key].try_emplace(group, e);
+    Groups& groups = pending ? boards[key].second : boards[key].first;
+    v1::LeaderboardEntry e = Entry(cand, catalog);
+    auto [it, fresh] = groups.try_emplace(group, e);
     int results = fresh ? 1 : it->second.results() + 1;
     if (!fresh && Better(e, it->second)) it->second = std::move(e);
     it->second.set_results(results);
-  }
+  };
+  for (const Candidate& cand : ranking.ranks) add(cand, false);
+  for (const Candidate& cand : ranking.pending) add(cand, true);
   v1::LeaderboardAnswer answer;
-  answer.set_ranking_results(static_cast<int32_t>(ranking.jobs.size()));
+  answer.set_ranking_results(static_cast<int32_t>(ranking.ranks.size()));
   answer.set_disqualified_results(ranking.disqualified);
-  for (auto& [key, groups] : boards) {
-    std::vector<v1::LeaderboardEntry> entries;
-    for (auto& [group, e] : groups) entries.push_back(std::move(e));
-    std::sort(entries.begin(), entries.end(), Better);
+  answer.set_pending_results(static_cast<int32_t>(ranking.pending.size()));
+  answer.set_unconfirmed_results(ranking.failed_confirmation);
+  for (auto& [key, both] : boards) {
+    auto& [ranked, pending] = both;
+    auto sorted = [](Groups& groups) {
+      std::vector<v1::LeaderboardEntry> entries;
+      for (auto& [group, e] : groups) entries.push_back(std::move(e));
+      std::sort(entries.begin(), entries.end(), Better);
+      return entries;
+    };
+    // A pending result is shown only where it would improve its group's ranked entry.
+    for (auto it = pending.begin(); it != pending.end();) {
+      auto r = ranked.find(it->first);
+      it = r != ranked.end() && !Better(it->second, r->second) ? pending.erase(it) : std::next(it);
+    }
+    std::vector<v1::LeaderboardEntry> entries = sorted(ranked);
+    std::vector<v1::LeaderboardEntry> waiting = sorted(pending);
+    if (entries.empty() && waiting.empty()) continue;
     v1::Board* b = answer.add_boards();
     b->set_problem_id(std::get<0>(key));
     b->set_world_size(std::get<1>(key));
     b->set_dtype(std::get<2>(key));
     b->set_gpu_class(std::get<3>(key));
-    b->set_problem_slug(entries.front().problem_slug());
+    b->set_problem_slug(entries.empty() ? waiting.front().problem_slug()
+                                        : entries.front().problem_slug());
     for (size_t i = 0; i < entries.size(); ++i) {
       if (query.limit() > 0 && static_cast<int>(i) >= query.limit()) break;
       entries[i].set_rank(static_cast<int32_t>(i + 1));
       *b->add_entries() = std::move(entries[i]);
+    }
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      if (query.limit() > 0 && static_cast<int>(i) >= query.limit()) break;
+      *b->add_pending() = std::move(waiting[i]);
     }
   }
   return answer;
@@ -190,17 +318,20 @@ absl::StatusOr<v1::SuiteAnswer> QuerySuite(JobStore* store, const ProblemCatalog
       tasks[{p.id(), l.world_size()}] = p.slug();
     }
   }
-  std::vector<double> ps(query.p().begin(), query.p().end());
-  if (ps.empty()) ps = {0, 1, 1.5, 2};
+  const std::vector<double> ps = query.p().empty()
+                                     ? std::vector<double>{0, 1, 1.5, 2}
+                                     : std::vector<double>(query.p().begin(), query.p().end());
 
-  PKB_ASSIGN_OR_RETURN(Ranking ranking, RankingJobs(store, f));
-  // model -> task -> best job
-  std::map<std::string, std::map<std::pair<int32_t, int32_t>, const v1::Job*>> best;
-  for (const v1::Job& job : ranking.jobs) {
-    std::pair<int32_t, int32_t> task{job.request().problem_id(), job.request().world_size()};
+  Ranking ranking;
+  PKB_RETURN_IF_ERROR(RankingJobs(store, f, &ranking));
+  // model -> task -> best ranking result
+  std::map<std::string, std::map<std::pair<int32_t, int32_t>, const Candidate*>> best;
+  for (const Candidate& cand : ranking.ranks) {
+    const v1::SubmitRequest& r = cand.job->request();
+    std::pair<int32_t, int32_t> task{r.problem_id(), r.world_size()};
     if (!tasks.count(task)) continue;
-    const v1::Job*& b = best[job.request().model()][task];
-    if (b == nullptr || job.result().speedup() > b->result().speedup()) b = &job;
+    const Candidate*& b = best[r.model()][task];
+    if (b == nullptr || cand.confirmation.speedup() > b->confirmation.speedup()) b = &cand;
   }
   v1::SuiteAnswer answer;
   const int n = static_cast<int>(tasks.size());
@@ -212,20 +343,20 @@ absl::StatusOr<v1::SuiteAnswer> QuerySuite(JobStore* store, const ProblemCatalog
     s.set_tasks(n);
     s.set_tasks_correct(static_cast<int32_t>(per_task.size()));
     double log_sum = 0;
-    for (const auto& [task, job] : per_task) {
-      double speedup = job->result().speedup();
+    for (const auto& [task, cand] : per_task) {
+      double speedup = cand->confirmation.speedup();
       log_sum += std::log(std::max(speedup, 1e-12));
       v1::TaskBest* t = s.add_best();
       t->set_problem_id(task.first);
       t->set_world_size(task.second);
       t->set_problem_slug(tasks.at(task));
       t->set_speedup(speedup);
-      t->set_job_id(job->job_id());
+      t->set_job_id(cand->job->job_id());
     }
     if (!per_task.empty()) s.set_geomean_speedup(std::exp(log_sum / per_task.size()));
     for (double p : ps) {
       int fast = 0;
-      for (const auto& [task, job] : per_task) fast += job->result().speedup() > p;
+      for (const auto& [task, cand] : per_task) fast += cand->confirmation.speedup() > p;
       v1::FastP* fp = s.add_fast_p();
       fp->set_p(p);
       fp->set_tasks_fast(fast);
@@ -256,7 +387,18 @@ absl::StatusOr<v1::Submission> GetSubmission(JobStore* store, const std::string&
   if (out.job().stage() == v1::DONE) {
     PKB_ASSIGN_OR_RETURN(DisqualifiedSet disq,
                          FindDisqualified(store, out.job().request().problem_id()));
-    std::string why = NotRankedReason(out.job(), disq);
+    std::optional<v1::Job> confirmation;
+    if (!out.job().confirmation_job_id().empty()) {
+      absl::StatusOr<v1::Job> c = store->GetJob(out.job().confirmation_job_id());
+      if (c.ok()) {
+        confirmation = std::move(*c);
+      } else if (c.status().code() != absl::StatusCode::kNotFound) {
+        return c.status();
+      }
+    }
+    *out.mutable_confirmation() =
+        ConfirmationOf(out.job(), confirmation ? &*confirmation : nullptr);
+    std::string why = NotRankedReason(out.job(), disq, out.confirmation());
     out.set_ranks(why.empty());
     out.set_not_ranked_reason(why);
   }
@@ -291,6 +433,9 @@ v1::SubmissionSummary Summarize(const v1::Job& job, const ProblemCatalogIndex* c
     s.set_finished_unix_micros(job.updated_unix_micros());
     s.set_total_seconds(res.total_seconds());
   }
+  s.set_confirms_job_id(job.confirms_job_id());
+  s.set_confirmation_job_id(job.confirmation_job_id());
+  s.set_practice(r.practice());
   return s;
 }
 

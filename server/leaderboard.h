@@ -25,8 +25,14 @@ namespace pkb {
 using DisqualifiedSet = std::set<std::pair<int32_t, std::string>>;
 absl::StatusOr<DisqualifiedSet> FindDisqualified(JobStore* store, int32_t problem_id);
 
-// Why `job` does not rank; empty when it ranks. `disqualified` covers the job's problem.
-std::string NotRankedReason(const v1::Job& job, const DisqualifiedSet& disqualified);
+// The confirmation state of `job` and the figure its boards use. `confirmation` is the job named
+// by job.confirmation_job_id, or null when the store has none.
+v1::Confirmation ConfirmationOf(const v1::Job& job, const v1::Job* confirmation);
+
+// Why `job` does not rank; empty when it ranks. `disqualified` covers the job's problem;
+// `confirmation` is ConfirmationOf(job, ...).
+std::string NotRankedReason(const v1::Job& job, const DisqualifiedSet& disqualified,
+                            const v1::Confirmation& confirmation);
 
 // `catalog` may be null; it fills problem slugs that results lack, and defines the suite.
 absl::StatusOr<v1::LeaderboardAnswer> QueryLeaderboard(JobStore* store,

@@ -61,17 +61,56 @@ std::string ToJson(const google::protobuf::Message& message, bool pretty, bool i
 
 std::string LeaderboardCsv(const v1::LeaderboardAnswer& answer) {
   std::string out;
-  Row(&out, {"problem_id", "problem_slug", "world_size", "dtype", "gpu_class", "rank", "submitter",
-             "model", "agent", "speedup", "candidate_median_us", "baseline_median_us", "gpu",
-             "ranked", "results", "tags", "job_id", "finished_utc"});
+  Row(&out, {"problem_id",
+             "problem_slug",
+             "world_size",
+             "dtype",
+             "gpu_class",
+             "rank",
+             "submitter",
+             "model",
+             "agent",
+             "speedup",
+             "candidate_median_us",
+             "baseline_median_us",
+             "gpu",
+             "ranked",
+             "results",
+             "tags",
+             "job_id",
+             "finished_utc",
+             "confirmation",
+             "first_speedup",
+             "confirmation_speedup",
+             "confirmation_job_id"});
+  // Ranked entries, then pending ones (rank 0, confirmation CONFIRMATION_PENDING).
   for (const v1::Board& b : answer.boards()) {
-    for (const v1::LeaderboardEntry& e : b.entries()) {
-      Row(&out,
-          {absl::StrCat(e.problem_id()), e.problem_slug(), absl::StrCat(e.world_size()), e.dtype(),
-           e.gpu_class(), absl::StrCat(e.rank()), e.submitter(), e.model(), e.agent(),
-           Num(e.speedup()), Num(e.candidate_median_us()), Num(e.baseline_median_us()), e.gpu(),
-           e.ranked() ? "true" : "false", absl::StrCat(e.results()), Tags(e.tags()), e.job_id(),
-           IsoTime(e.finished_unix_micros())});
+    for (const auto* entries : {&b.entries(), &b.pending()}) {
+      for (const v1::LeaderboardEntry& e : *entries) {
+        const v1::Confirmation& c = e.confirmation();
+        Row(&out, {absl::StrCat(e.problem_id()),
+                   e.problem_slug(),
+                   absl::StrCat(e.world_size()),
+                   e.dtype(),
+                   e.gpu_class(),
+                   absl::StrCat(e.rank()),
+                   e.submitter(),
+                   e.model(),
+                   e.agent(),
+                   Num(e.speedup()),
+                   Num(e.candidate_median_us()),
+                   Num(e.baseline_median_us()),
+                   e.gpu(),
+                   e.ranked() ? "true" : "false",
+                   absl::StrCat(e.results()),
+                   Tags(e.tags()),
+                   e.job_id(),
+                   IsoTime(e.finished_unix_micros()),
+                   v1::ConfirmationState_Name(c.state()),
+                   Num(c.first_speedup()),
+                   Num(c.confirmation_speedup()),
+                   c.job_id()});
+      }
     }
   }
   return out;

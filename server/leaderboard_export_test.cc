@@ -28,9 +28,24 @@ TEST_CASE("a leaderboard, a suite and a run export to CSV and JSON", "[export]")
   e->add_tags("exp1");
   e->add_tags("fp8");
   e->set_ranked(true);
+  e->mutable_confirmation()->set_state(v1::CONFIRMED);
+  e->mutable_confirmation()->set_first_speedup(1.5);
+  e->mutable_confirmation()->set_confirmation_speedup(1.25);
+  e->mutable_confirmation()->set_job_id("c1");
+  v1::LeaderboardEntry* p = b->add_pending();
+  p->set_problem_id(1);
+  p->set_submitter("bob");
+  p->set_speedup(3);
+  p->mutable_confirmation()->set_state(v1::CONFIRMATION_PENDING);
+  p->mutable_confirmation()->set_first_speedup(3);
+  p->mutable_confirmation()->set_job_id("c2");
   std::string csv = LeaderboardCsv(a);
   CHECK(csv.rfind("problem_id,problem_slug,world_size,", 0) == 0);
-  CHECK(csv.find("\n1,1_allreduce,8,,,1,alice,\"m, with comma\",,1.25,0,0,,true,0,exp1;fp8,,\n") !=
+  CHECK(csv.find(",finished_utc,confirmation,first_speedup,confirmation_speedup,"
+                 "confirmation_job_id\n") != std::string::npos);
+  CHECK(csv.find("\n1,1_allreduce,8,,,1,alice,\"m, with comma\",,1.25,0,0,,true,0,exp1;fp8,,,"
+                 "CONFIRMED,1.5,1.25,c1\n") != std::string::npos);
+  CHECK(csv.find("\n1,,0,,,0,bob,,,3,0,0,,false,0,,,,CONFIRMATION_PENDING,3,0,c2\n") !=
         std::string::npos);
   CHECK(ToJson(a).find("\"speedup\":1.25") != std::string::npos);
 

@@ -39,6 +39,10 @@ struct Fixture {
     std::string gpu_class = "h200";
     std::string cached_from;
     std::string tag;
+    std::string confirms;      // a confirmation run of this job
+    std::string confirmation;  // the job that confirms this one
+    v1::Stage stage = v1::DONE;
+    bool practice = false;
     bool functional = false;
   };
   std::string Add(const Spec& s) {
@@ -47,9 +51,11 @@ struct Fixture {
     job.set_job_id(id);
     job.set_job_key("key-" + id);
     job.set_source_sha256(s.source.empty() ? "sha-" + id : s.source);
-    job.set_stage(v1::DONE);
+    job.set_stage(s.stage);
     job.set_gpu_class(s.gpu_class);
     job.set_cached_from_job_id(s.cached_from);
+    job.set_confirms_job_id(s.confirms);
+    job.set_confirmation_job_id(s.confirmation);
     job.set_created_unix_micros(n * 1000 - 500);
     job.set_updated_unix_micros(n * 1000);
     auto* r = job.mutable_request();
@@ -61,9 +67,14 @@ struct Fixture {
     r->set_model(s.model);
     r->set_agent("agent-x");
     r->set_ranked(s.ranked);
+    r->set_practice(s.practice);
     r->set_functional(s.functional);
     if (!s.tag.empty()) r->add_tags(s.tag);
     r->set_source("__global__ void k() {} // " + id);
+    if (s.stage != v1::DONE) {
+      REQUIRE(store->CreateJob(job, nullptr).ok());
+      return id;
+    }
     auto* res = job.mutable_result();
     res->set_status(s.status);
     res->set_speedup(s.status == v1::OK ? s.speedup : 0);
@@ -332,6 +343,179 @@ TEST_CASE("leaderboard queries over 50,000 finished jobs", "[.bench]") {
   REQUIRE(s.ok());
   WARN("suite: " << s->models_size() << " models in "
                  << absl::ToDoubleMilliseconds(absl::Now() - start) << " ms");
+}
+
+}  // namespace
+}  // namespace pkb
+
+namespace pkb {
+namespace {
+
+// An original and its confirmation run: `Confirmed` adds both, the run's id named in the original.
+struct Pair {
+  std::string original, confirmation;
+};
+Pair Confirmed(Fixture& f, Fixture::Spec original, Fixture::Spec confirmation) {
+  // Ids are handed out in order: the confirmation will be the next but one.
+  std::string next = "j" + std::to_string(f.n + 2);
+  original.confirmation = next;
+  Pair p;
+  p.original = f.Add(original);
+  confirmation.confirms = p.original;
+  confirmation.user = original.user;
+  confirmation.model = original.model;
+  confirmation.problem = original.problem;
+  confirmation.w = original.w;
+  confirmation.ranked = original.ranked;
+  confirmation.source = original.source.empty() ? "sha-" + p.original : original.source;
+  p.confirmation = f.Add(confirmation);
+  REQUIRE(p.confirmation == next);
+  return p;
+}
+
+TEST_CASE("boards rank confirmed results with the lower of the two speedups", "[leaderboard]") {
+  Fixture f;
+  // alice's lucky run: 3.0, confirmed at 1.6. bob: 2.0 then 2.2. carol: before confirmation runs.
+  Pair alice = Confirmed(f, {.speedup = 3.0, .user = "alice"}, {.speedup = 1.6});
+  Pair bob = Confirmed(f, {.speedup = 2.0, .user = "bob", .model = "m2"}, {.speedup = 2.2});
+  std::string carol = f.Add({.speedup = 1.8, .user = "carol", .model = "m3"});
+  v1::LeaderboardQuery q;
+  q.mutable_filter()->set_problem_id(1);
+  v1::LeaderboardAnswer a = f.Query(q);
+  REQUIRE(a.boards_size() == 1);
+  const v1::Board& b = a.boards(0);
+  REQUIRE(b.entries_size() == 3);
+  CHECK(b.entries(0).job_id() == bob.original);
+  CHECK(b.entries(0).speedup() == 2.0);
+  CHECK(b.entries(0).confirmation().state() == v1::CONFIRMED);
+  CHECK(b.entries(0).confirmation().first_speedup() == 2.0);
+  CHECK(b.entries(0).confirmation().confirmation_speedup() == 2.2);
+  CHECK(b.entries(0).confirmation().job_id() == bob.confirmation);
+  CHECK(b.entries(1).job_id() == carol);
+  CHECK(b.entries(1).confirmation().state() == v1::UNCONFIRMED);
+  CHECK(b.entries(2).job_id() == alice.original);  // 1.6, not 3.0
+  CHECK(b.entries(2).speedup() == 1.6);
+  // The medians are the run's whose figure it is: the confirmation's baseline of 16 us.
+  CHECK(b.entries(2).baseline_median_us() == 16);
+  CHECK(b.pending_size() == 0);
+  CHECK(a.ranking_results() == 3);  // a confirmation run is no result of its own
+  // The suite counts the same figure.
+  v1::SuiteQuery sq;
+  sq.mutable_filter()->set_problem_id(1);
+  sq.mutable_filter()->set_world_size(2);
+  auto suite = QuerySuite(f.store.get(), f.catalog, sq);
+  REQUIRE(suite.ok());
+  for (const v1::ModelScore& m : suite->models()) {
+    REQUIRE(m.best_size() == 1);
+    if (m.model() == "m1") CHECK(m.best(0).speedup() == 1.6);
+    if (m.model() == "m2") CHECK(m.best(0).speedup() == 2.0);
+  }
+  auto sub = GetSubmission(f.store.get(), alice.original, false);
+  REQUIRE(sub.ok());
+  CHECK(sub->ranks());
+  CHECK(sub->confirmation().state() == v1::CONFIRMED);
+  CHECK(sub->confirmation().speedup() == 1.6);
+  sub = GetSubmission(f.store.get(), alice.confirmation, false);
+  REQUIRE(sub.ok());
+  CHECK(!sub->ranks());
+  CHECK(sub->not_ranked_reason().find("confirmation run of job " + alice.original) !=
+        std::string::npos);
+  CHECK(sub->confirmation().state() == v1::CONFIRMATION_NONE);
+}
+
+TEST_CASE("a pending confirmation keeps a result off the ranks and is shown apart",
+          "[leaderboard]") {
+  Fixture f;
+  Pair old = Confirmed(f, {.speedup = 1.5, .user = "alice"}, {.speedup = 1.4});
+  // alice's better result waits for its run; her worse one waits too, and is not shown.
+  Pair better = Confirmed(f, {.speedup = 2.5, .user = "alice"}, {.stage = v1::QUEUED});
+  Confirmed(f, {.speedup = 1.2, .user = "alice"}, {.stage = v1::BENCHMARKING});
+  Pair dave = Confirmed(f, {.speedup = 1.1, .user = "dave"}, {.stage = v1::QUEUED});
+  v1::LeaderboardQuery q;
+  v1::LeaderboardAnswer a = f.Query(q);
+  REQUIRE(a.boards_size() == 1);
+  const v1::Board& b = a.boards(0);
+  REQUIRE(b.entries_size() == 1);
+  CHECK(b.entries(0).job_id() == old.original);
+  CHECK(b.entries(0).speedup() == 1.4);
+  REQUIRE(b.pending_size() == 2);
+  CHECK(b.pending(0).job_id() == better.original);
+  CHECK(b.pending(0).speedup() == 2.5);
+  CHECK(b.pending(0).rank() == 0);
+  CHECK(b.pending(0).confirmation().state() == v1::CONFIRMATION_PENDING);
+  CHECK(b.pending(1).job_id() == dave.original);  // no ranked entry yet: shown
+  CHECK(a.pending_results() == 3);
+  CHECK(a.ranking_results() == 1);
+  auto sub = GetSubmission(f.store.get(), better.original, false);
+  REQUIRE(sub.ok());
+  CHECK(!sub->ranks());
+  CHECK(sub->not_ranked_reason() ==
+        "awaiting its confirmation run (job " + better.confirmation + ", queued)");
+  // A board with pending results only.
+  q.mutable_filter()->set_submitter("dave");
+  a = f.Query(q);
+  REQUIRE(a.boards_size() == 1);
+  CHECK(a.boards(0).entries_size() == 0);
+  CHECK(a.boards(0).pending_size() == 1);
+  CHECK(a.boards(0).problem_slug() == "1_allreduce");
+}
+
+TEST_CASE("a confirmation run that is not OK keeps its result off the boards and says why",
+          "[leaderboard]") {
+  Fixture f;
+  Pair lost = Confirmed(f, {.speedup = 2.0, .user = "alice"}, {.status = v1::WORKER_LOST});
+  Pair cancelled = Confirmed(f, {.speedup = 2.1, .user = "bob"}, {.status = v1::CANCELLED});
+  // A ranked source that fails its confirmation on fresh secret inputs fails the secret seed.
+  Pair flaky =
+      Confirmed(f, {.speedup = 3.0, .user = "carol", .ranked = true}, {.status = v1::MISMATCH});
+  std::string gone = f.Add({.speedup = 4.0, .user = "dave", .confirmation = "j999"});
+  std::string fine = f.Add({.speedup = 1.1, .user = "erin"});
+  v1::LeaderboardAnswer a = f.Query({});
+  REQUIRE(a.boards_size() == 1);
+  REQUIRE(a.boards(0).entries_size() == 1);
+  CHECK(a.boards(0).entries(0).job_id() == fine);
+  CHECK(a.boards(0).pending_size() == 0);
+  CHECK(a.unconfirmed_results() == 3);
+  CHECK(a.disqualified_results() == 1);  // carol's source failed a ranked run
+  auto reason = [&](const std::string& id) {
+    auto sub = GetSubmission(f.store.get(), id, false);
+    REQUIRE(sub.ok());
+    CHECK(!sub->ranks());
+    return sub->not_ranked_reason();
+  };
+  CHECK(reason(lost.original) ==
+        "its confirmation run (job " + lost.confirmation + ") ended WORKER_LOST");
+  CHECK(reason(cancelled.original).find("ended CANCELLED") != std::string::npos);
+  CHECK(reason(flaky.original).find("failed a ranked") != std::string::npos);
+  CHECK(reason(gone) == "its confirmation run (job j999) is not in the store");
+  auto sub = GetSubmission(f.store.get(), lost.original, false);
+  CHECK(sub->confirmation().state() == v1::CONFIRMATION_FAILED);
+  CHECK(sub->confirmation().confirmation_status() == v1::WORKER_LOST);
+}
+
+TEST_CASE("practice runs never rank and never disqualify their source", "[leaderboard][practice]") {
+  Fixture f;
+  // A practice run of source S ended REJECTED; a real run of S that is OK still ranks, and a
+  // fast practice run does not.
+  f.Add({.speedup = 0, .user = "alice", .status = v1::REJECTED, .source = "S", .practice = true});
+  std::string fast_practice = f.Add({.speedup = 9.0, .user = "alice", .practice = true});
+  std::string real = f.Add({.speedup = 1.5, .user = "alice", .source = "S"});
+  v1::LeaderboardAnswer a = f.Query({});
+  REQUIRE(a.boards_size() == 1);
+  REQUIRE(a.boards(0).entries_size() == 1);
+  CHECK(a.boards(0).entries(0).job_id() == real);
+  CHECK(a.disqualified_results() == 0);
+  CHECK(a.ranking_results() == 1);
+  auto sub = GetSubmission(f.store.get(), fast_practice, false);
+  REQUIRE(sub.ok());
+  CHECK(!sub->ranks());
+  CHECK(sub->not_ranked_reason().find("a practice submission") == 0);
+  CHECK(sub->confirmation().state() == v1::CONFIRMATION_NONE);
+  // A REJECTED run that is not practice still disqualifies.
+  f.Add({.speedup = 0, .user = "alice", .status = v1::REJECTED, .source = "S"});
+  a = f.Query({});
+  CHECK(a.boards_size() == 0);
+  CHECK(a.disqualified_results() == 1);
 }
 
 }  // namespace

@@ -76,6 +76,8 @@ struct Migration {
 };
 constexpr Migration kMigrations[] = {
     {"jobs and events with the leaderboard's metadata columns", kSchemaV1},
+    {"confirmation runs (jobs.confirms)",
+     "ALTER TABLE jobs ADD COLUMN confirms TEXT COLLATE \"C\" NOT NULL DEFAULT ''"},
 };
 constexpr int64_t kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 // pg_advisory_xact_lock key of the migrations: any constant no other user of the database takes.
@@ -84,13 +86,13 @@ constexpr int64_t kMigrationLock = 0x706b622d6d6967;  // "pkb-mig"
 constexpr const char* kInsertJob =
     "INSERT INTO jobs(id, job_key, done, status, cacheable, problem_id, created, updated, record, "
     "world_size, dtype, gpu_class, submitter, model, agent, tags, ranked, is_copy, source_sha256, "
-    "finished, source) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, "
-    "$16::text[], $17, $18, $19, $20, $21)";
+    "finished, confirms, source) VALUES($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
+    "$14, $15, $16::text[], $17, $18, $19, $20, $21, $22)";
 constexpr const char* kUpdateJob =
     "UPDATE jobs SET job_key=$2, done=$3, status=$4, cacheable=$5, problem_id=$6, created=$7, "
     "updated=$8, record=$9, world_size=$10, dtype=$11, gpu_class=$12, submitter=$13, model=$14, "
-    "agent=$15, tags=$16::text[], ranked=$17, is_copy=$18, source_sha256=$19, finished=$20 "
-    "WHERE id=$1";
+    "agent=$15, tags=$16::text[], ranked=$17, is_copy=$18, source_sha256=$19, finished=$20, "
+    "confirms=$21 WHERE id=$1";
 constexpr const char* kInsertEvent = "INSERT INTO events(job_id, seq, event) VALUES($1, $2, $3)";
 
 // One error model: what went wrong, in codes the scheduler and gRPC understand.
@@ -152,12 +154,12 @@ absl::Status WriteJob(pqxx::transaction_base& tx, const std::string& statement, 
   auto exec = [&](auto&&... last) {
     return tx.exec_prepared(
         statement, text(job.job_id()), text(job.job_key()), Bool(done), int64_t{status},
-        Bool(done && IsCacheable(status) && job.cached_from_job_id().empty()),
-        int64_t{r.problem_id()}, job.created_unix_micros(), job.updated_unix_micros(), record_bytes,
-        int64_t{r.world_size()}, text(r.dtype()), text(GpuClassColumn(job)), text(r.submitter()),
-        text(r.model()), text(r.agent()), ArrayLiteral(r.tags()), Bool(r.ranked()),
-        Bool(!job.cached_from_job_id().empty()), text(job.source_sha256()),
-        done ? job.updated_unix_micros() : int64_t{0}, last...);
+        Bool(IsCacheEntry(job)), int64_t{r.problem_id()}, job.created_unix_micros(),
+        job.updated_unix_micros(), record_bytes, int64_t{r.world_size()}, text(r.dtype()),
+        text(GpuClassColumn(job)), text(r.submitter()), text(r.model()), text(r.agent()),
+        ArrayLiteral(r.tags()), Bool(r.ranked()), Bool(!job.cached_from_job_id().empty()),
+        text(job.source_sha256()), done ? job.updated_unix_micros() : int64_t{0},
+        text(job.confirms_job_id()), last...);
   };
   if (insert) {
     res = exec(pqxx::binarystring(source));
@@ -432,6 +434,8 @@ absl::StatusOr<std::vector<v1::Job>> PostgresJobStore::ListJobs(const JobQuery& 
     absl::StrAppend(&sql, ")");
   }
   if (q.exclude_cache_copies) absl::StrAppend(&sql, " AND NOT is_copy");
+  if (q.confirmations)
+    absl::StrAppend(&sql, *q.confirmations ? " AND confirms<>''" : " AND confirms=''");
   const char* time = q.by_created ? "created" : "finished";
   if (!q.by_created && (q.from_micros || q.to_micros)) absl::StrAppend(&sql, " AND done");
   if (q.from_micros) param(absl::StrCat(time, ">=").c_str(), absl::StrCat(q.from_micros));

@@ -116,6 +116,7 @@ v1::SubmitRequest PublicRequest(const v1::SubmitRequest& r) {
   p.set_agent(r.agent());
   *p.mutable_tags() = r.tags();
   p.set_ranked(r.ranked());
+  p.set_practice(r.practice());
   return p;
 }
 
@@ -164,6 +165,8 @@ v1::EvalResult PublicResult(const v1::EvalResult& r) {
   p.set_baseline_node_us(r.baseline_node_us());
   p.set_baseline_node_samples(r.baseline_node_samples());
   p.set_voided_status(r.voided_status());
+  p.set_confirmation_job_id(r.confirmation_job_id());
+  p.set_confirms_job_id(r.confirms_job_id());
   if (r.has_roofline()) *p.mutable_roofline() = PublicRoofline(r.roofline());
   p.set_cached(r.cached());
   p.set_total_seconds(r.total_seconds());
@@ -221,6 +224,8 @@ v1::Job PublicJob(const v1::Job& job) {
   p.set_updated_unix_micros(job.updated_unix_micros());
   p.set_cached_from_job_id(job.cached_from_job_id());
   p.set_gpu_class(job.gpu_class());
+  p.set_confirms_job_id(job.confirms_job_id());
+  p.set_confirmation_job_id(job.confirmation_job_id());
   return p;
 }
 
@@ -231,6 +236,9 @@ v1::Submission PublicSubmission(const v1::Submission& s) {
   p.set_ranks(s.ranks());
   // Written by the coordinator from the verdict's name and job ids (NotRankedReason).
   p.set_not_ranked_reason(s.not_ranked_reason());
+  // Figures, states and job ids; its reason is made of a job id and a verdict's name only
+  // (ConfirmationOf).
+  *p.mutable_confirmation() = s.confirmation();
   return p;
 }
 

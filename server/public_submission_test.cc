@@ -38,6 +38,12 @@ const std::set<std::string>& PublicText() {
       "pkb.v1.EvalEvent.job_id",
       "pkb.v1.OutputCheck.name",
       "pkb.v1.Submission.not_ranked_reason",
+      "pkb.v1.Job.confirms_job_id",
+      "pkb.v1.Job.confirmation_job_id",
+      "pkb.v1.EvalResult.confirmation_job_id",
+      "pkb.v1.EvalResult.confirms_job_id",
+      "pkb.v1.Confirmation.job_id",
+      "pkb.v1.Confirmation.reason",
   };
   return *names;
 }

@@ -173,6 +173,26 @@ absl::Status Scheduler::Recover() {
       if (!fs.job.request().no_cache()) inflight_by_key_.emplace(fs.job.job_key(), id);
       continue;
     }
+    if (!job.confirms_job_id().empty()) {
+      const std::string original_id = job.confirms_job_id();
+      absl::StatusOr<v1::Job> original = store_->GetJob(original_id);
+      if (!original.ok() && original.status().code() != absl::StatusCode::kNotFound)
+        return original.status();
+      if (!original.ok() || original->stage() != v1::DONE ||
+          original->confirmation_job_id() != id) {
+        // Created, but the coordinator stopped before its original's DONE was stored: the
+        // original runs again, and its next OK verdict queues a confirmation of its own.
+        js.job = std::move(job);
+        jobs_.emplace(id, std::move(js));
+        v1::EvalResult result;
+        result.set_status(v1::CANCELLED);
+        result.set_message(absl::StrCat("cancelled: the job it confirms (", original_id,
+                                        ") had not finished when the coordinator restarted"));
+        Finish(id, result, result.message());
+        continue;
+      }
+      js.avoid_worker = original->reported_by_worker();
+    }
     if (!job.worker_id().empty()) {
       js.orphan_deadline = now + options_.lease_timeout;  // its worker may reconnect and resume
     } else {
@@ -206,12 +226,19 @@ absl::StatusOr<std::pair<std::string, const v1::ProblemSpec*>> Scheduler::Prepar
                                      : absl::StrJoin(known, ", "),
         ")"));
   }
+  if (request.practice() && request.ranked())
+    return absl::InvalidArgumentError(
+        "practice: a practice run uses the public seeds and never ranks; submit it without "
+        "`ranked`");
   if (request.ranked() && options_.secret_set_offset == 0)
     return absl::FailedPreconditionError(
         "this coordinator has no secret seed (--secret-seed-file): submit without `ranked`");
-  return std::make_pair(JobKey(request, problem->version(), options_.harness_version,
-                               request.ranked() ? options_.secret_set_offset : 0),
-                        problem);
+  std::string key = JobKey(request, problem->version(), options_.harness_version,
+                           request.ranked() ? options_.secret_set_offset : 0);
+  // Practice runs are their own cache and dedup domain: a practice verdict never answers a
+  // submission that may rank, nor the reverse.
+  if (request.practice()) key = Sha256Hex(absl::StrCat("practice/", key));
+  return std::make_pair(std::move(key), problem);
 }
 
 absl::StatusOr<SubmitOutcome> Scheduler::Submit(v1::SubmitRequest request) {
@@ -267,7 +294,7 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
   }
 
   v1::EvalEvent queued;
-  v1::Job job = NewQueuedJob(std::move(request), key, problem, &queued);
+  v1::Job job = NewQueuedJob(std::move(request), key, problem->version(), &queued);
   out.job_id = job.job_id();
   std::string where = absl::StrCat("queued (", queue_.size(), " ahead)");
   if (!cached) {
@@ -294,6 +321,7 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
     *job.mutable_result() = cached->result();
     job.set_reported_by_worker(cached->reported_by_worker());
     job.mutable_result()->set_cached(true);
+    job.mutable_result()->clear_confirmation_job_id();  // the original's, not this copy's
     job.mutable_result()->set_job_key(key);
     v1::EvalEvent done;
     done.set_job_id(job.job_id());
@@ -331,12 +359,12 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
 }
 
 v1::Job Scheduler::NewQueuedJob(v1::SubmitRequest request, const std::string& key,
-                                const v1::ProblemSpec* problem, v1::EvalEvent* queued) {
+                                int32_t problem_version, v1::EvalEvent* queued) {
   v1::Job job;
   job.set_job_id(NewJobId());
   job.set_job_key(key);
   job.set_source_sha256(Sha256Hex(request.source()));
-  job.set_problem_version(problem->version());
+  job.set_problem_version(problem_version);
   job.set_harness_version(options_.harness_version);
   job.set_stage(v1::QUEUED);
   job.set_created_unix_micros(NowMicros());
@@ -353,7 +381,7 @@ void Scheduler::FollowLocked(v1::SubmitRequest request, const std::string& key,
                              const v1::ProblemSpec* problem, JobState& leader, SubmitOutcome* out,
                              absl::Status* created) {
   v1::EvalEvent queued;
-  v1::Job job = NewQueuedJob(std::move(request), key, problem, &queued);
+  v1::Job job = NewQueuedJob(std::move(request), key, problem->version(), &queued);
   job.set_cached_from_job_id(leader.job.job_id());
   queued.set_message(absl::StrCat("an identical job (", leader.job.job_id(),
                                   ") is being evaluated; this job shares its evaluation"));
@@ -375,6 +403,7 @@ void Scheduler::FinishFollower(JobState& fs, const v1::Job& leader, const std::s
   v1::EvalResult result = leader.result();
   result.set_cached(true);
   result.set_job_key(fs.job.job_key());
+  result.clear_confirmation_job_id();  // the leader's, not this copy's
   fs.job.set_stage(v1::DONE);
   fs.job.set_cached_from_job_id(leader.job_id());
   fs.job.set_reported_by_worker(leader.reported_by_worker());
@@ -591,12 +620,23 @@ void Scheduler::Finish(const std::string& job_id, v1::EvalResult result,
   if (result.problem_id() == 0) result.set_problem_id(js.job.request().problem_id());
   if (result.world_size() == 0) result.set_world_size(js.job.request().world_size());
   if (result.harness_version().empty()) result.set_harness_version(js.job.harness_version());
+  // The coordinator's to say, never the worker's.
+  result.set_confirms_job_id(js.job.confirms_job_id());
+  result.clear_confirmation_job_id();
   js.job.set_stage(v1::DONE);
   js.job.set_worker_id("");
   *js.job.mutable_result() = result;
+  std::string said = message;
+  if (!js.job.confirms_job_id().empty()) {
+    said = absl::StrCat("confirmation run of job ", js.job.confirms_job_id(), ": ", message);
+  } else if (NeedsConfirmation(js.job)) {
+    QueueConfirmation(js);  // stored before the DONE that names it
+    absl::StrAppend(&said, "; confirmation run ", js.job.confirmation_job_id(),
+                    " queued: the result ranks once that run is OK too");
+  }
   v1::EvalEvent event;
-  *event.mutable_result() = result;
-  Emit(js, v1::DONE, message, std::move(event));
+  *event.mutable_result() = js.job.result();
+  Emit(js, v1::DONE, said, std::move(event));
   if (options_.observer) options_.observer->JobFinished(js.job, /*cached=*/false, clock_->Now());
   for (const std::string& id : js.followers) {
     auto f = jobs_.find(id);
@@ -606,6 +646,38 @@ void Scheduler::Finish(const std::string& job_id, v1::EvalResult result,
   // Deliver drops it from jobs_ and the dedup map once DONE is durable; until then an identical
   // submission joins it and hears its DONE.
   queue_.erase(std::remove(queue_.begin(), queue_.end(), job_id), queue_.end());
+}
+
+bool Scheduler::NeedsConfirmation(const v1::Job& job) {
+  return job.stage() == v1::DONE && job.result().status() == v1::OK &&
+         job.cached_from_job_id().empty() && job.confirms_job_id().empty() &&
+         !job.request().practice() && !job.request().functional();  // neither ranks
+}
+
+void Scheduler::QueueConfirmation(JobState& original) {
+  const v1::Job& o = original.job;
+  v1::SubmitRequest request = o.request();  // the source, spec, submitter and metadata
+  request.set_no_cache(true);  // never joined by a submission, never answered from the cache
+  // Its board is the class of the worker that ran the original: time it again on that class.
+  if (!o.gpu_class().empty()) request.set_gpu_class(o.gpu_class());
+  v1::EvalEvent queued;
+  v1::Job job = NewQueuedJob(std::move(request), o.job_key(), o.problem_version(), &queued);
+  job.set_harness_version(o.harness_version());
+  job.set_confirms_job_id(o.job_id());
+  queued.set_message(absl::StrCat("confirmation run of job ", o.job_id(),
+                                  ": the service times the same source and spec again (queued, ",
+                                  queue_.size(), " ahead)"));
+  const std::string id = job.job_id();
+  Persist(job, /*create=*/true, &queued);
+  if (options_.observer) options_.observer->JobSubmitted("confirmation");
+  original.job.set_confirmation_job_id(id);
+  original.job.mutable_result()->set_confirmation_job_id(id);
+  JobState cs;
+  cs.next_sequence = 2;
+  cs.avoid_worker = o.reported_by_worker();
+  cs.job = std::move(job);
+  queue_.push_back(id);
+  jobs_.emplace(id, std::move(cs));
 }
 
 void Scheduler::LoseLease(const std::string& job_id, const std::string& reason) {

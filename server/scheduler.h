@@ -19,6 +19,16 @@
 // Flush() waits for everything queued so far. Recover() rebuilds the queue and leases after a
 // restart.
 //
+// Confirmation runs (docs/leaderboard.md): when a job that could rank ends OK (not a copy of
+// another job's result, not itself a confirmation), Finish first queues a confirmation job of the
+// same request (no_cache, the GPU class of the worker that ran it, the same submitter and
+// metadata; a ranked one gets its own secret offset from its own id) and then records the
+// original's DONE naming it, in that order, so the store never holds an original whose
+// confirmation was never created. Recover cancels a confirmation whose original is not DONE (the
+// coordinator stopped between the two writes; the original's next DONE queues a new one).
+// Dispatch keeps a confirmation off the worker that reported the original while another
+// connected worker could run it.
+//
 // Dispatch is O(queued jobs it passes over), not O(workers): idle workers are indexed by
 // (harness, gpu class) and max world size, and connected capabilities are counted, so neither a
 // Submit nor a Dispatch walks the fleet.
@@ -104,7 +114,8 @@ struct SubmitOutcome {
 class SchedulerObserver {
  public:
   virtual ~SchedulerObserver() = default;
-  virtual void JobSubmitted(const char* outcome) {}  // "new", "joined" or "cached"
+  // "new", "joined", "cached" or "confirmation" (queued by the coordinator, not submitted)
+  virtual void JobSubmitted(const char* outcome) {}
   // A job reached DONE (`job` carries its result; `cached` for an answer from the cache).
   virtual void JobFinished(const v1::Job& job, bool cached, absl::Time now) {}
   virtual void LeaseLost() {}
@@ -186,6 +197,8 @@ class Scheduler {
     // and gets a copy of its result. The leader lists its followers.
     std::string leader;
     std::vector<std::string> followers;
+    // A confirmation run: the worker that reported its original, avoided while another can run it.
+    std::string avoid_worker;
   };
   struct WorkerState {
     std::string worker_id;
@@ -255,9 +268,13 @@ class Scheduler {
                            std::shared_ptr<EventSink> sink) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CancelLocked(JobState& js, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new job record, QUEUED, and its first event (sequence 1) in `queued`.
-  v1::Job NewQueuedJob(v1::SubmitRequest request, const std::string& key,
-                       const v1::ProblemSpec* problem, v1::EvalEvent* queued)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::Job NewQueuedJob(v1::SubmitRequest request, const std::string& key, int32_t problem_version,
+                       v1::EvalEvent* queued) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `job`, finishing with its result, gets a confirmation run.
+  static bool NeedsConfirmation(const v1::Job& job);
+  // Creates, stores and queues the confirmation job of `original` (DONE OK, not yet emitted), and
+  // names it in the original's record and result.
+  void QueueConfirmation(JobState& original) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new job of this request that shares the evaluation of `leader` (in flight).
   void FollowLocked(v1::SubmitRequest request, const std::string& key,
                     const v1::ProblemSpec* problem, JobState& leader, SubmitOutcome* out,
@@ -282,8 +299,12 @@ class Scheduler {
   static bool Matches(const v1::WorkerCapabilities& caps, const v1::Job& job);
   // Whether any connected worker could ever run the job (from the capability counts).
   bool AnyConnectedCanRun(const v1::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // An idle worker that can run the job, the one with the smallest sufficient max world size.
-  std::optional<uint64_t> PickIdle(const v1::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An idle worker that can run the job, the one with the smallest sufficient max world size
+  // (for a confirmation, not the worker it avoids while another connected one could run it).
+  std::optional<uint64_t> PickIdle(const JobState& js) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether connected workers other than `worker_id` could run the job (from the counts).
+  bool AnotherConnectedCanRun(const v1::Job& job, const std::string& worker_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Puts the worker in or out of idle_ after a change of its health, drain or lease.
   void Reindex(uint64_t connection_id, WorkerState& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropWorker(uint64_t connection_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

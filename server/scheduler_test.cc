@@ -579,3 +579,238 @@ TEST_CASE("language: checked, keyed apart, cpp goes to cpu workers and reaches t
 
 }  // namespace
 }  // namespace pkb
+
+namespace pkb {
+namespace {
+
+// The confirmation jobs in the store, oldest first.
+std::vector<v1::Job> Confirmations(JobStore* store) {
+  JobQuery q;
+  q.confirmations = true;
+  q.by_created = true;
+  auto jobs = store->ListJobs(q);
+  REQUIRE(jobs.ok());
+  return *jobs;
+}
+
+void SendOk(Fixture& f, uint64_t conn, const v1::Lease& lease, double speedup) {
+  v1::JobEvent je;
+  je.set_job_id(lease.job_id());
+  je.set_attempt(lease.attempt());
+  je.mutable_event()->set_stage(v1::DONE);
+  v1::EvalResult* r = je.mutable_event()->mutable_result();
+  r->set_status(v1::OK);
+  r->set_speedup(speedup);
+  r->set_confirmation_job_id("forged");  // the coordinator's field, never the worker's
+  REQUIRE(f.scheduler->OnJobEvent(conn, je).ok());
+  f.scheduler->Flush();
+}
+
+TEST_CASE("an OK result is timed again on another worker of its class and linked both ways",
+          "[scheduler][confirm]") {
+  Fixture f;
+  f.options.secret_set_offset = 777;
+  f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+  auto w1 = f.AddWorker(1, "w1", 8, "h200");
+  v1::SubmitRequest req = By("alice", "k");
+  req.set_ranked(true);
+  req.set_model("m1");
+  req.add_tags("exp");
+  auto out = f.scheduler->Submit(req);
+  REQUIRE(out.ok());
+  REQUIRE(w1->Leases().size() == 1);
+  auto w3 = f.AddWorker(3, "w3", 8, "h100");  // idle, another class
+  auto w2 = f.AddWorker(2, "w2", 8, "h200");  // idle, the same class
+  auto sink = std::make_shared<RecordingSink>();
+  REQUIRE(f.scheduler->Watch(out->job_id, 0, sink).ok());
+  SendOk(f, 1, w1->Leases()[0], 2.0);
+
+  v1::Job original = *f.scheduler->Get(out->job_id);
+  REQUIRE(!original.confirmation_job_id().empty());
+  CHECK(original.result().confirmation_job_id() == original.confirmation_job_id());
+  CHECK(original.result().confirms_job_id().empty());
+  REQUIRE(!sink->events.empty());
+  CHECK(sink->events.back().stage() == v1::DONE);
+  CHECK(sink->events.back().result().confirmation_job_id() == original.confirmation_job_id());
+  CHECK(sink->events.back().message().find("confirmation run " + original.confirmation_job_id()) !=
+        std::string::npos);
+  const std::string cid = original.confirmation_job_id();
+  v1::Job conf = *f.scheduler->Get(cid);
+  CHECK(conf.confirms_job_id() == out->job_id);
+  CHECK(conf.job_key() == original.job_key());
+  CHECK(conf.request().submitter() == "alice");
+  CHECK(conf.request().model() == "m1");
+  CHECK(conf.request().tags(0) == "exp");
+  CHECK(conf.request().ranked());
+  CHECK(conf.request().no_cache());
+  CHECK(conf.request().gpu_class() == "h200");  // the class its original ran on
+  // Not w1 (which ran the original, and is idle), not w3 (another class): w2.
+  CHECK(w1->Leases().size() == 1);
+  CHECK(w3->Leases().empty());
+  REQUIRE(w2->Leases().size() == 1);
+  const v1::Lease lease = w2->Leases()[0];
+  CHECK(lease.job_id() == cid);
+  CHECK(lease.source() == "k");
+  CHECK(lease.set_offset() == JobSetOffset(777, cid));  // fresh secret inputs
+  CHECK(lease.set_offset() != w1->Leases()[0].set_offset());
+  // A confirmation gets none of its own.
+  SendOk(f, 2, lease, 1.7);
+  conf = *f.scheduler->Get(cid);
+  CHECK(conf.stage() == v1::DONE);
+  CHECK(conf.confirmation_job_id().empty());
+  CHECK(conf.result().confirms_job_id() == out->job_id);
+  CHECK(conf.result().confirmation_job_id().empty());
+  CHECK(Confirmations(f.store.get()).size() == 1);
+  CHECK(f.scheduler->Stats().queued == 0);
+  // The cache answers from the original, never from its confirmation; the copy has none.
+  auto again = f.scheduler->Submit(req);
+  REQUIRE(again.ok());
+  CHECK(again->cached);
+  v1::Job copy = *f.scheduler->Get(again->job_id);
+  CHECK(copy.cached_from_job_id() == out->job_id);
+  CHECK(copy.result().confirmation_job_id().empty());
+  CHECK(copy.confirmation_job_id().empty());
+  CHECK(Confirmations(f.store.get()).size() == 1);
+}
+
+TEST_CASE("no confirmation for failures or copies and a lone worker confirms its own result",
+          "[scheduler][confirm]") {
+  Fixture f;
+  auto w = f.AddWorker(1, "w1");
+  auto bad = f.scheduler->Submit(By("alice", "bad"));
+  REQUIRE(w->Leases().size() == 1);
+  f.SendDone(1, w->Leases()[0], v1::MISMATCH);
+  CHECK(f.scheduler->Get(bad->job_id)->confirmation_job_id().empty());
+  CHECK(Confirmations(f.store.get()).empty());
+  // bob's identical job follows alice's: one confirmation, alice's.
+  auto a = f.scheduler->Submit(By("alice", "k"));
+  auto b = f.scheduler->Submit(By("bob", "k"));
+  REQUIRE(b->follows);
+  REQUIRE(w->Leases().size() == 2);
+  SendOk(f, 1, w->Leases()[1], 1.5);
+  CHECK(f.scheduler->Get(b->job_id)->result().confirmation_job_id().empty());
+  std::vector<v1::Job> confs = Confirmations(f.store.get());
+  REQUIRE(confs.size() == 1);
+  CHECK(confs[0].confirms_job_id() == a->job_id);
+  // No other worker of its class is connected: the same worker times it again.
+  REQUIRE(w->Leases().size() == 3);
+  CHECK(w->Leases()[2].job_id() == confs[0].job_id());
+  // A submission of the same source while it runs is not joined to it (no_cache, not in the
+  // dedup map): it is answered from the original.
+  auto c = f.scheduler->Submit(By("alice", "k"));
+  CHECK(c->cached);
+  CHECK(f.scheduler->Get(c->job_id)->cached_from_job_id() == a->job_id);
+}
+
+TEST_CASE("a confirmation waits for another worker of its class while one is connected",
+          "[scheduler][confirm]") {
+  Fixture f;
+  auto w1 = f.AddWorker(1, "w1");
+  auto w2 = f.AddWorker(2, "w2");
+  auto busy = f.scheduler->Submit(By("bob", "FAKE_HANG"));
+  auto a = f.scheduler->Submit(By("alice", "k"));
+  REQUIRE(w1->Leases().size() == 1);
+  REQUIRE(w2->Leases().size() == 1);
+  const uint64_t ran_on = w1->Leases()[0].job_id() == a->job_id ? 1 : 2;
+  auto& ran = ran_on == 1 ? w1 : w2;
+  SendOk(f, ran_on, ran->Leases()[0], 1.5);
+  // The worker that ran it is idle, the other busy: the confirmation waits.
+  CHECK(ran->Leases().size() == 1);
+  CHECK(f.scheduler->Stats().queued == 1);
+  // The other one goes away: the same worker may now time it.
+  f.scheduler->Disconnect(3 - ran_on, "test");
+  f.scheduler->Flush();
+  REQUIRE(ran->Leases().size() == 2);
+  CHECK(ran->Leases()[1].job_id() == f.scheduler->Get(a->job_id)->confirmation_job_id());
+  CHECK(f.scheduler->Get(busy->job_id)->stage() == v1::QUEUED);  // leased, never finished
+}
+
+TEST_CASE("confirmations survive a restart and one without its original's DONE is cancelled",
+          "[scheduler][confirm]") {
+  Fixture f;
+  auto w = f.AddWorker(1, "w1");
+  auto a = f.scheduler->Submit(By("alice", "k"));
+  SendOk(f, 1, w->Leases()[0], 1.5);
+  const std::string cid = f.scheduler->Get(a->job_id)->confirmation_job_id();
+  REQUIRE(w->Leases().size() == 2);  // leased, running, when the coordinator stops
+  // What a coordinator that stopped between the two writes leaves: a confirmation whose original
+  // has not finished.
+  auto pending = f.scheduler->Submit(By("carol", "p", 8));
+  REQUIRE(pending.ok());
+  v1::Job orphan = *f.scheduler->Get(cid);
+  orphan.set_job_id("j-orphan");
+  orphan.set_confirms_job_id(pending->job_id);
+  orphan.set_stage(v1::QUEUED);
+  orphan.set_worker_id("");
+  orphan.mutable_request()->set_source("p");
+  REQUIRE(f.store->CreateJob(orphan, nullptr).ok());
+
+  f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+  REQUIRE(f.scheduler->Recover().ok());
+  f.scheduler->Flush();
+  v1::Job o = *f.scheduler->Get("j-orphan");
+  CHECK(o.stage() == v1::DONE);
+  CHECK(o.result().status() == v1::CANCELLED);
+  CHECK(o.result().message().find("had not finished") != std::string::npos);
+  // The leased confirmation resumes on its worker, which reconnects still running it.
+  auto c = std::make_shared<RecordingConnection>();
+  v1::Register reg;
+  reg.set_worker_id("w1");
+  reg.set_healthy(true);
+  reg.mutable_capabilities()->set_gpu_class("h200");
+  reg.mutable_capabilities()->set_max_world_size(8);
+  reg.mutable_capabilities()->set_harness_version("h1");
+  reg.add_running_job_ids(cid);
+  REQUIRE(f.scheduler->Connect(5, reg, c).ok());
+  f.scheduler->Flush();
+  v1::Lease resumed;
+  resumed.set_job_id(cid);
+  resumed.set_attempt(1);
+  SendOk(f, 5, resumed, 1.4);
+  v1::Job conf = *f.scheduler->Get(cid);
+  CHECK(conf.stage() == v1::DONE);
+  CHECK(conf.result().status() == v1::OK);
+  CHECK(conf.result().confirms_job_id() == a->job_id);
+  // carol's job runs now, and its OK verdict queues a confirmation of its own.
+  REQUIRE(!c->Leases().empty());
+  CHECK(c->Leases().back().job_id() == pending->job_id);
+  SendOk(f, 5, c->Leases().back(), 1.2);
+  v1::Job carol = *f.scheduler->Get(pending->job_id);
+  CHECK(!carol.confirmation_job_id().empty());
+  CHECK(carol.confirmation_job_id() != "j-orphan");
+  CHECK(Confirmations(f.store.get()).size() == 3);
+}
+
+TEST_CASE("practice runs: public seeds only and keyed apart and never confirmed",
+          "[scheduler][practice]") {
+  Fixture f;
+  f.options.secret_set_offset = 777;
+  f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+  v1::SubmitRequest practice = By("alice", "k");
+  practice.set_practice(true);
+  practice.set_ranked(true);
+  auto refused = f.scheduler->Submit(practice);
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(refused.status().message().find("practice") == 0);
+  practice.set_ranked(false);
+  auto p = f.scheduler->Submit(practice);
+  auto real = f.scheduler->Submit(By("alice", "k"));  // the same source, not practice
+  REQUIRE(p.ok());
+  REQUIRE(real.ok());
+  CHECK(!real->joined);  // not joined to the practice run
+  CHECK(f.scheduler->Get(p->job_id)->job_key() != f.scheduler->Get(real->job_id)->job_key());
+  auto w = f.AddWorker(1, "w1");
+  REQUIRE(w->Leases().size() == 1);
+  SendOk(f, 1, w->Leases()[0], 1.5);  // the practice run, OK
+  CHECK(f.scheduler->Get(p->job_id)->confirmation_job_id().empty());
+  CHECK(Confirmations(f.store.get()).empty());
+  // A practice verdict answers practice runs only.
+  auto again = f.scheduler->Submit(practice);
+  CHECK(again->cached);
+  CHECK(f.scheduler->Get(again->job_id)->cached_from_job_id() == p->job_id);
+  REQUIRE(w->Leases().size() == 2);
+  CHECK(w->Leases()[1].job_id() == real->job_id);  // the real one still runs
+}
+
+}  // namespace
+}  // namespace pkb

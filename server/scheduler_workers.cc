@@ -47,8 +47,31 @@ bool Scheduler::AnyConnectedCanRun(const v1::Job& job) const {
   return false;
 }
 
-std::optional<uint64_t> Scheduler::PickIdle(const v1::Job& job) const {
+bool Scheduler::AnotherConnectedCanRun(const v1::Job& job, const std::string& worker_id) const {
+  if (!connection_of_worker_.count(worker_id)) return AnyConnectedCanRun(job);
+  // It is connected and counted among them: another one means two that can.
   const auto& r = job.request();
+  int capable = 0;
+  auto count = [&](const std::multiset<int32_t>& max_ws) {
+    for (auto it = max_ws.lower_bound(r.world_size()); it != max_ws.end() && capable < 2; ++it)
+      ++capable;
+  };
+  if (r.gpu_class() != "any") {
+    auto it = connected_.find({job.harness_version(), r.gpu_class()});
+    if (it != connected_.end()) count(it->second);
+    return capable >= 2;
+  }
+  for (auto it = connected_.lower_bound({job.harness_version(), ""});
+       it != connected_.end() && it->first.first == job.harness_version() && capable < 2; ++it) {
+    count(it->second);
+  }
+  return capable >= 2;
+}
+
+std::optional<uint64_t> Scheduler::PickIdle(const JobState& js) const {
+  const v1::Job& job = js.job;
+  const auto& r = job.request();
+  const bool avoid = !js.avoid_worker.empty() && AnotherConnectedCanRun(job, js.avoid_worker);
   std::optional<std::pair<int32_t, uint64_t>> best;
   auto consider = [&](const std::set<std::pair<int32_t, uint64_t>>& idle) {
     if (r.functional()) {
@@ -61,6 +84,8 @@ std::optional<uint64_t> Scheduler::PickIdle(const v1::Job& job) const {
       return;
     }
     auto w = idle.lower_bound({r.world_size(), 0});
+    // The avoided worker is skipped: one idle worker at most, so this walks at most two.
+    while (avoid && w != idle.end() && workers_.at(w->second).worker_id == js.avoid_worker) ++w;
     if (w != idle.end() && (!best || *w < *best)) best = *w;
   };
   if (r.gpu_class() != "any") {
@@ -96,7 +121,7 @@ void Scheduler::Reindex(uint64_t connection_id, WorkerState& w) {
 void Scheduler::Dispatch() {
   for (auto q = queue_.begin(); q != queue_.end() && idle_count_ > 0;) {
     JobState& js = jobs_.at(*q);
-    std::optional<uint64_t> conn = PickIdle(js.job);
+    std::optional<uint64_t> conn = PickIdle(js);
     if (!conn) {
       ++q;
       continue;
@@ -303,6 +328,7 @@ void Scheduler::Disconnect(uint64_t connection_id, const std::string& reason) {
     }
   }
   DropWorker(connection_id);
+  Dispatch();  // a confirmation that avoided an idle worker may now take it
 }
 
 void Scheduler::Tick() {

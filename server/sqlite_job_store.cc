@@ -153,18 +153,19 @@ absl::Status WriteJob(sqlite3* db, StmtCache* cache, const v1::Job& job, bool in
   Stmt s(db, cache,
          insert ? "INSERT INTO jobs(id, job_key, done, status, cacheable, problem_id, created, "
                   "updated, record, world_size, dtype, gpu_class, submitter, model, agent, tags, "
-                  "ranked, is_copy, source_sha256, finished, source) VALUES(?1, ?2, ?3, ?4, ?5, "
-                  "?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
+                  "ranked, is_copy, source_sha256, finished, confirms, source) VALUES(?1, ?2, "
+                  "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "
+                  "?20, ?21, ?22)"
                 : "UPDATE jobs SET job_key=?2, done=?3, status=?4, cacheable=?5, problem_id=?6, "
                   "created=?7, updated=?8, record=?9, world_size=?10, dtype=?11, gpu_class=?12, "
                   "submitter=?13, model=?14, agent=?15, tags=?16, ranked=?17, is_copy=?18, "
-                  "source_sha256=?19, finished=?20 WHERE id=?1");
+                  "source_sha256=?19, finished=?20, confirms=?21 WHERE id=?1");
   PKB_RETURN_IF_ERROR(s.status());
   s.Bind(1, job.job_id());
   s.Bind(2, job.job_key());
   s.Bind(3, int64_t{done});
   s.Bind(4, int64_t{status});
-  s.Bind(5, int64_t{done && IsCacheable(status) && job.cached_from_job_id().empty()});
+  s.Bind(5, int64_t{IsCacheEntry(job)});
   s.Bind(6, int64_t{r.problem_id()});
   s.Bind(7, job.created_unix_micros());
   s.Bind(8, job.updated_unix_micros());
@@ -180,7 +181,8 @@ absl::Status WriteJob(sqlite3* db, StmtCache* cache, const v1::Job& job, bool in
   s.Bind(18, int64_t{!job.cached_from_job_id().empty()});
   s.Bind(19, job.source_sha256());
   s.Bind(20, done ? job.updated_unix_micros() : int64_t{0});
-  if (insert) s.BindBlob(21, source);
+  s.Bind(21, job.confirms_job_id());
+  if (insert) s.BindBlob(22, source);
   if (s.Step() != SQLITE_DONE) return s.Error(insert ? "insert job" : "update job");
   if (!insert && sqlite3_changes(db) != 1)
     return absl::NotFoundError(absl::StrCat("no job ", job.job_id()));
@@ -225,12 +227,38 @@ absl::Status MigrateTo1(sqlite3* db) {
     }
     if (st.ok() && rc != SQLITE_DONE) st = s.Error("migrate: read jobs");
   }
+  // The columns of version 1 only: a later step's columns do not exist yet here.
   for (const v1::Job& job : jobs) {
     if (!st.ok()) break;
-    st = WriteJob(db, &cache, job, /*insert=*/false);
+    const v1::SubmitRequest& r = job.request();
+    const bool done = job.stage() == v1::DONE;
+    Stmt u(db, &cache,
+           "UPDATE jobs SET world_size=?2, dtype=?3, gpu_class=?4, submitter=?5, model=?6, "
+           "agent=?7, tags=?8, ranked=?9, is_copy=?10, source_sha256=?11, finished=?12 "
+           "WHERE id=?1");
+    st = u.status();
+    if (!st.ok()) break;
+    u.Bind(1, job.job_id());
+    u.Bind(2, int64_t{r.world_size()});
+    u.Bind(3, r.dtype());
+    u.Bind(4, GpuClassColumn(job));
+    u.Bind(5, r.submitter());
+    u.Bind(6, r.model());
+    u.Bind(7, r.agent());
+    u.Bind(8, TagsColumn(job));
+    u.Bind(9, int64_t{r.ranked()});
+    u.Bind(10, int64_t{!job.cached_from_job_id().empty()});
+    u.Bind(11, job.source_sha256());
+    u.Bind(12, done ? job.updated_unix_micros() : int64_t{0});
+    if (u.Step() != SQLITE_DONE) st = u.Error("migrate: fill metadata columns");
   }
   for (auto& [sql, stmt] : cache) sqlite3_finalize(stmt);
   return st;
+}
+
+// Migration 2: the confirmation run's original, so boards can tell confirmation runs apart.
+absl::Status MigrateTo2(sqlite3* db) {
+  return Exec(db, "ALTER TABLE jobs ADD COLUMN confirms TEXT NOT NULL DEFAULT ''");
 }
 
 // The numbered steps, in order: migrations[i] brings version i to i + 1. Append only; a step that
@@ -241,6 +269,7 @@ struct Migration {
 };
 constexpr Migration kMigrations[] = {
     {"jobs and events with the leaderboard's metadata columns", MigrateTo1},
+    {"confirmation runs (jobs.confirms)", MigrateTo2},
 };
 constexpr int64_t kLatestVersion = sizeof(kMigrations) / sizeof(kMigrations[0]);
 
@@ -501,6 +530,8 @@ absl::StatusOr<std::vector<v1::Job>> SqliteJobStore::ListJobs(const JobQuery& q)
     absl::StrAppend(&sql, ")");
   }
   if (q.exclude_cache_copies) absl::StrAppend(&sql, " AND is_copy=0");
+  if (q.confirmations)
+    absl::StrAppend(&sql, *q.confirmations ? " AND confirms<>''" : " AND confirms=''");
   const char* time = q.by_created ? "created" : "finished";
   if (!q.by_created && (q.from_micros || q.to_micros)) absl::StrAppend(&sql, " AND done=1");
   if (q.from_micros) num(absl::StrCat(time, ">=").c_str(), q.from_micros);

@@ -98,6 +98,17 @@ function sortableTable(columns, rows, {id, sort, dir, onChange} = {}) {
   return {el: table, setFilter(text) { state.filter = text.toLowerCase(); render(); }};
 }
 
+// A result's confirmation run in words: "confirmed (2.000×, then 1.600×)", "pending", ...
+function confirmationText(c) {
+  switch (c && c.state) {
+    case "CONFIRMED": return `confirmed (${fmt.x(c.firstSpeedup)}, then ${fmt.x(c.confirmationSpeedup)})`;
+    case "CONFIRMATION_PENDING": return "pending";
+    case "CONFIRMATION_FAILED": return `not confirmed: ${c.reason || ""}`;
+    case "UNCONFIRMED": return "unconfirmed (before confirmation runs)";
+    default: return "";
+  }
+}
+
 function speedCell(v) {
   return el("span", {class: v > 1 ? "fast" : v > 0 && v < 1 ? "slow" : ""}, fmt.x(v));
 }
@@ -233,6 +244,7 @@ async function problemView(id, params) {
     {key: "model", label: "Model", value: e => e.model},
     {key: "agent", label: "Agent", value: e => e.agent},
     {key: "speedup", label: "Speedup", num: true, value: e => e.speedup, cell: e => speedCell(e.speedup)},
+    {key: "confirmed", label: "Confirmation", value: e => confirmationText(e.confirmation)},
     {key: "cand", label: "Candidate µs", num: true, value: e => e.candidateMedianUs, cell: e => fmt.us(e.candidateMedianUs)},
     {key: "base", label: "Baseline µs", num: true, value: e => e.baselineMedianUs, cell: e => fmt.us(e.baselineMedianUs)},
     {key: "seed", label: "Seed", value: e => (e.ranked ? "secret" : "public")},
@@ -246,8 +258,18 @@ async function problemView(id, params) {
     const t = sortableTable(columns, b.entries || [], {id: `board-${i}`, sort: ui.sort, dir: ui.dir, onChange});
     t.setFilter(ui.q);
     tables.push(t);
+    // Results awaiting their confirmation run: shown, never ranked.
+    let pending = null;
+    if ((b.pending || []).length) {
+      const p = sortableTable(columns.filter(c => c.key !== "rank"), b.pending,
+                              {id: `pending-${i}`, sort: ui.sort, dir: ui.dir, onChange});
+      p.setFilter(ui.q);
+      tables.push(p);
+      pending = [el("h3", {class: "muted"}, "Pending confirmation (not ranked yet)"), p.el];
+    }
     return el("section", {class: "board"},
-        el("h2", {}, `W=${b.worldSize} · ${b.dtype} · ${b.gpuClass}`), t.el);
+        el("h2", {}, `W=${b.worldSize} · ${b.dtype} · ${b.gpuClass}`),
+        (b.entries || []).length ? t.el : el("p", {class: "empty"}, "No confirmed result yet."), pending);
   });
   const q = new URLSearchParams({...f});
   show(
@@ -259,8 +281,11 @@ async function problemView(id, params) {
          el("a", {href: `/api/v1/leaderboard?${q}&format=csv`}, "CSV"), " · ",
          el("a", {href: `/api/v1/leaderboard?${q}`}, "JSON")),
       sections.length ? sections : el("p", {class: "empty"}, "No ranking result for this problem yet."),
-      el("p", {class: "muted"}, `${board.rankingResults} ranking results; ${board.disqualifiedResults} ` +
-         "correct results left out because their source was rejected or failed a secret-seed run."));
+      el("p", {class: "muted"}, `${board.rankingResults || 0} ranking results; ${board.disqualifiedResults || 0} ` +
+         "correct results left out because their source was rejected or failed a secret-seed run; " +
+         `${board.pendingResults || 0} awaiting their confirmation run; ${board.unconfirmedResults || 0} ` +
+         "whose confirmation run failed. A result ranks once the service has timed it a second time, " +
+         "with the lower of the two speedups."));
 }
 
 // ---- #/job/<id> : one submission -------------------------------------------------------------
@@ -281,10 +306,15 @@ async function jobView(id) {
          " ", res.message || "", res.cached ? " (cached)" : ""),
       done ? el("p", {class: sub.ranks ? "fast" : "muted", id: "ranks"},
                 sub.ranks ? "Ranks on the leaderboard." : `Does not rank: ${sub.notRankedReason}`) : null,
+      sub.confirmation && sub.confirmation.state && sub.confirmation.state !== "CONFIRMATION_NONE" ?
+          el("p", {id: "confirmation"}, "Confirmation: ", confirmationText(sub.confirmation), " ",
+             sub.confirmation.jobId ? el("a", {href: `#/job/${sub.confirmation.jobId}`}, sub.confirmation.jobId) : "") : null,
+      job.confirmsJobId ? el("p", {id: "confirms"}, "A confirmation run of ",
+                             el("a", {href: `#/job/${job.confirmsJobId}`}, job.confirmsJobId), ".") : null,
       kv([["Problem", `${r.problemId} ${res.problemSlug || ""}`], ["World size", r.worldSize],
           ["dtype", r.dtype], ["GPU", `${job.gpuClass || r.gpuClass}${res.gpu ? " · " + res.gpu : ""}`],
           ["User", r.submitter], ["Model", r.model], ["Agent", r.agent], ["Tags", (r.tags || []).join(", ")],
-          ["Seed", r.ranked ? "secret (ranked run)" : "public"], ["Attempts", job.attempts],
+          ["Seed", r.ranked ? "secret (ranked run)" : r.practice ? "public (practice run: never ranks)" : "public"], ["Attempts", job.attempts],
           ["Submitted (UTC)", fmt.time(job.createdUnixMicros)], ["Updated (UTC)", fmt.time(job.updatedUnixMicros)],
           ["Speedup", speedCell(res.speedup)]]),
       done && res.status === "OK" ? [el("h2", {}, "Timings (µs per iteration, slowest rank)"),

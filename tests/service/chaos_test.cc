@@ -818,7 +818,8 @@ TEST_CASE("chaos: kill -9 of workers, the coordinator and engines under load los
     }
   }
 
-  // Jobs of Submit calls that failed yet were stored: no client knows them; wait for their end.
+  // Jobs of Submit calls that failed yet were stored, and the confirmation runs the coordinator
+  // queued for OK results: no client knows them; wait for their end.
   for (int i = 0; i < 300; ++i) {
     auto unfinished = ReadStore(cluster.store(), nullptr);
     bool all_done = unfinished.ok();
@@ -864,7 +865,7 @@ TEST_CASE("chaos: kill -9 of workers, the coordinator and engines under load los
          it->second.events.size() != static_cast<size_t>(d->second.sequence())))
       run.Fail(absl::StrCat("job ", s.job_id, ": the store's record or events differ from Watch"));
   }
-  int extra = 0;
+  int extra = 0, confirmations = 0, orphan_confirmations = 0;
   std::map<std::string, std::vector<const StoredJob*>> evaluated;  // by source
   for (const auto& [id, j] : *stored) {
     if (j.record.job_id() != id) {
@@ -873,6 +874,28 @@ TEST_CASE("chaos: kill -9 of workers, the coordinator and engines under load los
     }
     if (!j.done) run.Fail(absl::StrCat("job ", id, " is not DONE in the store"));
     CheckHistory(run, id, j.events, "the store's events");
+    const v1::EvalResult& result = j.record.result();
+    if (!j.record.confirms_job_id().empty()) {
+      // A confirmation run: its original names it, or it was created just before a kill of the
+      // coordinator kept its original's DONE from the store (then it ended CANCELLED at the
+      // restart, and the original's own DONE named another).
+      ++confirmations;
+      auto o = stored->find(j.record.confirms_job_id());
+      if (o == stored->end()) {
+        run.Fail(absl::StrCat("confirmation run ", id, " of a job not in the store"));
+      } else if (o->second.record.confirmation_job_id() != id) {
+        ++orphan_confirmations;
+        if (result.status() != v1::CANCELLED)
+          run.Fail(absl::StrCat("confirmation run ", id, " is not its original's, yet ended ",
+                                v1::Status_Name(result.status())));
+      }
+      continue;  // a second evaluation by design
+    }
+    if (j.done && result.status() == v1::OK && j.record.cached_from_job_id().empty()) {
+      // Every OK original is confirmed: its confirmation run is stored (and DONE, above).
+      if (j.record.confirmation_job_id().empty() || !stored->count(j.record.confirmation_job_id()))
+        run.Fail(absl::StrCat("OK job ", id, " has no stored confirmation run"));
+    }
     if (!known.count(id)) {
       ++extra;
       if (!failed_sources.count(j.source))
@@ -900,11 +923,12 @@ TEST_CASE("chaos: kill -9 of workers, the coordinator and engines under load los
             << " ended INTERNAL by it); " << run.cancels << " cancels, " << cancelled
             << " CANCELLED, " << timed_out << " TIMEOUT, " << worker_lost << " WORKER_LOST; "
             << joined << " identical submissions joined in flight, " << cached
-            << " from the cache; " << failed_submits << " Submit calls retried, " << reattached
-            << " Watch reattachments; " << resumed << " leases resumed by a restarted coordinator; "
-            << absl::FormatDuration(chaos_time) << " of chaos, "
-            << absl::FormatDuration(absl::Now() - started) << " in all; " << run.errors.size()
-            << " failures" << std::endl;
+            << " from the cache; " << confirmations << " confirmation runs ("
+            << orphan_confirmations << " cancelled at a restart); " << failed_submits
+            << " Submit calls retried, " << reattached << " Watch reattachments; " << resumed
+            << " leases resumed by a restarted coordinator; " << absl::FormatDuration(chaos_time)
+            << " of chaos, " << absl::FormatDuration(absl::Now() - started) << " in all; "
+            << run.errors.size() << " failures" << std::endl;
   CHECK(run.worker_kills == kWaves * faults.worker_kills);
   CHECK(run.coordinator_kills == kWaves * faults.coordinator_kills);
   CHECK(run.engine_kills == kWaves * faults.engine_kills);

@@ -15,7 +15,8 @@
 # verdict's message, compile command/log/diagnostics, rank errors, output problems, the failing
 # rank's log, a stage name), whatever the verdict; for the web board's leak tests.
 # FAKE_PKB_EVAL_LOG=file appends one line per evaluation (with the source's file name); FAKE_PKB_EVAL_DELAY=seconds per stage,
-# or FAKE_DELAY=seconds in the source for that source alone.
+# or FAKE_DELAY=seconds in the source for that source alone. FAKE_SPEEDUP_FACTOR=x (environment)
+# multiplies every OK speedup: a node that times slower, for the confirmation-run tests.
 # Like pkb-eval, it does not outlive the worker that started it: the worker's pdeathsig covers it
 # once set, and it checks its parent between stages for the moment before that (a kill -9 of the
 # worker right after its fork), so a chaos test finds no stray engine.
@@ -134,6 +135,9 @@ fi
 if grep -q FAKE_OK "$source"; then
   speedup=$(grep -o 'FAKE_SPEEDUP=[0-9.]*' "$source" | head -1 | cut -d= -f2 || true)
   speedup=${speedup:-1.5}
+  if [[ -n "${FAKE_SPEEDUP_FACTOR:-}" ]]; then
+    speedup=$(awk -v s="$speedup" -v f="$FAKE_SPEEDUP_FACTOR" 'BEGIN { printf "%.6g", s * f }')
+  fi
   cand=$(awk -v s="$speedup" 'BEGIN { printf "%.6g", 15 / s }')
   pct=$(awk -v s="$speedup" 'BEGIN { printf "%.6g", 100 * 5 * s / 15 }')
   trial_msg=""; [[ -n "$leak" ]] && trial_msg=",\"message\":\"$(say ok)\""

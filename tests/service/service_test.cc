@@ -142,6 +142,39 @@ std::vector<v1::EvalEvent> Watch(Cluster& c, const std::string& job_id, grpc::St
   return ReadAll(reader.get(), status);
 }
 
+// Follows a result's confirmation run to its end (as `token`, when given); its DONE event. Tests
+// that count engine runs wait for it, since the run the coordinator adds ends on its own time.
+v1::EvalEvent AwaitConfirmation(Cluster& c, const v1::EvalResult& result,
+                                const std::string& token = "") {
+  REQUIRE(!result.confirmation_job_id().empty());
+  std::vector<v1::EvalEvent> events;
+  grpc::Status st;
+  // Reattached while the coordinator (just restarted) is unavailable, as a client does.
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    grpc::ClientContext ctx;
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    v1::WatchRequest w;
+    w.set_job_id(result.confirmation_job_id());
+    w.set_after_sequence(events.empty() ? 0 : events.back().sequence());
+    auto reader = c.stub->Watch(&ctx, w);
+    std::vector<v1::EvalEvent> more = ReadAll(reader.get(), &st);
+    events.insert(events.end(), more.begin(), more.end());
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  INFO(st.error_message());
+  REQUIRE(st.ok());
+  REQUIRE(!events.empty());
+  REQUIRE(events.back().stage() == v1::DONE);
+  return events.back();
+}
+
+size_t EngineRuns(Cluster& c) {
+  std::string runs = Slurp(c.dir + "/engine_runs.log");
+  return std::count(runs.begin(), runs.end(), '\n');
+}
+
 void CheckSequence(const std::vector<v1::EvalEvent>& events) {
   for (size_t i = 0; i < events.size(); ++i) CHECK(events[i].sequence() == int64_t(i + 1));
 }
@@ -277,6 +310,7 @@ TEST_CASE("identical submissions are deduplicated in flight and cached once done
   c.StartCoordinator(PKB_FAKE_ENGINE);
   c.StartWorker("w1", {{"FAKE_PKB_EVAL_DELAY", "0.1"}});
   std::vector<std::string> ids(3);
+  std::vector<v1::EvalResult> results(3);
   std::vector<std::thread> clients;
   for (int i = 0; i < 3; ++i) {
     clients.emplace_back([&, i] {
@@ -284,8 +318,10 @@ TEST_CASE("identical submissions are deduplicated in flight and cached once done
       auto reader = c.stub->Submit(&ctx, c.Request("FAKE_OK same"));
       grpc::Status st;
       auto events = ReadAll(reader.get(), &st);
-      if (!events.empty() && events.back().result().status() == v1::OK)
+      if (!events.empty() && events.back().result().status() == v1::OK) {
         ids[i] = events.front().job_id();
+        results[i] = events.back().result();
+      }
     });
   }
   for (auto& t : clients) t.join();
@@ -299,8 +335,10 @@ TEST_CASE("identical submissions are deduplicated in flight and cached once done
   REQUIRE(events.size() == 2);
   CHECK(events.back().result().cached());
   CHECK(events.back().result().status() == v1::OK);
-  std::string runs = Slurp(c.dir + "/engine_runs.log");
-  CHECK(std::count(runs.begin(), runs.end(), '\n') == 1);
+  CHECK(events.back().result().confirmation_job_id().empty());  // a copy: the original's
+  // One evaluation, and its confirmation run.
+  CHECK(AwaitConfirmation(c, results[0]).result().status() == v1::OK);
+  CHECK(EngineRuns(c) == 2);
 }
 
 // Submits, kills the coordinator (kill -9) mid-job and starts it again on the same port and store;
@@ -333,11 +371,12 @@ std::vector<v1::EvalEvent> CoordinatorRestart(Cluster& c) {
 
 TEST_CASE("kill -9 of the coordinator mid-job: after a restart the job completes", "[service]") {
   Cluster c;
-  CoordinatorRestart(c);
+  std::vector<v1::EvalEvent> events = CoordinatorRestart(c);
   INFO(Slurp(c.dir + "/coordinator.log"));
-  // The worker kept running it and resumed its lease: the engine ran once.
-  std::string runs = Slurp(c.dir + "/engine_runs.log");
-  CHECK(std::count(runs.begin(), runs.end(), '\n') == 1);
+  // The worker kept running it and resumed its lease: the engine ran once, and once more for the
+  // confirmation run its OK verdict queued.
+  CHECK(AwaitConfirmation(c, events.back().result()).result().status() == v1::OK);
+  CHECK(EngineRuns(c) == 2);
   CHECK(Slurp(c.dir + "/coordinator.log").find("resumed job") != std::string::npos);
 }
 
@@ -353,11 +392,15 @@ TEST_CASE("postgresql store: kill -9 of the coordinator mid-job, the restarted o
   c.store = (*db)->uri();
   std::vector<v1::EvalEvent> events = CoordinatorRestart(c);
   CHECK(Slurp(c.dir + "/coordinator.log").find("store postgresql://") != std::string::npos);
-  // Nothing lost and nothing twice: one job, DONE, and every event streamed is a row. (Whether the
-  // worker resumed its lease or the job ran again is the worker's part, checked on SQLite above.)
-  CHECK(*(*db)->QueryInt("SELECT count(*) FROM jobs") == 1);
-  CHECK(*(*db)->QueryInt("SELECT count(*) FROM jobs WHERE done") == 1);
-  CHECK(*(*db)->QueryInt("SELECT count(*) FROM events") == static_cast<int64_t>(events.size()));
+  v1::EvalEvent confirmed = AwaitConfirmation(c, events.back().result());
+  // Nothing lost and nothing twice: one job and its confirmation run, DONE, and every event
+  // streamed is a row. (Whether the worker resumed its lease or the job ran again is the worker's
+  // part, checked on SQLite above.)
+  CHECK(*(*db)->QueryInt("SELECT count(*) FROM jobs") == 2);
+  CHECK(*(*db)->QueryInt("SELECT count(*) FROM jobs WHERE done") == 2);
+  CHECK(*(*db)->QueryInt("SELECT count(*) FROM jobs WHERE confirms <> '' AND NOT cacheable") == 1);
+  CHECK(*(*db)->QueryInt("SELECT count(*) FROM events") ==
+        static_cast<int64_t>(events.size() + confirmed.sequence()));
 }
 
 TEST_CASE("kill -9 of a worker mid-job: the job is leased again to another worker", "[service]") {
@@ -746,10 +789,23 @@ TEST_CASE("leaderboard over gRPC: metadata, secret seed, roles, history, export"
     r.set_submitter("mallory");  // a claim the token overrides
     return r;
   };
-  v1::EvalEvent a1 = submit("ag-a", request("FAKE_OK FAKE_SPEEDUP=2.0", "m1"));
+  // Every OK result is timed again before it ranks: wait for those runs (the test's engine times
+  // the same figure again, so the boards read as before).
+  std::vector<v1::EvalEvent> oks;
+  auto ok = [&](const std::string& token, v1::EvalEvent done) {
+    if (done.result().status() == v1::OK) {
+      CHECK(AwaitConfirmation(c, done.result(), token).result().status() == v1::OK);
+      oks.push_back(done);
+    }
+    return done;
+  };
+  auto submit_and_confirm = [&](const std::string& token, v1::SubmitRequest r) {
+    return ok(token, submit(token, std::move(r)));
+  };
+  v1::EvalEvent a1 = submit_and_confirm("ag-a", request("FAKE_OK FAKE_SPEEDUP=2.0", "m1"));
   CHECK(a1.result().status() == v1::OK);
   const std::string tuned = "FAKE_OK FAKE_SPEEDUP=3.0 FAKE_SECRET_MISMATCH";
-  v1::EvalEvent b1 = submit("ag-b", request(tuned, "m2"));
+  v1::EvalEvent b1 = submit_and_confirm("ag-b", request(tuned, "m2"));
   CHECK(b1.result().status() == v1::OK);
   auto ranked = request(tuned, "m2");
   ranked.set_ranked(true);
@@ -757,17 +813,21 @@ TEST_CASE("leaderboard over gRPC: metadata, secret seed, roles, history, export"
   auto ranked_a = request("FAKE_OK FAKE_SPEEDUP=1.8", "m1");
   ranked_a.set_ranked(true);
   ranked_a.clear_tags();
-  v1::EvalEvent a2 = submit("ag-a", ranked_a);
+  v1::EvalEvent a2 = submit_and_confirm("ag-a", ranked_a);
   CHECK(a2.result().status() == v1::OK);
-  CHECK(submit("ag-b", request("FAKE_OK FAKE_SPEEDUP=1.2", "m2", 2)).result().status() == v1::OK);
-  // The two ranked runs ran on offsets of their own, derived from the secret, never the secret.
+  CHECK(
+      submit_and_confirm("ag-b", request("FAKE_OK FAKE_SPEEDUP=1.2", "m2", 2)).result().status() ==
+      v1::OK);
+  CHECK(oks.size() == 4);
+  // The two ranked runs, and the ranked one's confirmation run, ran on offsets of their own,
+  // derived from the secret, never the secret.
   std::set<std::string> offsets;
   for (absl::string_view line : absl::StrSplit(Slurp(c.dir + "/engine_runs.log"), '\n')) {
     size_t at = line.find("offset=");
     if (at != absl::string_view::npos)
       offsets.insert(std::string(line.substr(at + 7, line.find(' ', at) - at - 7)));
   }
-  CHECK(offsets.size() == 3);  // 0 for the public runs, one each for the ranked ones
+  CHECK(offsets.size() == 4);  // 0 for the public runs, one each for the ranked ones
   CHECK(offsets.count("0") == 1);
   CHECK(offsets.count("424242") == 0);
 
@@ -797,6 +857,8 @@ TEST_CASE("leaderboard over gRPC: metadata, secret seed, roles, history, export"
   CHECK(b.entries(0).agent() == "loop/1");
   CHECK(b.entries(0).results() == 2);
   CHECK(board.disqualified_results() == 1);
+  CHECK(b.entries(0).confirmation().state() == v1::CONFIRMED);
+  CHECK(b.pending_size() == 0);
   q.mutable_filter()->set_seeds(v1::SEEDS_SECRET);
   REQUIRE(call("res", &v1::Leaderboard::Stub::Query, q, &board) == grpc::StatusCode::OK);
   REQUIRE(board.boards_size() == 1);
@@ -836,12 +898,16 @@ TEST_CASE("leaderboard over gRPC: metadata, secret seed, roles, history, export"
   v1::ListSubmissionsRequest ls;
   v1::ListSubmissionsAnswer mine;
   REQUIRE(call("ag-a", &v1::Leaderboard::Stub::ListSubmissions, ls, &mine) == grpc::StatusCode::OK);
-  REQUIRE(mine.submissions_size() == 2);  // alice's only, newest first
-  CHECK(mine.submissions(0).job_id() == a2.job_id());
-  CHECK(mine.submissions(0).ranked());
+  // alice's only, newest first: each result after its confirmation run.
+  REQUIRE(mine.submissions_size() == 4);
+  CHECK(mine.submissions(0).confirms_job_id() == a2.job_id());
+  CHECK(mine.submissions(1).job_id() == a2.job_id());
+  CHECK(mine.submissions(1).ranked());
+  CHECK(mine.submissions(1).confirmation_job_id() == mine.submissions(0).job_id());
+  CHECK(mine.submissions(3).job_id() == a1.job_id());
   ls.mutable_filter()->set_tag("exp1");
   REQUIRE(call("res", &v1::Leaderboard::Stub::ListSubmissions, ls, &mine) == grpc::StatusCode::OK);
-  CHECK(mine.submissions_size() == 4);
+  CHECK(mine.submissions_size() == 7);  // 4 submissions, 3 of them confirmed (a2 has no tag)
 
   // Export from the CLI.
   auto run = [&](std::vector<std::string> args) {
@@ -949,8 +1015,18 @@ TEST_CASE(
   REQUIRE(!rest.empty());
   CHECK(rest.back().result().status() == v1::OK);
   CHECK_FALSE(rest.back().result().cached());
-  std::string runs = Slurp(c.dir + "/engine_runs.log");
-  CHECK(std::count(runs.begin(), runs.end(), '\n') == 1);  // one evaluation for both
+  CHECK(bob.back().result().confirmation_job_id().empty());  // Alice's result is confirmed
+  // Bob may not follow Alice's confirmation run; Alice may.
+  {
+    auto ctx = As("bo");
+    v1::WatchRequest w;
+    w.set_job_id(rest.back().result().confirmation_job_id());
+    auto reader = c.stub->Watch(ctx.get(), w);
+    CHECK(ReadAll(reader.get(), &st).empty());
+    CHECK(st.error_code() == grpc::StatusCode::PERMISSION_DENIED);
+  }
+  CHECK(AwaitConfirmation(c, rest.back().result(), "al").result().status() == v1::OK);
+  CHECK(EngineRuns(c) == 2);  // one evaluation for both, and Alice's confirmation run
 
   // Alice cancels a run Bob shares: Bob's job goes on, on its own.
   auto alice2_ctx = As("al");
@@ -1006,6 +1082,7 @@ TEST_CASE(
   REQUIRE(st.ok());
   REQUIRE(ev.back().result().status() == v1::OK);
   const std::string id = ev.front().job_id();
+  AwaitConfirmation(c, ev.back().result(), "al");
   v1::GetJobRequest g;
   g.set_job_id(id);
   v1::Job job;
@@ -1024,7 +1101,7 @@ TEST_CASE(
   CHECK(admin->VoidWorker(As("al").get(), vr, &va).error_code() ==
         grpc::StatusCode::PERMISSION_DENIED);
   REQUIRE(admin->VoidWorker(As("root").get(), vr, &va).ok());
-  CHECK(va.voided() == 2);
+  CHECK(va.voided() == 3);  // the result, its confirmation run and the copy
   REQUIRE(c.stub->Get(As("al").get(), g, &job).ok());
   CHECK(job.result().status() == v1::VOIDED);
   CHECK(job.result().voided_status() == v1::OK);
@@ -1036,8 +1113,8 @@ TEST_CASE(
   REQUIRE(st.ok());
   CHECK(again.back().result().status() == v1::OK);
   CHECK_FALSE(again.back().result().cached());
-  std::string runs = Slurp(c.dir + "/engine_runs.log");
-  CHECK(std::count(runs.begin(), runs.end(), '\n') == 2);
+  AwaitConfirmation(c, again.back().result(), "al");
+  CHECK(EngineRuns(c) == 4);  // each run with its confirmation run
   // And the CLI says it.
   SubprocessOptions o;
   o.argv = {PKB_CLI_BIN,   "--coordinator", absl::StrCat("127.0.0.1:", c.port),
@@ -1048,7 +1125,7 @@ TEST_CASE(
   auto cli = RunSubprocess(o);
   REQUIRE(cli.ok());
   CHECK(cli->exit_code == 0);
-  CHECK(cli->out.find("voided 1 results of worker w1/a") != std::string::npos);
+  CHECK(cli->out.find("voided 2 results of worker w1/a") != std::string::npos);
 }
 
 TEST_CASE(
@@ -1151,6 +1228,219 @@ TEST_CASE("pkb submit follows a job that takes a minute, across a coordinator re
   CHECK(r->elapsed > absl::Seconds(50));
   CHECK(r->out.find("verdict: OK") != std::string::npos);
   CHECK(r->err.find("reattaching to") != std::string::npos);
+}
+
+// Waits until the coordinator's log says `what` (a worker connected), at most 30 s.
+void AwaitLog(Cluster& c, const std::string& what) {
+  for (int i = 0; i < 1500 && Slurp(c.dir + "/coordinator.log").find(what) == std::string::npos;
+       ++i)
+    absl::SleepFor(absl::Milliseconds(20));
+  REQUIRE(Slurp(c.dir + "/coordinator.log").find(what) != std::string::npos);
+}
+
+// A ranked result is timed again on the other worker, pending on the board meanwhile, through a
+// kill -9 of the coordinator, then ranked with the lower figure; the CLI shows both states.
+void ConfirmationEndToEnd(Cluster& c) {
+  std::string tokens = c.WriteSource("tokens",
+                                     "al agent alice\nbo agent bob\nres researcher rita\n"
+                                     "wk1 worker w1 gpu_class=cpu max_world_size=8\n"
+                                     "wk2 worker w2 gpu_class=cpu max_world_size=8\n");
+  std::string secret = c.WriteSource("secret", "424242\n");
+  const std::vector<std::string> flags = {"--tokens", tokens, "--secret-seed-file", secret};
+  c.lease_timeout = "10";  // the workers come back from the coordinator's restart in time
+  c.StartCoordinator(PKB_FAKE_ENGINE, flags);
+  // w1 first (it takes the submission), then w2: slower stages, and it times half the speedup.
+  c.StartWorker("w1", {{"FAKE_PKB_EVAL_DELAY", "0.01"}},
+                {"--token-file", c.WriteSource("wk1", "wk1\n")});
+  AwaitLog(c, "worker w1 connected");
+  c.StartWorker("w2", {{"FAKE_PKB_EVAL_DELAY", "0.6"}, {"FAKE_SPEEDUP_FACTOR", "0.5"}},
+                {"--token-file", c.WriteSource("wk2", "wk2\n")});
+  AwaitLog(c, "worker w2 connected");
+
+  v1::SubmitRequest r = c.Request("FAKE_OK FAKE_SPEEDUP=2.0");
+  r.set_ranked(true);
+  r.set_model("m1");
+  grpc::Status st;
+  std::vector<v1::EvalEvent> events = SubmitAs(c, "al", r, &st);
+  REQUIRE(st.ok());
+  const v1::EvalEvent done = events.back();
+  REQUIRE(done.result().status() == v1::OK);
+  CHECK(done.result().speedup() == 2.0);
+  const std::string original = done.job_id();
+  const std::string cid = done.result().confirmation_job_id();
+  REQUIRE(!cid.empty());
+  CHECK(done.message().find("confirmation run " + cid + " queued") != std::string::npos);
+
+  // Meanwhile it is pending: shown apart, not ranked.
+  auto lb = v1::Leaderboard::NewStub(c.channel);
+  v1::LeaderboardQuery q;
+  q.mutable_filter()->set_problem_id(1);
+  v1::LeaderboardAnswer board;
+  REQUIRE(lb->Query(As("res").get(), q, &board).ok());
+  REQUIRE(board.boards_size() == 1);
+  CHECK(board.boards(0).entries_size() == 0);
+  REQUIRE(board.boards(0).pending_size() == 1);
+  CHECK(board.boards(0).pending(0).job_id() == original);
+  CHECK(board.boards(0).pending(0).confirmation().state() == v1::CONFIRMATION_PENDING);
+  CHECK(board.pending_results() == 1);
+  auto cli = [&](std::vector<std::string> args) {
+    SubprocessOptions o;
+    o.argv = {PKB_CLI_BIN, "--coordinator", absl::StrCat("127.0.0.1:", c.port)};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.timeout = absl::Seconds(60);
+    return RunSubprocess(o).value();
+  };
+  auto text = cli({"--token", "res", "leaderboard", "-p", "1"});
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("pending: awaiting its confirmation run (job " + cid) != std::string::npos);
+  // The submitter sees the confirmation job; another agent does not.
+  v1::GetJobRequest g;
+  g.set_job_id(cid);
+  v1::Job conf;
+  CHECK(c.stub->Get(As("bo").get(), g, &conf).error_code() == grpc::StatusCode::PERMISSION_DENIED);
+  REQUIRE(c.stub->Get(As("al").get(), g, &conf).ok());
+  CHECK(conf.confirms_job_id() == original);
+
+  // The coordinator dies while the confirmation runs; the restarted one finishes it.
+  c.coordinator->Kill(SIGKILL);
+  c.StartCoordinator(PKB_FAKE_ENGINE, flags);
+  v1::EvalResult first = done.result();
+  v1::EvalEvent confirmed = AwaitConfirmation(c, first, "al");
+  REQUIRE(confirmed.result().status() == v1::OK);
+  CHECK(confirmed.result().speedup() == 1.0);  // w2 times half
+  CHECK(confirmed.result().confirms_job_id() == original);
+  REQUIRE(c.stub->Get(As("al").get(), g, &conf).ok());
+  CHECK(conf.reported_by_worker() == "w2");  // not the worker that ran the original
+  lb = v1::Leaderboard::NewStub(c.channel);
+  REQUIRE(lb->Query(As("res").get(), q, &board).ok());
+  REQUIRE(board.boards_size() == 1);
+  REQUIRE(board.boards(0).entries_size() == 1);
+  const v1::LeaderboardEntry& e = board.boards(0).entries(0);
+  CHECK(e.job_id() == original);
+  CHECK(e.speedup() == 1.0);             // the lower of the two
+  CHECK(e.candidate_median_us() == 15);  // the confirmation run's
+  CHECK(e.confirmation().state() == v1::CONFIRMED);
+  CHECK(e.confirmation().first_speedup() == 2.0);
+  CHECK(e.confirmation().confirmation_speedup() == 1.0);
+  CHECK(board.boards(0).pending_size() == 0);
+  auto history = cli({"--token", "al", "history", original});
+  CHECK(history.out.find("confirmation: confirmed 1.000x (2.000x, then 1.000x in job " + cid) !=
+        std::string::npos);
+  CHECK(history.out.find("ranks on the leaderboard") != std::string::npos);
+  // Fresh secret inputs for the confirmation: two distinct offsets, neither the secret.
+  std::set<std::string> offsets;
+  for (absl::string_view line : absl::StrSplit(Slurp(c.dir + "/engine_runs.log"), '\n')) {
+    size_t at = line.find("offset=");
+    if (at != absl::string_view::npos)
+      offsets.insert(std::string(line.substr(at + 7, line.find(' ', at) - at - 7)));
+  }
+  CHECK(offsets.size() == 2);
+  CHECK(offsets.count("0") == 0);
+  CHECK(offsets.count("424242") == 0);
+
+  // The CLI follows the confirmation run when asked, and says which figure the boards use.
+  auto submitted =
+      cli({"--token", "bo", "submit", c.WriteSource("b.cu", "FAKE_OK FAKE_SPEEDUP=1.2"), "-p", "1",
+           "-w", "2", "--wait-confirmation"});
+  CHECK(submitted.exit_code == 0);
+  CHECK(submitted.out.find("following confirmation run") != std::string::npos);
+  CHECK(submitted.out.find("the boards use 0.600x") != std::string::npos);
+}
+
+TEST_CASE("confirmation runs: pending then across a restart then ranked with the lower figure",
+          "[service][confirm]") {
+  Cluster c;
+  ConfirmationEndToEnd(c);
+}
+
+TEST_CASE("postgresql store: confirmation runs pending then across a restart then ranked",
+          "[service][postgresql][confirm]") {
+  if (std::string why = PostgresSkipReason(); !why.empty()) {
+    WARN(why);
+    return;
+  }
+  absl::StatusOr<std::unique_ptr<TestDatabase>> db = TestDatabase::Create();
+  REQUIRE(db.ok());
+  Cluster c;
+  c.store = (*db)->uri();
+  ConfirmationEndToEnd(c);
+  CHECK(*(*db)->QueryInt("SELECT count(*) FROM jobs WHERE confirms <> ''") == 2);
+}
+
+TEST_CASE("check answers the source policy without a job and practice runs never rank",
+          "[service][practice]") {
+  Cluster c;
+  std::string tokens = c.WriteSource("tokens",
+                                     "al agent alice\nres researcher rita\n"
+                                     "wk worker w1 gpu_class=cpu max_world_size=8\n");
+  c.StartCoordinator(PKB_FAKE_ENGINE, {"--tokens", tokens});
+  c.StartWorker("w1", {{"FAKE_PKB_EVAL_DELAY", "0.01"}},
+                {"--token-file", c.WriteSource("wk", "wk\n")});
+  // Check: the policy, answered by the coordinator; no job, no engine run.
+  v1::CheckRequest cr;
+  cr.set_problem_id(1);
+  cr.set_world_size(2);
+  cr.set_source("FAKE_OK\n#include <cstdlib>\nint f() { return getenv(\"HOME\") != 0; }\n");
+  v1::CheckAnswer answer;
+  REQUIRE(c.stub->Check(As("al").get(), cr, &answer).ok());
+  CHECK(answer.verdict() == v1::POLICY);
+  REQUIRE(answer.policy_findings_size() >= 1);
+  CHECK(answer.policy_findings(0).file() == "candidate.cu");
+  CHECK(answer.policy_findings(0).line() == 3);
+  CHECK(answer.policy_findings(0).message().find("[environment]") != std::string::npos);
+  cr.set_source("FAKE_OK __global__ void k(float* x) { x[0] = 1; }\n");
+  REQUIRE(c.stub->Check(As("al").get(), cr, &answer).ok());
+  CHECK(answer.verdict() == v1::POLICY_OK);
+  CHECK(answer.policy_findings_size() == 0);
+  cr.set_world_size(3);  // checked as Submit checks it
+  CHECK(c.stub->Check(As("al").get(), cr, &answer).error_code() ==
+        grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(c.stub->Check(As("").get(), cr, &answer).error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(EngineRuns(c) == 0);
+  auto cli = [&](std::vector<std::string> args) {
+    SubprocessOptions o;
+    o.argv = {PKB_CLI_BIN, "--coordinator", absl::StrCat("127.0.0.1:", c.port), "--token", "al"};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.timeout = absl::Seconds(60);
+    return RunSubprocess(o).value();
+  };
+  auto bad = cli({"check", c.WriteSource("env.cu", "int f() { return getenv(\"X\") != 0; }\n"),
+                  "-p", "1", "-w", "2"});
+  CHECK(bad.exit_code == 14);
+  CHECK(bad.out.rfind("POLICY: breaks 1 rule(s)", 0) == 0);
+  CHECK(bad.out.find("  POLICY candidate.cu:1: [environment]") != std::string::npos);
+  CHECK(cli({"check", c.WriteSource("ok.cu", "__global__ void k() {}\n"), "-p", "1", "-w", "2"})
+            .exit_code == 0);
+
+  // Practice: a REJECTED practice run does not disqualify its source; an OK one never ranks and
+  // gets no confirmation run.
+  const std::string rejected = c.WriteSource("rej.cu", "FAKE_REJECT practice");
+  auto p1 = cli({"submit", rejected, "-p", "1", "-w", "2", "--practice"});
+  CHECK(p1.exit_code == 14);
+  auto p2 = cli({"--json", "submit", c.WriteSource("fast.cu", "FAKE_OK FAKE_SPEEDUP=9"), "-p", "1",
+                 "-w", "2", "--practice"});
+  CHECK(p2.exit_code == 0);
+  CHECK(p2.out.find("confirmationJobId") == std::string::npos);
+  auto lb = v1::Leaderboard::NewStub(c.channel);
+  v1::LeaderboardAnswer board;
+  REQUIRE(lb->Query(As("res").get(), v1::LeaderboardQuery(), &board).ok());
+  CHECK(board.boards_size() == 0);
+  CHECK(board.disqualified_results() == 0);
+  CHECK(board.pending_results() == 0);
+  v1::ListSubmissionsAnswer mine;
+  REQUIRE(lb->ListSubmissions(As("al").get(), v1::ListSubmissionsRequest(), &mine).ok());
+  REQUIRE(mine.submissions_size() == 2);  // no confirmation run among them
+  for (const auto& s : mine.submissions()) CHECK(s.practice());
+  v1::GetSubmissionRequest gs;
+  gs.set_job_id(mine.submissions(0).job_id());
+  v1::Submission sub;
+  REQUIRE(lb->GetSubmission(As("al").get(), gs, &sub).ok());
+  CHECK(!sub.ranks());
+  CHECK(sub.not_ranked_reason().find("a practice submission") == 0);
+  // Practice with the secret seed is refused, naming the field.
+  auto both = cli({"submit", rejected, "-p", "1", "-w", "2", "--practice", "--ranked"});
+  CHECK(both.exit_code == 5);
+  CHECK(both.err.find("practice") != std::string::npos);
 }
 
 }  // namespace

@@ -61,12 +61,14 @@ class Service:
         """(job id, every event as the submitter's own stream shows it)."""
         path = self.tmp / f"cand{len(list(self.tmp.glob('cand*')))}.cu"
         path.write_text(source)
+        # An OK result ranks once its confirmation run is done: the CLI follows that run too.
         out = subprocess.run([self.cli, "--coordinator", self.grpc, "--json", "submit", str(path),
-                              "-p", str(problem), "-w", "2", *args],
+                              "-p", str(problem), "-w", "2", "--wait-confirmation", *args],
                              capture_output=True, text=True, timeout=60)
         events = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
         assert events and events[-1]["stage"] == "DONE", out.stdout + out.stderr
-        return events[-1]["jobId"], events
+        job = events[0]["jobId"]
+        return job, [e for e in events if e["jobId"] == job]
 
     def get(self, path):
         with urllib.request.urlopen(self.http + path, timeout=10) as r:
@@ -230,6 +232,7 @@ def test_problem_board_sorts_and_filters(world):
     chrome.goto(svc.http + "/#/problem/1")
     assert chrome.rows("board-0", 1) == ["alice", "bob", "carol"]   # best first
     assert chrome.rows("board-0", 4) == ["2.400×", "1.300×", "0.700×"]
+    assert chrome.rows("board-0", 5)[0] == "confirmed (2.400×, then 2.400×)"
     chrome.click("#board-0 th[data-key='speedup']")                 # same column: ascending
     assert chrome.rows("board-0", 1) == ["carol", "bob", "alice"]
     chrome.click("#board-0 th[data-key='submitter']")
@@ -255,6 +258,8 @@ def test_submission_page_shows_verdict_timings_and_events(world):
     chrome.goto(svc.http + f"/#/job/{jobs['alice']}")
     assert chrome.js("document.getElementById('verdict').textContent") == "OK"
     assert "Ranks on the leaderboard" in chrome.js("document.getElementById('ranks').textContent")
+    confirmation = chrome.js("document.getElementById('confirmation').textContent")
+    assert confirmation.startswith("Confirmation: confirmed (2.400×, then 2.400×)"), confirmation
     assert chrome.rows("timings", 0) == ["candidate", "baseline"]
     assert chrome.rows("timings", 1) == ["6.25", "15.00"]
     stages = chrome.rows("events", 2)

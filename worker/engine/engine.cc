@@ -307,11 +307,10 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EvalEventCallback
   std::string library_path;
   if (!o.baseline_only) {
     // The policy on what a candidate may call, before anything of it is compiled.
+    // Its findings are the policy's, not the compiler's: nothing was compiled.
     std::vector<v1::Diagnostic> findings = CheckSource(o.source, o.source_name);
     if (!findings.empty()) {
-      v1::CompileReport* report = r.mutable_compile();
-      report->set_ok(false);
-      for (auto& d : findings) *report->add_diagnostics() = d;
+      for (auto& d : findings) *r.add_policy_findings() = d;
       return finish(v1::REJECTED,
                     absl::StrCat("the source breaks ", findings.size(),
                                  " rule(s) of the candidate policy (docs/security.md); first, at "
@@ -567,6 +566,13 @@ std::string FormatReport(const v1::EvalResult& r) {
                                   r.problem_slug(), r.world_size(), r.dtype(), r.m(), r.n(),
                                   r.gpu().empty() ? "-" : r.gpu());
   absl::StrAppendFormat(&s, "verdict: %s — %s\n", v1::Status_Name(r.status()), r.message());
+  if (r.policy_findings_size() > 0) {
+    absl::StrAppendFormat(&s, "policy: %d finding(s), not compiled (docs/security.md)\n",
+                          r.policy_findings_size());
+    for (const auto& d : r.policy_findings()) {
+      absl::StrAppendFormat(&s, "  %s:%d: %s\n", d.file(), d.line(), d.message());
+    }
+  }
   if (r.has_compile()) {
     absl::StrAppendFormat(&s, "compile: %s in %.2f s%s\n", r.compile().ok() ? "ok" : "FAILED",
                           r.compile().seconds(), r.compile().cache_hit() ? " (cache hit)" : "");

@@ -223,6 +223,8 @@ def feedback_from(result: result_pb2.EvalResult) -> str:
     """The verdict as the model should read it: diagnostics, the first bad outputs, the timings
     on the judge's clock with the per-rank medians, and the roofline floor."""
     lines = [f"verdict {status_name(result.status)}: {result.message}"]
+    for d in result.policy_findings[:20]:  # the source policy (docs/security.md), not the compiler
+        lines.append(f"POLICY {d.file}:{d.line}: {d.message}")
     for d in result.compile.diagnostics[:20]:
         lines.append(f"{d.file}:{d.line}:{d.column}: {d.severity}: {d.message}")
     for rt in [t for t in result.rank_trials if not t.ok][:4]:
@@ -232,7 +234,10 @@ def feedback_from(result: result_pb2.EvalResult) -> str:
                          f"bad {o.bad_count}/{o.numel} first at {o.first_bad_index} "
                          f"(want {o.expected_at_first_bad:.6g}, got {o.actual_at_first_bad:.6g}) "
                          f"nan {o.nan_count} unwritten {o.unwritten_count}")
-    if result.status == OK:
+    if result.status == OK and result.functional:
+        lines.append("functional run: correct on every rank; no speedup (its ranks may share "
+                     "GPUs, so its timings are not comparable)")
+    elif result.status == OK:
         lines.append(f"candidate median {result.candidate.median_us:.2f} us, baseline "
                      f"{result.baseline.median_us:.2f} us, speedup {result.speedup:.3f}x")
         lines.append(_timing_line("candidate", result.candidate))

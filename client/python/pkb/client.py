@@ -108,14 +108,17 @@ class Client:
                gpu_class: str = "", no_cache: bool = False, model: str = "", agent: str = "",
                tags: Sequence[str] = (), ranked: bool = False,
                submitter: str = "", language: str = "",
+               practice: bool = False,
                functional: bool = False) -> Iterator[result_pb2.EvalEvent]:
         """Submits a candidate and yields its events, QUEUED first, DONE (with .result) last.
 
         ``problem`` is an id or a slug; ``source`` is text (sent as UTF-8) or UTF-8 bytes.
         ``language`` is "cuda" (the default) or "cpp", a host-only C++ candidate for GPU-less
-        workers (gpu_class "cpu"). ``functional`` asks for correctness only: the W ranks may share
-        a node's GPUs (so a W = 8 kernel can be tried where GPUs are few), the candidate gets no
-        NCCL communicator, and the result has no speedup and never ranks. A stream that breaks mid-job, or ends before DONE, is
+        workers (gpu_class "cpu"). ``practice`` runs never rank and never disqualify the source
+        (a REJECTED practice run does not count against it). ``functional`` asks for correctness
+        only: the W ranks may share a node's GPUs (so a W = 8 kernel can be tried where GPUs are
+        few), the candidate gets no NCCL communicator, and the result has no speedup and never
+        ranks. A stream that breaks mid-job, or ends before DONE, is
         reattached with Watch from the last event seen, so every event is yielded once, however
         long the job takes.
         """
@@ -127,13 +130,25 @@ class Client:
             problem_id=problem, world_size=world_size, source=source, dtype=dtype, m=m, n=n,
             trials=trials, warmup=warmup, iters=iters, gpu_class=gpu_class, no_cache=no_cache,
             submitter=submitter, model=model, agent=agent, tags=list(tags), ranked=ranked,
-            language=language, functional=functional)
+            language=language, practice=practice, functional=functional)
         yield from self._follow(request=request)
 
     def evaluate(self, *args, **kwargs) -> result_pb2.EvalEvent:
         """``submit`` to the end; returns the DONE event (its .result is the verdict)."""
         last = None
         for last in self.submit(*args, **kwargs):
+            pass
+        return last
+
+    def confirmation(self, done: result_pb2.EvalEvent) -> Optional[result_pb2.EvalEvent]:
+        """Follows the confirmation run of a DONE event's result (the service times every result
+        that could rank a second time; boards use the lower speedup) to its DONE event, or
+        returns None when the result has none (not OK, a copy, or itself a confirmation)."""
+        job_id = done.result.confirmation_job_id
+        if not job_id:
+            return None
+        last = None
+        for last in self.watch(job_id):
             pass
         return last
 

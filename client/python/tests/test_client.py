@@ -103,8 +103,13 @@ def test_leaderboard_suite_history_and_roles(cluster_factory):
                         worker_token="wk")
     with pkb.Client(c.target, token="ag") as agent, pkb.Client(c.target, token="res") as res:
         ok = agent.evaluate(1, "FAKE_OK FAKE_SPEEDUP=2.0", 2, model="m1", tags=["t1"])
+        # It ranks once the service has timed it again: follow that run.
+        confirmed = agent.confirmation(ok)
+        assert confirmed.result.status == result_pb2.OK
+        assert confirmed.result.confirms_job_id == ok.job_id
         bad = agent.evaluate(2, "FAKE_COMPILE_ERROR", 2, model="m1", tags=["t1"])
         assert bad.result.status == result_pb2.COMPILE_ERROR
+        assert agent.confirmation(bad) is None
         board = res.leaderboard(problem=1, world_size=2)
         assert agent.leaderboard(problem=1, world_size=2) == board  # boards are public
         assert agent.suite(world_size=2) == res.suite(world_size=2)
@@ -119,9 +124,10 @@ def test_leaderboard_suite_history_and_roles(cluster_factory):
         assert score.geomean_speedup == pytest.approx(2.0)
         sub = agent.submission(ok.job_id, include_source=True)
         assert sub.ranks and sub.job.request.source == b"FAKE_OK FAKE_SPEEDUP=2.0"
+        assert pkb.to_dict(sub.confirmation)["state"] == "CONFIRMED"
         assert sub.events[-1].stage == pkb.DONE
         mine = agent.submissions(tag="t1")
-        assert [s.job_id for s in mine] == [bad.job_id, ok.job_id]
+        assert [s.job_id for s in mine] == [bad.job_id, confirmed.job_id, ok.job_id]
         assert pkb.to_dict(mine[0])["status"] == "COMPILE_ERROR"
 
 
