@@ -52,9 +52,10 @@ bool Scheduler::AnotherConnectedCanRun(const v1::Job& job, const std::string& wo
   // It is connected and counted among them: another one means two that can.
   const auto& r = job.request();
   int capable = 0;
-  auto count = [&](const std::multiset<int32_t>& max_ws) {
-    for (auto it = max_ws.lower_bound(r.world_size()); it != max_ws.end() && capable < 2; ++it)
-      ++capable;
+  auto count = [&](const std::multiset<std::pair<int32_t, int32_t>>& limits) {
+    for (const auto& l : limits) {
+      if ((r.functional() ? l.second : l.first) >= r.world_size() && ++capable >= 2) return;
+    }
   };
   if (r.gpu_class() != "any") {
     auto it = connected_.find({job.harness_version(), r.gpu_class()});

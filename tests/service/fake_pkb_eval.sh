@@ -48,6 +48,7 @@ while [[ $# -gt 0 ]]; do
     --world-size) world="$2"; shift 2 ;;
     --source) source="$2"; shift 2 ;;
     --events) events=1; shift ;;
+    --functional) shift ;;  # flags without a value
     --set-offset) offset="$2"; shift 2 ;;
     --dtype) dtype="$2"; shift 2 ;;
     --*) shift 2 ;;
