@@ -59,8 +59,8 @@ __device__ __forceinline__ void wait_signal(uint32_t* own_pad, int channel, int 
   }
 }
 
-// Barrier across all ranks for the calling block. Memory written before it by this block (and
-// published with a system fence) is visible to peers after it.
+// Barrier across all ranks for the calling block (blockDim.x >= world). Memory written before
+// it by the matching blocks of every rank is visible to this block after it.
 __device__ __forceinline__ void barrier_block(uint32_t* const* signal_pads, int rank, int world,
                                               int channel) {
   __threadfence_system();  // publish this thread's writes before the block signals
@@ -68,6 +68,7 @@ __device__ __forceinline__ void barrier_block(uint32_t* const* signal_pads, int 
   if (threadIdx.x < world) {
     put_signal(signal_pads[threadIdx.x], channel, rank, threadIdx.x);
     wait_signal(signal_pads[rank], channel, threadIdx.x, rank);
+    __threadfence_system();  // order the reads after the barrier behind the peers' signals
   }
   __syncthreads();
 }
