@@ -336,6 +336,8 @@ int Main(int argc, char** argv) {
   double m_new = MetricSum(text, "pkb_jobs_submitted_total", "outcome=\"new\"");
   double m_joined = MetricSum(text, "pkb_jobs_submitted_total", "outcome=\"joined\"");
   double m_cached = MetricSum(text, "pkb_jobs_submitted_total", "outcome=\"cached\"");
+  // Jobs the coordinator created itself: one confirmation run per result that could rank.
+  double m_confirm = MetricSum(text, "pkb_jobs_submitted_total", "outcome=\"confirmation\"");
   double m_finished = MetricSum(text, "pkb_jobs_finished_total");
   double m_queue = MetricSum(text, "pkb_queue_depth"),
          m_running = MetricSum(text, "pkb_jobs_running");
@@ -348,9 +350,11 @@ int Main(int argc, char** argv) {
       tally.refused.load(), tally.done.load(), lost, tally.unexpected.load(),
       tally.in_flight.load());
   std::cout << absl::StrFormat(
-      "coordinator /metrics: submitted new %.0f + joined %.0f + cached %.0f = %.0f; finished %.0f "
-      "(expected new + cached = %.0f); queue depth %.0f, running %.0f, leases lost %.0f\n",
-      m_new, m_joined, m_cached, m_new + m_joined + m_cached, m_finished, m_new + m_cached, m_queue,
+      "coordinator /metrics: submitted new %.0f + joined %.0f + cached %.0f = %.0f, and %.0f "
+      "confirmation runs; finished %.0f (expected new + cached + confirmations = %.0f); queue "
+      "depth %.0f, running %.0f, leases lost %.0f\n",
+      m_new, m_joined, m_cached, m_new + m_joined + m_cached, m_confirm, m_finished,
+      m_new + m_cached + m_confirm, m_queue,
       m_running, m_lost);
 
   bool ok = true;
@@ -363,7 +367,7 @@ int Main(int argc, char** argv) {
         "client: every accepted submission reached DONE with a verdict");
   check(m_new + m_joined + m_cached == tally.accepted,
         "coordinator counted every accepted submission");
-  check(m_finished == m_new + m_cached && m_queue == 0 && m_running == 0,
+  check(m_finished == m_new + m_cached + m_confirm && m_queue == 0 && m_running == 0,
         "coordinator finished every job it created (none queued or running)");
   if (max_rss_growth_mib > 0)
     check(growth_mib <= max_rss_growth_mib,

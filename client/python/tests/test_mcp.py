@@ -130,7 +130,7 @@ def test_a_whole_agent_session_over_stdio(cluster):
             done = await _call(c, "get_result", job_id=later["job_id"], wait=True)
             assert (done["status"], done["speedup"]) == ("OK", 1.25)
 
-            board = await _call(c, "leaderboard", problem="1_allreduce", world_size=2)
+            board = await _ranked_board(c, problem="1_allreduce", world_size=2)
             entries = board["boards"][0]["entries"]
             assert [(e["speedup"], e["model"]) for e in entries] == [(2.0, "m1")]
             spec = await _call(c, "get_problem", problem=1, world_size=2)
@@ -143,6 +143,17 @@ def test_a_whole_agent_session_over_stdio(cluster):
                                                       source="FAKE_OK")
             assert "by must be" in await _error(c, "leaderboard", by="team")
     anyio.run(session)
+
+
+async def _ranked_board(client, **query):
+    """The leaderboard tool's answer once its first board has a ranked entry: a result ranks once
+    its confirmation run (the service times it again) is done, a moment with the test engine."""
+    for _ in range(200):
+        board = await _call(client, "leaderboard", **query)
+        if board["boards"] and board["boards"][0].get("entries"):
+            return board
+        await anyio.sleep(0.05)
+    return board
 
 
 def test_streamable_http_with_an_agent_token(cluster_factory, tmp_path):
@@ -173,7 +184,8 @@ def test_streamable_http_with_an_agent_token(cluster_factory, tmp_path):
                 ok = await _call(mc, "submit", progress, problem=1, world_size=2,
                                  source="FAKE_OK FAKE_SPEEDUP=3.0", model="m-http")
                 assert ok["status"] == "OK" and seen[-1] == "DONE: OK"
-                board = await _call(mc, "leaderboard", problem=1)  # an agent token reads boards
+                # An agent token reads boards.
+                board = await _ranked_board(mc, problem=1)
                 entry = board["boards"][0]["entries"][0]
                 assert (entry["submitter"], entry["model"], entry["speedup"]) == \
                     ("alice", "m-http", 3.0)
@@ -184,7 +196,8 @@ def test_streamable_http_with_an_agent_token(cluster_factory, tmp_path):
         log.close()
     # The job was the token's: submitted as alice whatever the request said.
     with pkb.Client(c.target, token="ag") as sdk:
-        (mine,) = sdk.submissions()
+        # Its confirmation run (the service's own re-timing) is listed too, as alice's.
+        (mine,) = [s for s in sdk.submissions() if not s.confirms_job_id]
         assert mine.submitter == "alice" and mine.agent == "pkb-mcp"
 
 
