@@ -205,6 +205,19 @@ class Client:
     def cancel(self, job_id: str) -> evaluation_pb2.Job:
         return self._unary(self._eval.Cancel, evaluation_pb2.CancelRequest(job_id=job_id))
 
+    def check(self, problem: Union[int, str], source: Union[str, bytes], world_size: int, *,
+              dtype: str = "", language: str = "") -> evaluation_pb2.CheckAnswer:
+        """The service's source policy (docs/security.md) on ``source``, answered by the
+        coordinator in milliseconds: no job, no queue, no GPU, and nothing compiled. ``verdict``
+        is POLICY_OK, or POLICY with ``policy_findings`` (a submission would end REJECTED)."""
+        if isinstance(problem, str):
+            problem = self.problem(problem).id
+        if isinstance(source, str):
+            source = source.encode("utf-8")
+        return self._unary(self._eval.Check, evaluation_pb2.CheckRequest(
+            problem_id=problem, world_size=world_size, source=source, dtype=dtype,
+            language=language))
+
     def problems(self) -> list:
         """Every problem's spec (pkb.v1.ProblemSpec), by id."""
         return list(self._unary(self._eval.ListProblems,

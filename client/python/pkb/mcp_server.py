@@ -150,22 +150,19 @@ class PkbTools:
 
     def check_candidate(self, problem: ProblemRef, source: str, world_size: int,
                         language: str = "cuda") -> dict:
-        # The coordinator's API (pkb.v1) has no policy-and-compile check without a GPU queue yet.
-        # When the SDK's Client gains check(), this tool answers with it unchanged.
-        check = getattr(self.client, "check", None)
-        if check is not None:
-            return to_plain(check(_problem(problem), source, world_size, language=language))
-        return {
-            "checked": False,
-            "service_check": "unavailable",
-            "reason": ("this coordinator has no check RPC (static policy and compile without a "
-                       "GPU); nothing was compiled. submit compiles first and answers "
-                       "COMPILE_ERROR within seconds, but a source that breaks the policy ends "
-                       "REJECTED and is then disqualified on this problem."),
+        # The service's source policy (Evaluation.Check): no job, no GPU, nothing compiled.
+        answer = to_plain(self.client.check(_problem(problem), source, world_size,
+                                            language=language))
+        answer.update({
+            "checked": True,
+            "compiled": False,
+            "note": ("the service's source policy only; nothing was compiled. A practice "
+                     "submission compiles and runs it without ranking or disqualifying it."),
             "local_findings": local_findings(source, language),
             "local_note": ("local_findings are textual checks of the candidate contract made "
                            "here, not the service's source policy (docs/security.md)"),
-        }
+        })
+        return answer
 
     def submit(self, problem: ProblemRef, source: str, world_size: int, *, wait: bool = True,
                on_event: Optional[Callable[[Any], None]] = None, **options) -> dict:

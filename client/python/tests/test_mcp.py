@@ -83,8 +83,13 @@ def test_a_whole_agent_session_over_stdio(cluster):
 
             check = await _call(c, "check_candidate", problem=1, source="int main() {}",
                                 world_size=2)
-            assert check["checked"] is False and "no check RPC" in check["reason"]
+            assert (check["checked"], check["compiled"], check["verdict"]) == \
+                (True, False, "POLICY_OK")
             assert any("pkb_run" in f for f in check["local_findings"])
+            policy = await _call(c, "check_candidate", problem=1, world_size=2,
+                                 source='int f() { return getenv("SEED") != 0; }')
+            assert policy["verdict"] == "POLICY"
+            assert any("environment" in str(f) for f in policy["policy_findings"])
             good = await _call(c, "check_candidate", problem=1, world_size=2,
                                source=full["example"]["source"])
             assert good["local_findings"] == []
