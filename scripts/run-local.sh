@@ -48,9 +48,17 @@ fi
 work="$(mktemp -d /tmp/pkb-local.XXXXXX)"
 chmod 711 "$work"  # the engine's sandbox uid passes through to the job folders
 pids=()
+# Stops the worker first, while the coordinator still takes its last report (it may be running a
+# confirmation run the coordinator queued; a TERM makes it finish that job and leave), then the
+# coordinator. Each gets 30 s before it is killed.
+stop() {
+  kill -TERM "$1" 2>/dev/null || return 0
+  for _ in $(seq 300); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
 cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for (( i=${#pids[@]}-1; i>=0; i-- )); do stop "${pids[$i]}"; done
   if [[ $keep == 0 ]]; then rm -rf "$work"; else echo "logs and database kept in $work"; fi
 }
 trap cleanup EXIT

@@ -29,7 +29,7 @@ bash scripts/sandbox-paths.sh
   git log -1 --format='tree at commit %H' 2>/dev/null || true
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   nvcc --version | tail -1
-  echo "gpus seen by pkb-rank: $($BIN/pkb-rank --probe --problem=1 --report=/dev/null)"
+  echo "gpus seen by pkb-rank: $($BIN/pkb-rank probe)"
   if command -v mpirun >/dev/null; then
     echo "mpirun: $(command -v mpirun) ($(mpirun --version 2>&1 | head -1))"
   else

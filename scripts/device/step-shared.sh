@@ -33,10 +33,10 @@ if [ -z "$mpirun_path" ] || [ ! -x "$BIN/problem_cpu_check" ]; then
   say "FAIL no mpirun on PATH or no $BIN/problem_cpu_check: build with scripts/device/build-on-device.sh (it puts OpenMPI in .carry/openmpi) and run through gpu-run.sh (it sources .carry/openmpi/env.sh)"
   exit 1
 fi
-gpus=$("$BIN/pkb-rank" --probe --problem=1 --report=/dev/null 2>/dev/null || echo 0)
+gpus=$("$BIN/pkb-rank" probe 2>/dev/null || echo 0)
 say "mpirun $mpirun_path (OPAL_PREFIX=${OPAL_PREFIX:-unset}); GPUs: $gpus; W: $WORLDS"
 if [ "${gpus:-0}" -lt 1 ]; then
-  say "SKIPPED: no GPU on this machine (pkb-rank --probe found none)"
+  say "SKIPPED: no GPU on this machine (pkb-rank probe found none)"
   exit 0
 fi
 

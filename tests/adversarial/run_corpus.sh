@@ -12,7 +12,7 @@ HERE=$SRC/tests/adversarial
 CORPUS=$HERE/corpus.tsv
 if [ "${3:-}" = --gpu ]; then
   CORPUS=$HERE/corpus_gpu.tsv
-  gpus=$("$(dirname "$EVAL")/pkb-rank" --probe --problem=1 --report=/dev/null 2>/dev/null || echo 0)
+  gpus=$("$(dirname "$EVAL")/pkb-rank" probe 2>/dev/null || echo 0)
   if [ "${gpus:-0}" -lt 1 ]; then echo "SKIPPED: no GPU on this machine"; exit 77; fi
 fi
 if ! bwrap --die-with-parent --unshare-all --ro-bind /usr /usr --symlink usr/lib64 /lib64 \

@@ -39,12 +39,18 @@ struct DtypeEntry {
   at::ScalarType aten;
 };
 constexpr DtypeEntry kDtypes[] = {
-    {PKB_BFLOAT16, at::kBFloat16},       {PKB_FLOAT16, at::kHalf},
-    {PKB_FLOAT32, at::kFloat},           {PKB_FLOAT64, at::kDouble},
-    {PKB_INT64, at::kLong},              {PKB_INT32, at::kInt},
-    {PKB_UINT8, at::kByte},              {PKB_INT8, at::kChar},
-    {PKB_BOOL, at::kBool},               {PKB_FLOAT8_E4M3, at::kFloat8_e4m3fn},
-    {PKB_FLOAT8_E5M2, at::kFloat8_e5m2}, {PKB_COMPLEX64, at::kComplexFloat},
+    {PKB_BFLOAT16, at::kBFloat16},
+    {PKB_FLOAT16, at::kHalf},
+    {PKB_FLOAT32, at::kFloat},
+    {PKB_FLOAT64, at::kDouble},
+    {PKB_INT64, at::kLong},
+    {PKB_INT32, at::kInt},
+    {PKB_UINT8, at::kByte},
+    {PKB_INT8, at::kChar},
+    {PKB_BOOL, at::kBool},
+    {PKB_FLOAT8_E4M3, at::kFloat8_e4m3fn},
+    {PKB_FLOAT8_E5M2, at::kFloat8_e5m2},
+    {PKB_COMPLEX64, at::kComplexFloat},
 };
 
 absl::StatusOr<pkb_tensor> ToPkbTensor(const at::Tensor& t) {

@@ -91,7 +91,7 @@ std::string DefaultCacheDir() {
 // The GPUs the rank processes would see; 0 when the probe fails (no driver, a CPU-only build).
 int GpuCount(const std::string& rank_binary) {
   SubprocessOptions o;
-  o.argv = {rank_binary, "--probe", "--problem=1", "--report=/dev/null"};
+  o.argv = {rank_binary, "probe"};
   o.timeout = absl::Seconds(60);
   auto r = RunSubprocess(o);
   if (!r.ok() || r->exit_code != 0 || r->signaled) return 0;

@@ -107,7 +107,7 @@ int Main(int argc, char** argv) {
   if (selftest) {
     std::string rank =
         (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "pkb-rank").string();
-    execl(rank.c_str(), rank.c_str(), "--selftest", "--problem=1", "--report=/dev/null",
+    execl(rank.c_str(), rank.c_str(), "selftest",
           static_cast<char*>(nullptr));
     std::fprintf(stderr, "pkb-eval: cannot run %s\n", rank.c_str());
     return 3;
