@@ -20,7 +20,7 @@
 #include "pkb/v1/admin.grpc.pb.h"
 #include "pkb/v1/evaluation.grpc.pb.h"
 #include "pkb/v1/leaderboard.grpc.pb.h"
-#include "server/leaderboard_export.h"
+#include "common/leaderboard_export.h"
 
 namespace pkb {
 namespace {

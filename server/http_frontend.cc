@@ -11,7 +11,7 @@
 #include "common/files.h"
 #include "common/status_macros.h"
 #include "server/leaderboard.h"
-#include "server/leaderboard_export.h"
+#include "common/leaderboard_export.h"
 #include "server/public_submission.h"
 #include "spdlog/spdlog.h"
 

@@ -1,4 +1,4 @@
-#include "server/leaderboard_export.h"
+#include "common/leaderboard_export.h"
 
 #include <catch2/catch.hpp>
 

@@ -6,7 +6,7 @@
 
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
-#include "server/leaderboard_export.h"
+#include "common/leaderboard_export.h"
 
 namespace pkb {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/leaderboard_export.h"
+#include "common/leaderboard_export.h"
 
 #include <google/protobuf/util/json_util.h>
 

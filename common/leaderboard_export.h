@@ -4,8 +4,8 @@
 // Times are UTC, ISO 8601 ("2026-12-03T07:40:00.123456Z"); speedups and times keep full precision.
 //
 //   std::string csv = LeaderboardCsv(answer);   // one row per entry, header first
-#ifndef PKB_SERVER_LEADERBOARD_EXPORT_H_
-#define PKB_SERVER_LEADERBOARD_EXPORT_H_
+#ifndef PKB_COMMON_LEADERBOARD_EXPORT_H_
+#define PKB_COMMON_LEADERBOARD_EXPORT_H_
 
 #include <string>
 
@@ -33,4 +33,4 @@ std::string IsoTime(int64_t unix_micros);  // "" for 0
 
 }  // namespace pkb
 
-#endif  // PKB_SERVER_LEADERBOARD_EXPORT_H_
+#endif  // PKB_COMMON_LEADERBOARD_EXPORT_H_
