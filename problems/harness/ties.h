@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "pkb/v1/result.pb.h"
+#include "pkb/v1/check.pb.h"
 #include "problems/harness/comm.h"
 #include "problems/harness/problem.h"
 
