@@ -14,13 +14,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "client/exit_codes.h"
 #include "common/files.h"
+#include "common/leaderboard_export.h"
 #include "pkb/v1/admin.grpc.pb.h"
 #include "pkb/v1/evaluation.grpc.pb.h"
 #include "pkb/v1/leaderboard.grpc.pb.h"
-#include "common/leaderboard_export.h"
+#include "worker/engine/profiler.h"
 
 namespace pkb {
 namespace {
@@ -205,6 +207,11 @@ void PrintResult(const v1::EvalResult& r) {
       std::printf("  algbw %.1f GB/s, busbw %.1f GB/s, %.1f%% of the NVLink roofline\n",
                   r.roofline().algbw_gbps(), r.roofline().busbw_gbps(),
                   r.roofline().percent_of_roofline());
+    }
+  }
+  if (r.status() == v1::OK) {
+    for (absl::string_view line : absl::StrSplit(ProfileText(r, 12), '\n', absl::SkipEmpty())) {
+      std::printf("  %.*s\n", static_cast<int>(line.size()), line.data());
     }
   }
   if (!r.confirmation_job_id().empty()) {

@@ -1,5 +1,6 @@
 #include "server/public_submission.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace pkb {
@@ -135,6 +136,29 @@ std::string PublicVerdictMessage(const v1::EvalResult& result) {
   return absl::StrCat(name, ": ", Explanation(status));
 }
 
+// A profile as anyone may see it. The candidate's side is its process's own account: its kernels
+// are numbered, not named (their names are the source's), its copies named from a fixed list, its
+// note dropped; times, launch shapes and bytes stay. The reference's is the judge's (the
+// problem's own kernels), its note dropped all the same.
+v1::RankProfile PublicProfile(const v1::RankProfile& in) {
+  static const absl::flat_hash_set<std::string> kCopyNames = {
+      "copy host to device", "copy device to host", "copy device to device",
+      "copy peer to peer",   "copy host to host",   "copy",
+      "memset"};
+  v1::RankProfile p = in;
+  int kernel = 0;
+  for (v1::ProfileRecord& rec : *p.mutable_candidate()->mutable_records()) {
+    if (rec.kind() == v1::ProfileRecord::KERNEL) {
+      rec.set_name(absl::StrCat("kernel ", ++kernel));
+    } else if (!kCopyNames.contains(rec.name())) {
+      rec.set_name(rec.kind() == v1::ProfileRecord::MEMSET ? "memset" : "copy");
+    }
+  }
+  p.mutable_candidate()->clear_note();
+  p.mutable_reference()->clear_note();
+  return p;
+}
+
 v1::EvalResult PublicResult(const v1::EvalResult& r) {
   v1::EvalResult p;
   p.set_status(r.status());
@@ -168,6 +192,7 @@ v1::EvalResult PublicResult(const v1::EvalResult& r) {
   p.set_confirmation_job_id(r.confirmation_job_id());
   p.set_confirms_job_id(r.confirms_job_id());
   if (r.has_roofline()) *p.mutable_roofline() = PublicRoofline(r.roofline());
+  for (const v1::RankProfile& rp : r.profiles()) *p.add_profiles() = PublicProfile(rp);
   p.set_cached(r.cached());
   p.set_total_seconds(r.total_seconds());
   for (const char* stage : kStageNames) {

@@ -99,6 +99,10 @@ TEST_CASE("the public view of a submission carries no text but its allow-list", 
   v1::Submission s;
   FillEverything(&s);
   s.mutable_job()->mutable_result()->set_status(v1::MISMATCH);
+  // The reference's kernels are the problem's, named by the judge: public.
+  for (auto& prof : *s.mutable_job()->mutable_result()->mutable_profiles()) {
+    for (auto& rec : *prof.mutable_reference()->mutable_records()) rec.set_name("ncclKernel");
+  }
   REQUIRE(ToJson(s).find(kMarker) != std::string::npos);
   const v1::Submission pub = PublicSubmission(s);
   const std::string json = ToJson(pub);
@@ -124,6 +128,12 @@ TEST_CASE("the public view of a submission carries no text but its allow-list", 
   CHECK(r.compile().log().empty());
   CHECK(r.compile().diagnostics().empty());
   CHECK(r.stage_seconds().empty());  // the only key was not a stage's name
+  // The candidate's kernels numbered, its copies' names from the fixed list, times kept.
+  REQUIRE(r.profiles_size() == 1);
+  CHECK(r.profiles(0).candidate().records(0).name() == "memset");  // the enum's last kind
+  CHECK(r.profiles(0).candidate().records(0).duration_us() == 7);
+  CHECK(r.profiles(0).reference().records(0).name() == "ncclKernel");
+  CHECK(r.profiles(0).candidate().note().empty());
   CHECK(pub.events(0).job_id() == "job_id");
   CHECK(pub.events(0).sequence() == 7);
 }
@@ -139,6 +149,19 @@ TEST_CASE("free text is replaced by fixed text from the verdict", "[public][http
   CHECK(PublicResult(r).message() == "OK: correct on every rank in every trial");
   CHECK(PublicResult(r).stage_seconds().size() == 1);
   CHECK(PublicResult(r).stage_seconds().at("verify") == 0.5);
+  v1::CallProfile* cand = r.add_profiles()->mutable_candidate();
+  cand->add_records()->set_name("leaky_name_kernel<4>");
+  cand->add_records()->set_name("leaky_name_kernel<8>");
+  v1::ProfileRecord* copy = cand->add_records();
+  copy->set_kind(v1::ProfileRecord::MEMCPY);
+  copy->set_name("copy peer to peer");
+  cand->mutable_records(0)->set_kind(v1::ProfileRecord::KERNEL);
+  cand->mutable_records(1)->set_kind(v1::ProfileRecord::KERNEL);
+  const v1::CallProfile pub = PublicResult(r).profiles(0).candidate();
+  CHECK(pub.records(0).name() == "kernel 1");
+  CHECK(pub.records(1).name() == "kernel 2");
+  CHECK(pub.records(2).name() == "copy peer to peer");
+  r.clear_profiles();
 
   r.set_status(v1::RUNTIME_ERROR);
   v1::RankTrial* passed = r.add_rank_trials();

@@ -290,6 +290,52 @@ async function problemView(id, params) {
 
 // ---- #/job/<id> : one submission -------------------------------------------------------------
 
+// Rank 0's profile pass: one call of the candidate above one of the reference, each record a bar
+// on one shared time axis, a row per stream (kernels blue, copies green, memsets amber).
+function profileChart(profile) {
+  const sides = [["candidate", profile.candidate || {}], ["reference", profile.reference || {}]];
+  const span = Math.max(1e-3, ...sides.map(([, c]) => c.spanUs || 0));
+  const W = 760, L = 90, R = 10, row = 14, gap = 18;
+  const x = us => L + (W - L - R) * us / span;
+  const color = {KERNEL: "#3056d3", MEMCPY: "#12805c", MEMSET: "#d97706"};
+  const lanes = sides.map(([name, c]) => {
+    const streams = [...new Set((c.records || []).map(r => r.stream || 0))];
+    return {name, c, streams, height: Math.max(1, streams.length) * row};
+  });
+  const H = lanes.reduce((h, l) => h + l.height + gap, 30);
+  const svg = el("svg", {viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "profile timeline"});
+  let top = 8;
+  for (const {name, c, streams, height} of lanes) {
+    svg.append(el("text", {x: 4, y: top + 11}, name),
+               el("line", {class: "grid", x1: L, x2: W - R, y1: top + height + 2, y2: top + height + 2}));
+    if (!(c.records || []).length) {
+      svg.append(el("text", {x: L + 4, y: top + 11}, c.note || "no activity recorded"));
+    }
+    for (const r of c.records || []) {
+      const y = top + streams.indexOf(r.stream || 0) * row;
+      const grid = r.grid ? ` grid ${r.grid.join("×")} block ${(r.block || []).join("×")}` : "";
+      svg.append(el("rect", {class: "bar", x: x(r.startUs || 0), y, height: row - 3,
+                             width: Math.max(1, x((r.startUs || 0) + (r.durationUs || 0)) - x(r.startUs || 0)),
+                             fill: color[r.kind] || "#667085"},
+                    el("title", {}, `${r.name}: ${fmt.us(r.durationUs)} µs at ${fmt.us(r.startUs)} µs${grid}` +
+                                    (r.bytes ? `, ${r.bytes} B` : ""))));
+    }
+    top += height + gap;
+  }
+  for (let i = 0; i <= 4; ++i) {
+    const us = span * i / 4;
+    svg.append(el("text", {x: x(us), y: H - 6, "text-anchor": i === 0 ? "start" : i === 4 ? "end" : "middle"},
+                  `${us.toFixed(2)} µs`));
+  }
+  const summary = ([name, c]) => `${name}: ${fmt.us(c.spanUs)} µs, busy ${fmt.us(c.busyUs)} µs, ` +
+                                 `${(c.records || []).length} records`;
+  return el("div", {class: "chart", id: "profile"},
+            el("p", {class: "muted"}, `Rank ${profile.rank || 0}, one call of each side after the timed window ` +
+                                     "(untimed; the candidate's is its own process's account). " +
+                                     sides.map(summary).join("; ")),
+            svg);
+}
+
 async function jobView(id) {
   const sub = await api(`submissions/${encodeURIComponent(id)}`);
   const job = sub.job || {}, r = job.request || {}, res = job.result || {};
@@ -321,6 +367,7 @@ async function jobView(id) {
         el("table", {id: "timings"}, el("thead", {}, el("tr", {}, el("th", {}, ""), timing.map(([n]) => el("th", {class: "num"}, n)))),
            el("tbody", {}, [["candidate", res.candidate || {}], ["baseline", res.baseline || {}]].map(([n, t]) =>
                el("tr", {}, el("td", {}, n), timing.map(([, k]) => el("td", {class: "num"}, k === "samples" ? (t[k] || 0) : fmt.us(t[k])))))))] : null,
+      (res.profiles || []).length ? [el("h2", {}, "Profile"), profileChart(res.profiles[0])] : null,
       stages.length ? [el("h2", {}, "Stages"), kv(stages.map(([k, v]) => [k, `${Number(v).toFixed(2)} s`]))] : null,
       el("h2", {}, "Events"),
       sortableTable([

@@ -80,6 +80,14 @@ TEST_CASE("an OK CPU result carries timings of both sides and every trial", "[en
   CHECK(j["speedup_high"].get<double>() >= j["speedup"].get<double>());
   CHECK(j["rank_trials"].size() == 10);  // 5 trials x 2 ranks, every output compared
   CHECK(j["job_key"].get<std::string>().size() == 64);
+  // The profile pass ran on both ranks, both sides (one more call of each); on CPU its notes say
+  // there is no GPU profile.
+  REQUIRE(j["profiles"].size() == 2);
+  for (const auto& p : j["profiles"]) {
+    CHECK(p["candidate"]["note"] == "no GPU profile on this device");
+    CHECK(p["reference"]["note"] == "no GPU profile on this device");
+  }
+  CHECK(j["profiles"][1]["rank"] == 1);
 }
 
 TEST_CASE("a functional run judges correctness only in a short window", "[engine][e2e]") {

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/engine/profiler.h"
 
 namespace pkb {
 
@@ -90,6 +91,25 @@ absl::StatusOr<std::vector<int64_t>> CandidateHost::RunLoop() {
   return std::vector<int64_t>(reply.trace_ns().begin(), reply.trace_ns().end());
 }
 
+absl::StatusOr<v1::CallProfile> CandidateHost::Profile(const v1::HostCall& call) {
+  v1::HostRequest req;
+  *req.mutable_profile() = call;
+  PKB_ASSIGN_OR_RETURN(v1::HostReply reply, Request(req));
+  // The host's own account, so bounded as any of its answers: records, names and the note.
+  v1::CallProfile p = std::move(*reply.mutable_profile());
+  if (p.records_size() > kMaxProfileRecords) {
+    p.set_dropped(p.dropped() + p.records_size() - kMaxProfileRecords);
+    p.mutable_records()->DeleteSubrange(kMaxProfileRecords, p.records_size() - kMaxProfileRecords);
+  }
+  for (auto& r : *p.mutable_records()) {
+    if (r.name().size() > 256) r.mutable_name()->resize(256);
+    if (r.grid_size() > 3) r.mutable_grid()->Truncate(3);
+    if (r.block_size() > 3) r.mutable_block()->Truncate(3);
+  }
+  if (p.note().size() > 256) p.mutable_note()->resize(256);
+  return p;
+}
+
 absl::StatusOr<std::vector<double>> CandidateHost::Times() {
   v1::HostRequest req;
   req.set_times(true);
@@ -107,8 +127,8 @@ absl::StatusOr<v1::HostReply> CandidateHost::Request(const v1::HostRequest& req,
     PKB_RETURN_IF_ERROR(Await(false).status());
   }
   if (!ch_->Send(req, fd).ok()) return Died();
-  return Await(req.has_load() || req.has_call() || (req.has_loop() && !req.loop().defer()) ||
-               req.run_loop());
+  return Await(req.has_load() || req.has_call() || req.has_profile() ||
+               (req.has_loop() && !req.loop().defer()) || req.run_loop());
 }
 
 absl::StatusOr<v1::HostReply> CandidateHost::Await(bool barriers) {

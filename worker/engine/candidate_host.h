@@ -57,6 +57,10 @@ class CandidateHost {
   // One call of the candidate, synchronized in the host.
   absl::Status Call(const v1::HostCall& call);
 
+  // One call, untimed, with the GPU's activity recorded in the host: its account of the call
+  // (profile.proto; informative only).
+  absl::StatusOr<v1::CallProfile> Profile(const v1::HostCall& call);
+
   // Calls in a row, run at once or (with loop.defer()) prepared for RunLoop.
   absl::Status Loop(const v1::HostLoop& loop);
   // Runs the loop prepared with defer; returns once the host says its device is idle, with the

@@ -27,6 +27,7 @@
 #include "worker/engine/baseline_store.h"
 #include "worker/engine/compiler.h"
 #include "worker/engine/launcher.h"
+#include "worker/engine/profiler.h"
 #include "worker/engine/sandbox.h"
 #include "worker/engine/static_check.h"
 #include "worker/engine/verdict.h"
@@ -640,6 +641,7 @@ std::string FormatReport(const v1::EvalResult& r) {
     }
     s += "\n";
   }
+  s += ProfileText(r);
   absl::StrAppendFormat(&s, "total %.2f s\n", r.total_seconds());
   if (!r.failed_rank_log().empty()) {
     s += "--- log of the failing rank (tail) ---\n" + r.failed_rank_log() + "\n";

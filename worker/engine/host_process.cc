@@ -108,6 +108,12 @@ class HostProcess {
         return req.loop().defer() ? absl::OkStatus() : RunLoop();
       case v1::HostRequest::kRunLoop:
         return RunLoop(reply);
+      case v1::HostRequest::kProfile: {
+        if (!cand_.run) return absl::FailedPreconditionError("a call before load");
+        PKB_ASSIGN_OR_RETURN(PreparedCall call, Prepare(req.profile()));
+        PKB_ASSIGN_OR_RETURN(*reply->mutable_profile(), dev_->Profile([&] { return Run(call); }));
+        return absl::OkStatus();
+      }
       case v1::HostRequest::kTimes:
         for (int i = 0; i < timed_; ++i) reply->add_us(dev_->ElapsedUs(i));
         return absl::OkStatus();

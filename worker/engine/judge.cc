@@ -355,6 +355,18 @@ class Judge {
     }
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     PKB_ASSIGN_OR_RETURN(us, host_->Times());
+    // The profile pass: one more call, untimed, on the warm-up's set (whose outputs are never
+    // checked), with the GPU's activity recorded in the host. Informative: a failure is a note.
+    PKB_RETURN_IF_ERROR(comm_->Barrier());
+    absl::StatusOr<v1::CallProfile> profile = host_->Profile(warm.calls(sets));
+    v1::RankProfile* rank_profile = report->mutable_profile();
+    rank_profile->set_rank(comm_->rank());
+    if (profile.ok()) {
+      *rank_profile->mutable_candidate() = *std::move(profile);
+    } else {
+      rank_profile->mutable_candidate()->set_note(
+          absl::StrCat("the profile call failed: ", profile.status().message()));
+    }
     // Nothing of the submission runs from here on, no process it started either: it cannot
     // disturb the checks or the reference's timing.
     PKB_ASSIGN_OR_RETURN(stray_processes_, host_->Kill());
@@ -471,6 +483,7 @@ class Judge {
       for (double x : rounds) report->add_baseline_round_wall_us(x);
       for (double x : graph_rounds) report->add_baseline_graph_round_wall_us(x);
       report->set_baseline_graph_note(graph_note);
+      PKB_RETURN_IF_ERROR(ProfileReference(inputs[sets], report->mutable_profile()));
       std::vector<double> sorted = rounds;
       std::sort(sorted.begin(), sorted.end());
       report->set_baseline_wall_us(sorted[sorted.size() / 2]);
@@ -495,6 +508,18 @@ class Judge {
   }
 
  private:
+  // The reference's side of the profile pass: one call on `in`, untimed, every rank together.
+  absl::Status ProfileReference(const Inputs& in, v1::RankProfile* profile) {
+    profile->set_rank(comm_->rank());
+    PKB_RETURN_IF_ERROR(comm_->Barrier());
+    absl::StatusOr<v1::CallProfile> p = dev_->Profile([&]() -> absl::Status {
+      return p_.Reference(*comm_, in, cfg_).status();
+    });
+    PKB_RETURN_IF_ERROR(p.status());
+    *profile->mutable_reference() = *std::move(p);
+    return absl::OkStatus();
+  }
+
   bool shared_gpu() const { return o_.backend == "cuda-shared"; }
 
   // Waits up to `limit` for at most `expected` processes with a compute context on this rank's

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "pkb/candidate.h"
+#include "pkb/v1/profile.pb.h"
 #include "problems/harness/comm.h"
 #include "problems/harness/problem.h"
 
@@ -64,6 +65,17 @@ class RankDevice {
       const std::function<absl::Status()>& body) {
     (void)body;
     return absl::UnimplementedError("no CUDA graphs on this device");
+  }
+
+  // Runs `body` (work enqueued on the device) and waits for it, with the GPU's activity recorded
+  // (profiler.h): the profile pass after the timed window. Where there is nothing to record (CPU)
+  // the body runs and the profile's note says why it is empty.
+  virtual absl::StatusOr<v1::CallProfile> Profile(const std::function<absl::Status()>& body) {
+    PKB_RETURN_IF_ERROR(body());
+    PKB_RETURN_IF_ERROR(Synchronize());
+    v1::CallProfile none;
+    none.set_note("no GPU profile on this device");
+    return none;
   }
 
   // Makes ATen ops of this thread run on stream() until the returned guard is destroyed.

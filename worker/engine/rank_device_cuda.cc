@@ -15,6 +15,7 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "worker/engine/profiler.h"
 #include "worker/engine/rank_device.h"
 #ifdef PKB_WITH_MPI
 #include "problems/harness/comm_mpi.h"
@@ -393,6 +394,10 @@ class CudaRankDevice : public RankDevice {
       }
       return absl::OkStatus();
     });
+  }
+
+  absl::StatusOr<v1::CallProfile> Profile(const std::function<absl::Status()>& body) override {
+    return ProfileCall(body, [this] { return Synchronize(); });
   }
 
   absl::Status Synchronize() override {

@@ -314,6 +314,9 @@ Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport
                                rep.baseline_graph_round_wall_us().end());
     graph_us = std::max(graph_us, Percentile(rounds, 0.5) / ctx.iters);
   }
+  for (const auto& rep : reports) {
+    if (rep.has_profile()) *r->add_profiles() = rep.profile();
+  }
   if (ctx.baseline && graph_us > 0) {
     r->set_baseline_graph_us(graph_us);
   } else if (ctx.baseline) {

@@ -253,9 +253,35 @@ def feedback_from(result: result_pb2.EvalResult) -> str:
         if r.busbw_gbps:
             line += f", algbw {r.algbw_gbps:.1f} GB/s, busbw {r.busbw_gbps:.1f} GB/s"
         lines.append(line)
+    lines.extend(_profile_lines(result))
     if result.failed_rank_log:
         lines.append("log tail:\n" + result.failed_rank_log[-2000:])
     return "\n".join(lines)
+
+
+def _profile_lines(result: result_pb2.EvalResult, records: int = 8) -> List[str]:
+    """Rank 0's profile pass: one call of each side, its longest records first."""
+    if not result.profiles:
+        return []
+    p = result.profiles[0]
+    out = []
+    for side, call in (("candidate", p.candidate), ("reference", p.reference)):
+        if not call.records:
+            if call.note:
+                out.append(f"profile of the {side}: {call.note}")
+            continue
+        out.append(f"profile of the {side} (rank {p.rank}, one call, untimed): "
+                   f"{len(call.records)} records in {call.span_us:.2f} us, busy {call.busy_us:.2f} us")
+        for rec in sorted(call.records, key=lambda r: -r.duration_us)[:records]:
+            what = f"  {rec.duration_us:8.2f} us at {rec.start_us:8.2f}  {rec.name[:80]}"
+            if len(rec.grid) == 3:
+                what += (f"  grid {rec.grid[0]}x{rec.grid[1]}x{rec.grid[2]} block "
+                         f"{rec.block[0]}x{rec.block[1]}x{rec.block[2]}, "
+                         f"{rec.registers_per_thread} regs, {rec.shared_memory_bytes} B shared")
+            elif rec.bytes:
+                what += f"  {rec.bytes} B"
+            out.append(what)
+    return out
 
 
 # Per verdict: what it means, in plain words, and what an agent should try next.
