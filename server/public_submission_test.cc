@@ -100,9 +100,13 @@ TEST_CASE("the public view of a submission carries no text but its allow-list", 
   FillEverything(&s);
   s.mutable_job()->mutable_result()->set_status(v1::MISMATCH);
   // The reference's kernels are the problem's, named by the judge: public.
-  for (auto& prof : *s.mutable_job()->mutable_result()->mutable_profiles()) {
-    for (auto& rec : *prof.mutable_reference()->mutable_records()) rec.set_name("ncclKernel");
-  }
+  auto name_reference = [](v1::EvalResult* r) {
+    for (auto& prof : *r->mutable_profiles()) {
+      for (auto& rec : *prof.mutable_reference()->mutable_records()) rec.set_name("ncclKernel");
+    }
+  };
+  name_reference(s.mutable_job()->mutable_result());
+  for (auto& e : *s.mutable_events()) name_reference(e.mutable_result());
   REQUIRE(ToJson(s).find(kMarker) != std::string::npos);
   const v1::Submission pub = PublicSubmission(s);
   const std::string json = ToJson(pub);

@@ -264,6 +264,11 @@ def test_submission_page_shows_verdict_timings_and_events(world):
     assert chrome.rows("timings", 1) == ["6.25", "15.00"]
     stages = chrome.rows("events", 2)
     assert stages[0] == "QUEUED" and stages[-1] == "DONE" and "BENCHMARKING" in stages
+    # The profile's timeline: a bar per record, the candidate's kernels numbered, not named.
+    assert chrome.js("document.querySelectorAll('#profile rect').length") == 3
+    titles = chrome.js("[...document.querySelectorAll('#profile title')].map(t => t.textContent).join('|')")
+    assert "kernel 1: 6.25 µs" in titles and "fake_kernel" not in titles, titles
+    assert "copy peer to peer" in titles and "ncclDevKernel_AllReduce" in titles, titles
     chrome.goto(svc.http + f"/#/job/{jobs['ce']}")
     assert chrome.js("document.getElementById('verdict').textContent") == "COMPILE_ERROR"
     assert "does not rank" in chrome.js("document.getElementById('ranks').textContent").lower()
