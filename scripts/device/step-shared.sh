@@ -85,6 +85,24 @@ if [[ " $PARTS " == *" check "* ]]; then
       grep -E 'FAIL|error|Error' "$log" | head -5 | sed 's/^/     /' | tee -a "$RESULTS"
       fail=1
     fi
+    # Problems that exclude the default 64 x 64 (19: N must be a multiple of 128) run again at
+    # 128 x 256, which every problem's constraints admit.
+    for id in $(grep -o '^rank 0: [0-9]*_[a-z0-9_]*: skipped by its own constraint' "$log" |
+                sed 's/^rank 0: \([0-9]*\)_.*/\1/' | sort -un); do
+      t0=$(date +%s%N)
+      timeout "${PKB_SHARED_CHECK_TIMEOUT:-240}" mpirun --oversubscribe --allow-run-as-root \
+        --bind-to none --mca btl self,vader -np "$w" "$BIN/problem_cpu_check" --problem "$id" \
+        --m 128 --n 256 --staged --device cuda > "$LOGS/check-W$w-p$id.log" 2>&1
+      rc=$?
+      secs=$(took)
+      last=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$LOGS/check-W$w-p$id.log" | tail -1)
+      if [ "$rc" = 0 ] && ! grep -q skipped "$LOGS/check-W$w-p$id.log"; then
+        say "ok   W=$w problem_cpu_check --problem $id --m 128 --n 256: $last ($secs s)"
+      else
+        say "FAIL W=$w problem_cpu_check --problem $id --m 128 --n 256: exit $rc, ${last:-no total} ($secs s; shared/check-W$w-p$id.log)"
+        fail=1
+      fi
+    done
   done
 fi
 
