@@ -16,10 +16,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/eval_spec.h"
 #include "common/files.h"
 #include "common/harness_version.h"
 #include "common/hash.h"
-#include "common/job_key.h"
 #include "common/subprocess.h"
 #include "problems/harness/check.h"
 #include "problems/harness/inputs.h"
@@ -164,7 +164,7 @@ absl::Status CheckInstallation(const EvalOptions& o, const std::string& backend)
                      "' is missing or not executable (build the target pkb-rank; pkb-eval "
                      "looks for it beside itself)"));
   }
-  if (o.sandbox != "off" && backend == "cuda" && !o.functional &&
+  if (o.sandbox != "off" && backend == "cuda" && !o.spec.functional() &&
       !IsExecutableFile(o.group_binary)) {
     return absl::FailedPreconditionError(
         absl::StrCat("'", o.group_binary,
@@ -175,43 +175,38 @@ absl::Status CheckInstallation(const EvalOptions& o, const std::string& backend)
   return absl::OkStatus();
 }
 
+std::string LanguageOfSourceName(const std::string& name) {
+  return absl::EndsWith(name, ".cc") || absl::EndsWith(name, ".cpp") ? "cpp" : "cuda";
+}
+
+v1::EvalSpec CompletedSpec(const EvalOptions& o) {
+  v1::EvalSpec spec = o.spec;
+  // A spec that does not say its language takes it from the source's name (pkb-eval's flags).
+  if (spec.language().empty()) spec.set_language(LanguageOfSourceName(o.source_name));
+  ApplyDefaults(&spec);
+  return spec;
+}
+
 std::string JobKey(const EvalOptions& o, int problem_version) {
-  JobKeyFields f;
-  f.source = o.source;
-  f.problem_id = o.problem;
-  f.problem_version = problem_version;
-  f.world_size = o.world;
-  f.dtype = o.dtype;
-  f.m = o.m;
-  f.n = o.n;
-  f.trials = o.trials;
-  f.warmup = o.warmup;
-  f.iters = o.iters;
-  f.gpu_class = o.gpu_class;
-  f.harness_version = HarnessVersion();
-  // The worker names a "cpp" job's source candidate.cc (SubmitRequest.language).
-  f.language = absl::EndsWith(o.source_name, ".cc") || absl::EndsWith(o.source_name, ".cpp")
-                   ? "cpp"
-                   : "cuda";
-  f.set_offset = o.set_offset;
-  f.max_sets = o.max_sets;
-  f.l2_multiple = o.l2_multiple;
-  f.spot_checks = o.spot_checks;
-  f.functional = o.functional;
-  return pkb::JobKey(f);
+  if (!o.job_key.empty()) return o.job_key;
+  return pkb::JobKey(CompletedSpec(o), o.source, problem_version, HarnessVersion());
 }
 
 v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EvalEventCallback& sink) {
   absl::Time start = absl::Now();
   EvalOptions o = in_opts;
+  o.spec = CompletedSpec(in_opts);
+  // The spec as the ranks run it: a functional run's window is shortened below; the job's spec
+  // (and so its key) stays what was asked.
+  v1::EvalSpec run = o.spec;
   EventEmitter events(sink);
   v1::EvalResult r;
-  r.set_problem_id(o.problem);
-  r.set_world_size(o.world);
-  r.set_dtype(o.dtype);
-  r.set_m(o.m);
-  r.set_n(o.n);
-  r.set_trials(o.trials);
+  r.set_problem_id(run.problem_id());
+  r.set_world_size(run.world_size());
+  r.set_dtype(run.dtype());
+  r.set_m(run.m());
+  r.set_n(run.n());
+  r.set_trials(run.trials());
   r.set_harness_version(HarnessVersion());
   auto finish = [&](v1::Status status, const std::string& message) {
     r.set_status(status);
@@ -229,34 +224,33 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EvalEventCallback
   if (o.cache_dir.empty()) o.cache_dir = DefaultCacheDir();
 
   // Constraints first: nothing runs for a job that cannot.
-  auto problem = FindProblem(o.problem);
+  auto problem = FindProblem(run.problem_id());
   if (!problem.ok()) return finish(v1::REJECTED, std::string(problem.status().message()));
   const Problem& p = **problem;
   r.set_problem_slug(p.info().slug);
   r.set_job_key(JobKey(o, p.info().version));
   RunConfig cfg;
-  cfg.m = o.m;
-  cfg.n = o.n;
-  cfg.world = o.world;
-  auto dtype = DtypeFromName(o.dtype);
+  cfg.m = run.m();
+  cfg.n = run.n();
+  cfg.world = run.world_size();
+  auto dtype = DtypeFromName(run.dtype());
   if (!dtype.ok()) return finish(v1::REJECTED, std::string(dtype.status().message()));
   cfg.dtype = *dtype;
   absl::Status runnable = CheckRunnable(p, cfg);
   if (!runnable.ok()) return finish(v1::REJECTED, std::string(runnable.message()));
-  if (o.trials < 1 || o.iters < 1 || o.warmup < 0) {
+  if (run.trials() < 1 || run.iters() < 1 || run.warmup() < 0) {
     return finish(v1::REJECTED,
                   "trials and timed iterations must be at least 1, warm-up at least 0");
   }
-  if (o.functional) {
+  if (run.functional()) {
     // Correctness only: a short window (its spot checks still run) and no reference timing.
     r.set_functional(true);
-    o.warmup = std::min(o.warmup, kFunctionalWarmup);
-    o.iters = std::min(o.iters, kFunctionalIters);
+    run.set_warmup(std::min(run.warmup(), kFunctionalWarmup));
+    run.set_iters(std::min(run.iters(), kFunctionalIters));
     o.baseline = false;
     if (o.baseline_only) return finish(v1::REJECTED, "a functional run times no reference");
   }
-  const bool cpu_candidate =
-      absl::EndsWith(o.source_name, ".cc") || absl::EndsWith(o.source_name, ".cpp");
+  const bool cpu_candidate = run.language() == "cpp";
   std::string backend = o.backend;
   if (backend == "auto") backend = cpu_candidate ? "cpu" : "cuda";
   // What this node lacks fails the job here, before anything is compiled or started.
@@ -268,16 +262,20 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EvalEventCallback
   if (backend == "cuda" && !cpu_candidate) {
     gpu_count = GpuCount(o.rank_binary);
     // A functional run's ranks share the GPUs there are.
-    if (absl::Status fits = CheckWorldFitsGpus(o.world, gpu_count); !fits.ok() && !o.functional) {
+    if (absl::Status fits = CheckWorldFitsGpus(run.world_size(), gpu_count);
+        !fits.ok() && !run.functional()) {
       return finish(v1::NO_DEVICE, absl::StrCat(fits.message(),
                                                 ", or ask for a functional run (correctness "
                                                 "only; ranks share the GPUs)"));
     }
-    if (o.functional && gpu_count > 0) r.set_gpus_used(std::min(o.world, gpu_count));
+    if (run.functional() && gpu_count > 0) {
+      r.set_gpus_used(std::min(run.world_size(), gpu_count));
+    }
   }
   // How the ranks start: one process each (pkb-rank-group when sandboxed), or under mpirun (the
   // CPU backend, and GPU ranks that share GPUs: their judges' collectives go over MPI).
-  const std::string launch_backend = backend == "cuda" && o.functional ? "cuda-shared" : backend;
+  const std::string launch_backend =
+      backend == "cuda" && run.functional() ? "cuda-shared" : backend;
   const bool under_mpirun = launch_backend != "cuda";
 
   auto scratch = MakeTempDir(o.scratch_root, "job-");
@@ -374,32 +372,25 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EvalEventCallback
   // and deletes before the submission's process starts (verdict.h).
   std::string report_base = *scratch + "/report";
   std::vector<std::string> report_keys;
-  for (int rank = 0; rank < o.world; ++rank) {
+  for (int rank = 0; rank < run.world_size(); ++rank) {
     report_keys.push_back(MakeReportKey());
     absl::Status written = WriteReportKey(absl::StrCat(report_base, ".key.", rank),
                                           report_keys.back(), sandboxed ? &sandbox : nullptr);
     if (!written.ok()) return finish(v1::INTERNAL, std::string(written.message()));
   }
+  // The ranks read the job's spec from a file (spec.proto), their own paths from flags.
+  const std::string spec_path = *scratch + "/spec.binpb";
+  if (absl::Status written = WriteSpecFile(spec_path, run); !written.ok()) {
+    return finish(v1::INTERNAL, std::string(written.message()));
+  }
   LaunchSpec spec;
   spec.rank_binary = o.rank_binary;
-  spec.world = o.world;
+  spec.world = run.world_size();
   spec.backend = launch_backend;
   spec.mpirun = o.mpirun;
   spec.scratch_dir = *scratch;
-  spec.timeout = o.run_timeout;
-  spec.args = {absl::StrCat("--problem=", o.problem),
-               absl::StrCat("--m=", o.m),
-               absl::StrCat("--n=", o.n),
-               "--dtype=" + o.dtype,
-               "--report=" + report_base,
-               "--rendezvous=" + *scratch,
-               absl::StrCat("--trials=", o.trials),
-               absl::StrCat("--warmup=", o.warmup),
-               absl::StrCat("--iters=", o.iters),
-               absl::StrCat("--set-offset=", o.set_offset),
-               absl::StrCat("--max-sets=", o.max_sets),
-               absl::StrCat("--l2-multiple=", o.l2_multiple),
-               absl::StrCat("--spot-checks=", o.spot_checks)};
+  spec.timeout = absl::Seconds(run.run_timeout_s());
+  spec.args = {"--spec=" + spec_path, "--report=" + report_base, "--rendezvous=" + *scratch};
   if (!library_path.empty()) spec.args.push_back("--candidate=" + library_path);
   if (!o.baseline) spec.args.push_back("--no-baseline");
   spec.env = {"NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1"};
@@ -435,16 +426,16 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EvalEventCallback
   // Rank 0's stdout is shared with the submission: ParseProgress drops what the harness never
   // writes, so a forged line can at most announce a trial early (the verdict comes from reports).
   spec.on_progress = [&](const std::string& line) {
-    std::optional<Progress> p = ParseProgress(line, o.trials);
+    std::optional<Progress> p = ParseProgress(line, run.trials());
     if (!p) return;
     if (p->trial >= 0) {
       events.Emit(v1::VERIFYING,
-                  absl::StrCat("trial ", p->trial + 1, "/", o.trials,
+                  absl::StrCat("trial ", p->trial + 1, "/", run.trials(),
                                p->ok ? " correct on every rank" : " failed"),
                   p->trial, p->ok);
     } else if (p->benchmarking) {
-      events.Emit(v1::BENCHMARKING, absl::StrCat("timing candidate and baseline: ", o.warmup,
-                                                 " warm-up + ", o.iters, " timed iterations"));
+      events.Emit(v1::BENCHMARKING, absl::StrCat("timing candidate and baseline: ", run.warmup(),
+                                                 " warm-up + ", run.iters(), " timed iterations"));
     }
   };
   // One evaluation at a time on a node's GPUs: inside its sandbox a judge sees only its own job's
@@ -468,20 +459,20 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EvalEventCallback
       if (flock(gpu_lock, LOCK_EX) != 0) return finish(v1::INTERNAL, "cannot lock " + path);
     }
   }
-  events.Emit(v1::VERIFYING,
-              absl::StrCat("starting ", o.world, " rank process(es), ", o.trials, " trials"));
+  events.Emit(v1::VERIFYING, absl::StrCat("starting ", run.world_size(), " rank process(es), ",
+                                          run.trials(), " trials"));
   RankLauncher launcher;
   auto launched = launcher.Run(spec);
   if (!launched.ok()) return finish(v1::INTERNAL, std::string(launched.status().message()));
   (*r.mutable_stage_seconds())["run"] = absl::ToDoubleSeconds(launched->elapsed);
 
   VerdictContext vctx;
-  vctx.world = o.world;
-  vctx.trials = o.trials;
-  vctx.iters = o.iters;
+  vctx.world = run.world_size();
+  vctx.trials = run.trials();
+  vctx.iters = run.iters();
   vctx.baseline = o.baseline;
   vctx.baseline_only = o.baseline_only;
-  vctx.cuda = backend == "cuda" && !o.functional;  // the physical floor: not for shared GPUs
+  vctx.cuda = backend == "cuda" && !run.functional();  // the physical floor: not for shared GPUs
   Roofline roof = p.GetRoofline(cfg);
   vctx.nvlink_bytes = roof.nvlink_bytes;
   vctx.hbm_bytes = roof.hbm_bytes;
@@ -489,8 +480,8 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EvalEventCallback
   vctx.collective_bytes = roof.collective_bytes;
   vctx.busbw_factor = roof.busbw_factor;
   vctx.report_keys = report_keys;
-  std::vector<std::optional<std::string>> blobs(o.world);
-  for (int rank = 0; rank < o.world; ++rank) {
+  std::vector<std::optional<std::string>> blobs(run.world_size());
+  for (int rank = 0; rank < run.world_size(); ++rank) {
     auto bytes = ReadFile(absl::StrCat(report_base, ".", rank));
     if (bytes.ok()) blobs[rank] = std::move(*bytes);
   }
@@ -508,7 +499,7 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EvalEventCallback
     r.set_failed_rank_log(first_log_tail());
     return finish(v1::TIMEOUT,
                   absl::StrCat("the ranks did not finish within ",
-                               absl::FormatDuration(o.run_timeout), " and were killed"));
+                               absl::FormatDuration(spec.timeout), " and were killed"));
   }
   CollectRankTrials(parsed, &r);
   if (launched->first_failed < 0 && !parsed.malformed.empty()) {
@@ -538,24 +529,24 @@ v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EvalEventCallback
   for (auto& rep : parsed.reports) reports.push_back(std::move(*rep));
   Verdict v = JudgeReports(vctx, reports, &r);
   if (v.log_rank >= 0) r.set_failed_rank_log(log_tail(v.log_rank));
-  if (o.functional && v.status == v1::OK) {
+  if (run.functional() && v.status == v1::OK) {
     v.message = absl::StrFormat(
         "functional run: correct on %d rank(s) in %d trial(s)%s; no speedup (its timings are not "
         "comparable)",
-        o.world, o.trials,
+        run.world_size(), run.trials(),
         r.gpus_used() > 0 ? absl::StrFormat(", sharing %d GPU(s)", r.gpus_used()) : "");
   }
   if (v.status == v1::OK && o.baseline && r.baseline().wall_per_iter_us() > 0) {
     // The node's baseline: this job's measurement joins its newest ones (baseline_store.h).
     BaselineStore store(o.cache_dir + "/baselines");
     absl::StatusOr<std::vector<double>> recent =
-        store.Record(BaselineKey(o.problem, p.info().version, o.world, o.m, o.n, o.dtype, o.iters,
-                                 r.gpu(), HarnessVersion()),
+        store.Record(BaselineKey(run.problem_id(), p.info().version, run.world_size(), run.m(),
+                                 run.n(), run.dtype(), run.iters(), r.gpu(), HarnessVersion()),
                      r.baseline().wall_per_iter_us());
     if (recent.ok() && !o.baseline_only) {
       ApplyNodeBaseline(*recent, &r);
-      v.message = absl::StrFormat("correct on %d rank(s) in %d trial(s); speedup %.3fx", o.world,
-                                  o.trials, r.speedup());
+      v.message = absl::StrFormat("correct on %d rank(s) in %d trial(s); speedup %.3fx",
+                                  run.world_size(), run.trials(), r.speedup());
     }
   }
   return finish(v.status, v.message);
