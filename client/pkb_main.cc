@@ -425,7 +425,7 @@ int Main(int argc, char** argv) {
       ->add_option(
           "-p,--problem",
           [&](const CLI::results_t& r) {
-            req.set_problem_id(std::stoi(r[0]));
+            req.mutable_spec()->set_problem_id(std::stoi(r[0]));
             return true;
           },
           "problem id")
@@ -434,7 +434,7 @@ int Main(int argc, char** argv) {
       ->add_option(
           "-w,--world-size",
           [&](const CLI::results_t& r) {
-            req.set_world_size(std::stoi(r[0]));
+            req.mutable_spec()->set_world_size(std::stoi(r[0]));
             return true;
           },
           "ranks (GPUs)")
@@ -582,22 +582,25 @@ int Main(int argc, char** argv) {
       return kExitUsage;
     }
     req.set_source(*source);
-    req.set_dtype(dtype);
-    req.set_m(m);
-    req.set_n(n);
-    req.set_trials(trials);
-    req.set_warmup(warmup);
-    req.set_iters(iters);
-    req.set_gpu_class(gpu_class);
-    req.set_language(language.empty() ? LanguageOfFile(file) : language);
+    // The job as a spec (spec.proto): what is not given is left to the coordinator's defaults.
+    v1::EvalSpec& spec = *req.mutable_spec();
+    spec.set_dtype(dtype);
+    spec.set_m(m);
+    spec.set_n(n);
+    // 0 leaves the default, as it always did.
+    if (trials != 0) spec.set_trials(trials);
+    if (warmup != 0) spec.set_warmup(warmup);
+    if (iters != 0) spec.set_iters(iters);
+    spec.set_gpu_class(gpu_class);
+    spec.set_language(language.empty() ? LanguageOfFile(file) : language);
+    spec.set_ranked(ranked);
+    spec.set_functional(functional);
+    spec.set_practice(practice);
     req.set_no_cache(no_cache);
     req.set_submitter(submitter);
     req.set_model(model);
     req.set_agent(agent);
     for (const auto& t : tags) req.add_tags(t);
-    req.set_ranked(ranked);
-    req.set_functional(functional);
-    req.set_practice(practice);
     v1::EvalResult result;
     int code = Stream(g, channel.get(), stub.get(), &req, "", detach, &result);
     if (!wait_confirmation || result.confirmation_job_id().empty()) return code;

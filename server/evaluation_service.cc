@@ -252,7 +252,7 @@ grpc::ServerUnaryReactor* EvaluationService::Check(grpc::CallbackServerContext* 
     return reactor;
   }
   // The name the engine gives the source, so findings point where a submission's would.
-  const std::string name = req.language() == "cpp" ? "candidate.cc" : "candidate.cu";
+  const std::string name = req.spec().language() == "cpp" ? "candidate.cc" : "candidate.cu";
   std::vector<v1::Diagnostic> findings = CheckSource(req.source(), name);
   if (findings.empty()) {
     response->set_verdict(v1::POLICY_OK);

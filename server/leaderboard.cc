@@ -17,13 +17,13 @@ constexpr v1::Status kSecretSeedFailures[] = {v1::COMPILE_ERROR, v1::RUNTIME_ERR
                                               v1::TIMEOUT};
 
 std::string JobGpuClass(const v1::Job& job) {
-  return job.gpu_class().empty() ? job.request().gpu_class() : job.gpu_class();
+  return job.gpu_class().empty() ? job.request().spec().gpu_class() : job.gpu_class();
 }
 
 std::string Slug(const v1::Job& job, const ProblemCatalogIndex* catalog) {
   if (!job.result().problem_slug().empty()) return job.result().problem_slug();
   if (catalog) {
-    auto p = catalog->Find(job.request().problem_id());
+    auto p = catalog->Find(job.request().spec().problem_id());
     if (p.ok()) return (*p)->slug();
   }
   return "";
@@ -89,8 +89,8 @@ absl::Status RankingJobs(JobStore* store, const v1::ResultFilter& f, Ranking* r)
   PKB_ASSIGN_OR_RETURN(DisqualifiedSet disq, FindDisqualified(store, f.problem_id()));
   for (const v1::Job& job : r->originals) {
     // Practice and functional runs never rank (a functional one has no speedup).
-    if (job.request().practice() || job.request().functional()) continue;
-    if (disq.count({job.request().problem_id(), job.source_sha256()})) {
+    if (job.request().spec().practice() || job.request().spec().functional()) continue;
+    if (disq.count({job.request().spec().problem_id(), job.source_sha256()})) {
       ++r->disqualified;
       continue;
     }
@@ -121,10 +121,10 @@ v1::LeaderboardEntry Entry(const Candidate& cand, const ProblemCatalogIndex* cat
   const v1::SubmitRequest& r = job.request();
   const v1::EvalResult& res = cand.figure_run->result();
   v1::LeaderboardEntry e;
-  e.set_problem_id(r.problem_id());
+  e.set_problem_id(r.spec().problem_id());
   e.set_problem_slug(Slug(job, catalog));
-  e.set_world_size(r.world_size());
-  e.set_dtype(r.dtype());
+  e.set_world_size(r.spec().world_size());
+  e.set_dtype(r.spec().dtype());
   e.set_gpu(res.gpu());
   e.set_gpu_class(JobGpuClass(job));
   e.set_speedup(cand.confirmation.speedup());
@@ -136,7 +136,7 @@ v1::LeaderboardEntry Entry(const Candidate& cand, const ProblemCatalogIndex* cat
   e.set_model(r.model());
   e.set_agent(r.agent());
   *e.mutable_tags() = r.tags();
-  e.set_ranked(r.ranked());
+  e.set_ranked(r.spec().ranked());
   e.set_finished_unix_micros(job.updated_unix_micros());
   return e;
 }
@@ -168,8 +168,8 @@ absl::StatusOr<DisqualifiedSet> FindDisqualified(JobStore* store, int32_t proble
     for (const v1::Job& job : *list) {
       // Practice and functional runs (try-outs; a functional run's ranks may share GPUs) never
       // disqualify.
-      if (job.request().practice() || job.request().functional()) continue;
-      out.emplace(job.request().problem_id(), job.source_sha256());
+      if (job.request().spec().practice() || job.request().spec().functional()) continue;
+      out.emplace(job.request().spec().problem_id(), job.source_sha256());
     }
   }
   return out;
@@ -179,7 +179,7 @@ v1::Confirmation ConfirmationOf(const v1::Job& job, const v1::Job* confirmation)
   v1::Confirmation c;
   if (job.stage() != v1::DONE || job.result().status() != v1::OK ||
       !job.cached_from_job_id().empty() || !job.confirms_job_id().empty() ||
-      job.request().practice() || job.request().functional()) {
+      job.request().spec().practice() || job.request().spec().functional()) {
     return c;  // CONFIRMATION_NONE: not a result that could rank
   }
   const double first = job.result().speedup();
@@ -222,16 +222,16 @@ std::string NotRankedReason(const v1::Job& job, const DisqualifiedSet& disqualif
   if (job.stage() != v1::DONE) return "not finished";
   if (!job.cached_from_job_id().empty())
     return absl::StrCat("a cached copy of job ", job.cached_from_job_id(), ", which ranks instead");
-  if (job.request().functional())
+  if (job.request().spec().functional())
     return "a functional run (correctness only: its ranks may share GPUs, no speedup)";
   if (!job.confirms_job_id().empty())
     return absl::StrCat("a confirmation run of job ", job.confirms_job_id(),
                         ", which ranks with the lower of the two speedups");
-  if (job.request().practice())
+  if (job.request().spec().practice())
     return "a practice submission: it never ranks, and never disqualifies its source";
   if (job.result().status() != v1::OK)
     return absl::StrCat("verdict ", v1::Status_Name(job.result().status()));
-  if (disqualified.count({job.request().problem_id(), job.source_sha256()}))
+  if (disqualified.count({job.request().spec().problem_id(), job.source_sha256()}))
     return "this source was rejected, or failed a ranked (secret-seed) run, on this problem";
   if (confirmation.state() == v1::CONFIRMATION_PENDING ||
       confirmation.state() == v1::CONFIRMATION_FAILED) {
@@ -251,7 +251,8 @@ absl::StatusOr<v1::LeaderboardAnswer> QueryLeaderboard(JobStore* store,
   std::map<BoardKey, std::pair<Groups, Groups>> boards;
   auto add = [&](const Candidate& cand, bool pending) {
     const v1::SubmitRequest& r = cand.job->request();
-    BoardKey key{r.problem_id(), r.world_size(), r.dtype(), JobGpuClass(*cand.job)};
+    BoardKey key{r.spec().problem_id(), r.spec().world_size(), r.spec().dtype(),
+                 JobGpuClass(*cand.job)};
     const std::string& group = query.group_by() == v1::GROUP_BY_MODEL ? r.model() : r.submitter();
     Groups& groups = pending ? boards[key].second : boards[key].first;
     v1::LeaderboardEntry e = Entry(cand, catalog);
@@ -328,7 +329,7 @@ absl::StatusOr<v1::SuiteAnswer> QuerySuite(JobStore* store, const ProblemCatalog
   std::map<std::string, std::map<std::pair<int32_t, int32_t>, const Candidate*>> best;
   for (const Candidate& cand : ranking.ranks) {
     const v1::SubmitRequest& r = cand.job->request();
-    std::pair<int32_t, int32_t> task{r.problem_id(), r.world_size()};
+    std::pair<int32_t, int32_t> task{r.spec().problem_id(), r.spec().world_size()};
     if (!tasks.count(task)) continue;
     const Candidate*& b = best[r.model()][task];
     if (b == nullptr || cand.confirmation.speedup() > b->confirmation.speedup()) b = &cand;
@@ -386,7 +387,7 @@ absl::StatusOr<v1::Submission> GetSubmission(JobStore* store, const std::string&
   for (auto& e : events) *out.add_events() = std::move(e);
   if (out.job().stage() == v1::DONE) {
     PKB_ASSIGN_OR_RETURN(DisqualifiedSet disq,
-                         FindDisqualified(store, out.job().request().problem_id()));
+                         FindDisqualified(store, out.job().request().spec().problem_id()));
     std::optional<v1::Job> confirmation;
     if (!out.job().confirmation_job_id().empty()) {
       absl::StatusOr<v1::Job> c = store->GetJob(out.job().confirmation_job_id());
@@ -410,17 +411,17 @@ v1::SubmissionSummary Summarize(const v1::Job& job, const ProblemCatalogIndex* c
   const v1::EvalResult& res = job.result();
   v1::SubmissionSummary s;
   s.set_job_id(job.job_id());
-  s.set_problem_id(r.problem_id());
+  s.set_problem_id(r.spec().problem_id());
   s.set_problem_slug(Slug(job, catalog));
-  s.set_world_size(r.world_size());
-  s.set_dtype(r.dtype());
+  s.set_world_size(r.spec().world_size());
+  s.set_dtype(r.spec().dtype());
   s.set_gpu_class(JobGpuClass(job));
   s.set_stage(job.stage());
   s.set_submitter(r.submitter());
   s.set_model(r.model());
   s.set_agent(r.agent());
   *s.mutable_tags() = r.tags();
-  s.set_ranked(r.ranked());
+  s.set_ranked(r.spec().ranked());
   s.set_created_unix_micros(job.created_unix_micros());
   s.set_source_sha256(job.source_sha256());
   if (job.stage() == v1::DONE) {
@@ -435,7 +436,7 @@ v1::SubmissionSummary Summarize(const v1::Job& job, const ProblemCatalogIndex* c
   }
   s.set_confirms_job_id(job.confirms_job_id());
   s.set_confirmation_job_id(job.confirmation_job_id());
-  s.set_practice(r.practice());
+  s.set_practice(r.spec().practice());
   return s;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "server/problem_catalog.h"
 
 namespace pkb {
 
@@ -129,7 +130,7 @@ std::string ArrayLiteral(const google::protobuf::RepeatedPtrField<std::string>& 
 const char* Bool(bool b) { return b ? "true" : "false"; }
 
 std::string GpuClassColumn(const v1::Job& job) {
-  return job.gpu_class().empty() ? job.request().gpu_class() : job.gpu_class();
+  return job.gpu_class().empty() ? SpecOfRecord(job.request()).gpu_class() : job.gpu_class();
 }
 
 // Inserts or replaces the job row; NOT_FOUND for an update of an unknown id. Throws what pqxx
@@ -148,16 +149,17 @@ absl::Status WriteJob(pqxx::transaction_base& tx, const std::string& statement, 
   bool done = job.stage() == v1::DONE;
   v1::Status status = job.result().status();
   const v1::SubmitRequest& r = job.request();
+  const v1::EvalSpec spec = SpecOfRecord(r);
   auto text = &PostgresJobStore::TextColumn;
   pqxx::binarystring record_bytes(record);
   pqxx::result res;
   auto exec = [&](auto&&... last) {
     return tx.exec_prepared(
         statement, text(job.job_id()), text(job.job_key()), Bool(done), int64_t{status},
-        Bool(IsCacheEntry(job)), int64_t{r.problem_id()}, job.created_unix_micros(),
-        job.updated_unix_micros(), record_bytes, int64_t{r.world_size()}, text(r.dtype()),
+        Bool(IsCacheEntry(job)), int64_t{spec.problem_id()}, job.created_unix_micros(),
+        job.updated_unix_micros(), record_bytes, int64_t{spec.world_size()}, text(spec.dtype()),
         text(GpuClassColumn(job)), text(r.submitter()), text(r.model()), text(r.agent()),
-        ArrayLiteral(r.tags()), Bool(r.ranked()), Bool(!job.cached_from_job_id().empty()),
+        ArrayLiteral(r.tags()), Bool(spec.ranked()), Bool(!job.cached_from_job_id().empty()),
         text(job.source_sha256()), done ? job.updated_unix_micros() : int64_t{0},
         text(job.confirms_job_id()), last...);
   };
@@ -358,6 +360,7 @@ absl::StatusOr<std::vector<v1::Job>> ParseJobs(absl::StatusOr<std::vector<std::s
     if (!jobs[i].ParseFromString((*rows)[i])) {
       return absl::DataLossError("corrupt job record in the store");
     }
+    UpgradeStoredJob(&jobs[i]);
   }
   return jobs;
 }

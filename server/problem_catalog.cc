@@ -6,70 +6,66 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/eval_spec.h"
 #include "common/hash.h"
-#include "common/job_key.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
 
 namespace pkb {
 namespace {
 
-// The engine's run dtypes by their short names too (as pkb-eval --dtype takes them).
-std::string CanonicalDtype(const std::string& name) {
-  static const std::map<std::string, std::string> kAliases = {
-      {"bf16", "bfloat16"}, {"fp16", "float16"}, {"half", "float16"},  {"fp32", "float32"},
-      {"float", "float32"}, {"fp64", "float64"}, {"double", "float64"}};
-  auto it = kAliases.find(name);
-  return it == kAliases.end() ? name : it->second;
-}
-
-// Fills in m, n and dtype and checks them against what the problem offers. A catalog that states
-// no limits (an engine from before they existed) gets the engine's own rule for every problem.
-absl::Status CheckShape(const v1::ProblemSpec& p, v1::SubmitRequest* request) {
-  request->set_dtype(request->dtype().empty() ? p.default_dtype()
-                                              : CanonicalDtype(request->dtype()));
+// Checks the completed spec's shape and dtype against what the problem offers. A catalog that
+// states no limits (an engine from before they existed) gets the engine's own rule for every
+// problem.
+absl::Status CheckShape(const v1::ProblemSpec& p, const v1::EvalSpec& s) {
   std::vector<std::string> dtypes(p.dtypes().begin(), p.dtypes().end());
   if (dtypes.empty()) dtypes.push_back(p.default_dtype());
-  if (std::find(dtypes.begin(), dtypes.end(), request->dtype()) == dtypes.end()) {
+  if (std::find(dtypes.begin(), dtypes.end(), s.dtype()) == dtypes.end()) {
     return absl::InvalidArgumentError(absl::StrCat("dtype: problem ", p.id(), " (", p.slug(),
                                                    ") takes ", absl::StrJoin(dtypes, ", "),
-                                                   ", not '", request->dtype(), "'"));
+                                                   ", not '", s.dtype(), "'"));
   }
-  if (request->m() == 0) request->set_m(p.default_m());
-  if (request->n() == 0) request->set_n(p.default_n());
   const int64_t max_m = p.max_m() > 0 ? p.max_m() : kDefaultMaxSide;
   const int64_t max_n = p.max_n() > 0 ? p.max_n() : kDefaultMaxSide;
   const int64_t max_mn = p.max_mn() > 0 ? p.max_mn() : kDefaultMaxArea;
-  if (request->m() < 0 || request->m() > max_m) {
-    return absl::InvalidArgumentError(absl::StrCat("m: ", request->m(), " is outside 1..", max_m,
+  if (s.m() < 0 || s.m() > max_m) {
+    return absl::InvalidArgumentError(absl::StrCat("m: ", s.m(), " is outside 1..", max_m,
                                                    " for problem ", p.id(), " (", p.slug(), ")"));
   }
-  if (request->n() < 0 || request->n() > max_n) {
-    return absl::InvalidArgumentError(absl::StrCat("n: ", request->n(), " is outside 1..", max_n,
+  if (s.n() < 0 || s.n() > max_n) {
+    return absl::InvalidArgumentError(absl::StrCat("n: ", s.n(), " is outside 1..", max_n,
                                                    " for problem ", p.id(), " (", p.slug(), ")"));
   }
-  if (request->m() * request->n() > max_mn) {
-    return absl::InvalidArgumentError(absl::StrCat("m * n: ", request->m(), " * ", request->n(),
-                                                   " is over ", max_mn, " for problem ", p.id(),
-                                                   " (", p.slug(), ")"));
+  if (s.m() * s.n() > max_mn) {
+    return absl::InvalidArgumentError(absl::StrCat("m * n: ", s.m(), " * ", s.n(), " is over ",
+                                                   max_mn, " for problem ", p.id(), " (", p.slug(),
+                                                   ")"));
   }
   return absl::OkStatus();
 }
 
-absl::Status CheckRuns(const v1::SubmitRequest& r) {
+absl::Status CheckRuns(const v1::EvalSpec& s) {
   struct Bound {
     const char* name;
-    int32_t value, max;
+    double value, min, max;
   };
-  for (const Bound& b :
-       {Bound{"trials", r.trials(), kMaxTrials}, Bound{"warmup", r.warmup(), kMaxWarmup},
-        Bound{"iters", r.iters(), kMaxIters}}) {
-    if (b.value < 0 || b.value > b.max) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(b.name, ": ", b.value, " is outside 0..", b.max, " (0: the default)"));
+  for (const Bound& b : {Bound{"trials", double(s.trials()), 1, kMaxTrials},
+                         Bound{"warmup", double(s.warmup()), 0, kMaxWarmup},
+                         Bound{"iters", double(s.iters()), 1, kMaxIters},
+                         Bound{"max_sets", double(s.max_sets()), 1, kMaxSets},
+                         Bound{"l2_multiple", s.l2_multiple(), 0, kMaxL2Multiple},
+                         Bound{"spot_checks", double(s.spot_checks()), 0, kMaxSpotChecks},
+                         Bound{"run_timeout_s", double(s.run_timeout_s()), 1, kMaxRunTimeoutS}}) {
+    if (!(b.value >= b.min && b.value <= b.max)) {
+      return absl::InvalidArgumentError(absl::StrCat(b.name, ": ", b.value, " is outside ", b.min,
+                                                     "..", b.max, " (unset: the default)"));
     }
   }
-  if (r.functional() && r.ranked()) {
+  if (s.set_offset() != 0) {
+    return absl::InvalidArgumentError(
+        "set_offset: the seeds are the coordinator's to choose; ask for `ranked` (secret seeds)");
+  }
+  if (s.functional() && s.ranked()) {
     return absl::InvalidArgumentError(
         "functional and ranked exclude each other: a functional run checks correctness only "
         "and never ranks");
@@ -167,8 +163,11 @@ absl::StatusOr<const v1::ProblemSpec*> ProblemCatalogIndex::FindSlug(
   return absl::NotFoundError(absl::StrCat("no problem with slug '", slug, "'"));
 }
 
-absl::Status ProblemCatalogIndex::Normalize(v1::SubmitRequest* request) const {
-  auto found = Find(request->problem_id());
+absl::Status ProblemCatalogIndex::Normalize(v1::SubmitRequest* request,
+                                            const std::string& default_gpu_class) const {
+  FoldLegacyFields(request);
+  v1::EvalSpec& spec = *request->mutable_spec();
+  auto found = Find(spec.problem_id());
   if (!found.ok()) return found.status();
   const v1::ProblemSpec& p = **found;
   if (request->source().empty()) return absl::InvalidArgumentError("the source is empty");
@@ -184,36 +183,39 @@ absl::Status ProblemCatalogIndex::Normalize(v1::SubmitRequest* request) const {
   std::vector<int> offered;
   for (const auto& l : p.layouts()) {
     if (l.supported()) offered.push_back(l.world_size());
-    if (l.world_size() == request->world_size()) layout = &l;
+    if (l.world_size() == spec.world_size()) layout = &l;
   }
   if (layout == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("problem ", p.id(), " (", p.slug(), ") does not offer world size ",
-                     request->world_size(), "; supported: ", absl::StrJoin(offered, ", ")));
+                     spec.world_size(), "; supported: ", absl::StrJoin(offered, ", ")));
   }
   if (!layout->supported()) {
     return absl::InvalidArgumentError(absl::StrCat("problem ", p.id(), " (", p.slug(),
-                                                   ") at world size ", request->world_size(), ": ",
+                                                   ") at world size ", spec.world_size(), ": ",
                                                    layout->unsupported_reason()));
   }
-  if (request->language().empty()) request->set_language("cuda");
-  if (request->language() != "cuda" && request->language() != "cpp") {
-    return absl::InvalidArgumentError(absl::StrCat("language '", request->language(),
+  if (spec.language().empty()) spec.set_language("cuda");
+  if (spec.language() != "cuda" && spec.language() != "cpp") {
+    return absl::InvalidArgumentError(absl::StrCat("language '", spec.language(),
                                                    "' is not known: \"cuda\" (the default) or "
                                                    "\"cpp\" (a host-only candidate)"));
   }
-  if (request->language() == "cpp") {
+  if (spec.language() == "cpp") {
     // A host-only candidate runs on GPU-less workers only: a GPU node's engine has no CPU ranks.
-    if (request->gpu_class().empty()) request->set_gpu_class("cpu");
-    if (request->gpu_class() != "cpu") {
+    if (!spec.gpu_class().empty() && spec.gpu_class() != "cpu") {
       return absl::InvalidArgumentError(absl::StrCat(
           "language \"cpp\" runs on GPU-less workers only: gpu_class must be \"cpu\" (or "
           "empty), not '",
-          request->gpu_class(), "'"));
+          spec.gpu_class(), "'"));
     }
+  } else if (spec.gpu_class().empty()) {
+    spec.set_gpu_class(default_gpu_class);
   }
-  PKB_RETURN_IF_ERROR(CheckShape(p, request));
-  PKB_RETURN_IF_ERROR(CheckRuns(*request));
+  ApplyDefaults(&spec, &p);
+  PKB_RETURN_IF_ERROR(CheckShape(p, spec));
+  PKB_RETURN_IF_ERROR(CheckRuns(spec));
+  MirrorLegacyFields(request);
   constexpr size_t kMaxMetadataBytes = 256, kMaxTags = 16, kMaxTagBytes = 64;
   for (const std::string* f : {&request->submitter(), &request->model(), &request->agent()}) {
     if (f->size() > kMaxMetadataBytes)
@@ -230,25 +232,53 @@ absl::Status ProblemCatalogIndex::Normalize(v1::SubmitRequest* request) const {
   return absl::OkStatus();
 }
 
-std::string JobKey(const v1::SubmitRequest& r, int32_t problem_version,
-                   const std::string& harness_version, int64_t set_offset) {
-  JobKeyFields f;
-  f.source = r.source();
-  f.problem_id = r.problem_id();
-  f.problem_version = problem_version;
-  f.world_size = r.world_size();
-  f.dtype = r.dtype();
-  f.m = r.m();
-  f.n = r.n();
-  f.trials = r.trials();
-  f.warmup = r.warmup();
-  f.iters = r.iters();
-  f.gpu_class = r.gpu_class();
-  f.harness_version = harness_version;
-  f.language = r.language();
-  f.set_offset = set_offset;
-  f.functional = r.functional();
-  return pkb::JobKey(f);
+void FoldLegacyFields(v1::SubmitRequest* r) {
+  v1::EvalSpec& s = *r->mutable_spec();
+  if (s.problem_id() == 0) s.set_problem_id(r->problem_id());
+  if (s.world_size() == 0) s.set_world_size(r->world_size());
+  if (s.dtype().empty()) s.set_dtype(r->dtype());
+  if (s.m() == 0) s.set_m(r->m());
+  if (s.n() == 0) s.set_n(r->n());
+  if (!s.has_trials() && r->trials() != 0) s.set_trials(r->trials());
+  if (!s.has_warmup() && r->warmup() != 0) s.set_warmup(r->warmup());
+  if (!s.has_iters() && r->iters() != 0) s.set_iters(r->iters());
+  if (s.gpu_class().empty()) s.set_gpu_class(r->gpu_class());
+  if (s.language().empty()) s.set_language(r->language());
+  s.set_ranked(s.ranked() || r->ranked());
+  s.set_practice(s.practice() || r->practice());
+  s.set_functional(s.functional() || r->functional());
+}
+
+void MirrorLegacyFields(v1::SubmitRequest* r) {
+  const v1::EvalSpec& s = r->spec();
+  r->set_problem_id(s.problem_id());
+  r->set_world_size(s.world_size());
+  r->set_dtype(s.dtype());
+  r->set_m(s.m());
+  r->set_n(s.n());
+  r->set_trials(s.trials());
+  r->set_warmup(s.warmup());
+  r->set_iters(s.iters());
+  r->set_gpu_class(s.gpu_class());
+  r->set_language(s.language());
+  r->set_ranked(s.ranked());
+  r->set_practice(s.practice());
+  r->set_functional(s.functional());
+}
+
+v1::EvalSpec SpecOfRecord(const v1::SubmitRequest& request) {
+  if (request.has_spec()) return request.spec();
+  v1::SubmitRequest legacy = request;
+  legacy.clear_source();
+  FoldLegacyFields(&legacy);
+  return legacy.spec();
+}
+
+void UpgradeStoredJob(v1::Job* job) {
+  if (job->request().has_spec()) return;
+  v1::SubmitRequest* r = job->mutable_request();
+  FoldLegacyFields(r);
+  ApplyDefaults(r->mutable_spec());
 }
 
 }  // namespace pkb

@@ -15,14 +15,19 @@
 #include "absl/strings/string_view.h"
 #include "pkb/v1/evaluation.pb.h"
 #include "pkb/v1/problem.pb.h"
+#include "pkb/v1/spec.pb.h"
 
 namespace pkb {
 
 inline constexpr size_t kMaxSourceBytes = 1 << 20;
-// Bounds of a request's run counts (0 asks for the engine's default).
+// Bounds of a spec's run counts (unset asks for the default: common/eval_spec.h).
 inline constexpr int32_t kMaxTrials = 100;
 inline constexpr int32_t kMaxWarmup = 10000;
 inline constexpr int32_t kMaxIters = 10000;
+inline constexpr int32_t kMaxSets = 1024;
+inline constexpr double kMaxL2Multiple = 64;
+inline constexpr int32_t kMaxSpotChecks = 100;
+inline constexpr int32_t kMaxRunTimeoutS = 3600;
 // The shape limits of a catalog that states none (the engine's rule, problems/harness/inputs.h).
 inline constexpr int64_t kDefaultMaxSide = 64 * 1024;
 inline constexpr int64_t kDefaultMaxArea = 64 * 1024 * 1024;
@@ -44,24 +49,35 @@ class ProblemCatalogIndex {
   absl::StatusOr<const v1::ProblemSpec*> Find(int32_t id) const;
   absl::StatusOr<const v1::ProblemSpec*> FindSlug(const std::string& slug) const;
 
-  // Checks a submission against its problem and fills in the defaults (dtype, m, n, language
-  // "cuda"; gpu_class "cpu" for language "cpp"). NOT_FOUND: unknown problem. INVALID_ARGUMENT,
-  // naming the field: world size not offered or not supported (with the problem's own reason), a
-  // dtype the problem does not take, m or n outside the problem's limits, trials, warmup or iters
-  // out of bounds, an empty source, one over 1 MiB or one that is not UTF-8, metadata too long, a
-  // language other than "cuda" or "cpp", language "cpp" on a gpu_class not "cpu".
-  absl::Status Normalize(v1::SubmitRequest* request) const;
+  // Checks a submission against its problem and completes its spec: the deprecated fields folded
+  // in (FoldLegacyFields), gpu_class `default_gpu_class` where the spec names none (but "cpu" for
+  // language "cpp"), then ApplyDefaults with the problem's defaults; the deprecated fields then
+  // mirror the spec. NOT_FOUND: unknown problem. INVALID_ARGUMENT, naming the field: world size
+  // not offered or not supported (with the problem's own reason), a dtype the problem does not
+  // take, m or n outside the problem's limits, a run count out of bounds, a set_offset (the
+  // coordinator's to choose: ask for `ranked`), functional with ranked, an empty source, one over
+  // 1 MiB or one that is not UTF-8, metadata too long, a language other than "cuda" or "cpp",
+  // language "cpp" on a gpu_class not "cpu".
+  absl::Status Normalize(v1::SubmitRequest* request,
+                         const std::string& default_gpu_class = "any") const;
 
  private:
   v1::ProblemCatalog catalog_;
   std::map<int32_t, int> by_id_;  // index into catalog_.problems()
 };
 
-// The job key: SHA-256 over everything that decides the result (see pkb.v1.Job.job_key).
-// `request` must be normalised and its gpu_class resolved; `set_offset` is the input seed offset
-// the engine will run with (0: public seeds; the secret one for a ranked submission).
-std::string JobKey(const v1::SubmitRequest& request, int32_t problem_version,
-                   const std::string& harness_version, int64_t set_offset = 0);
+// The deprecated fields of a SubmitRequest (problem_id, world_size, dtype, m, n, trials, warmup,
+// iters, gpu_class, ranked, language, practice, functional) moved into its spec wherever the spec
+// leaves them unset (a 0 run count of before meant the default: it stays unset).
+void FoldLegacyFields(v1::SubmitRequest* request);
+// The deprecated fields set from the spec, for clients of before that read a Job's request.
+void MirrorLegacyFields(v1::SubmitRequest* request);
+// The spec of a stored request: its own, or for a record of before the spec existed, its fields
+// folded into one (the stores' columns come from it).
+v1::EvalSpec SpecOfRecord(const v1::SubmitRequest& request);
+// A job record stored before the spec existed: its fields folded into a completed spec (a no-op
+// for a record that has one). The stores call it on every job they read.
+void UpgradeStoredJob(v1::Job* job);
 
 }  // namespace pkb
 

@@ -101,6 +101,22 @@ v1::RankTrial PublicRankTrial(const v1::RankTrial& t) {
 
 v1::SubmitRequest PublicRequest(const v1::SubmitRequest& r) {
   v1::SubmitRequest p;
+  // The spec's allow-list: its numbers and flags, and the two strings the coordinator checked
+  // against its own lists (dtype, gpu_class).
+  const v1::EvalSpec& in = r.spec();
+  v1::EvalSpec* out = p.mutable_spec();
+  out->set_problem_id(in.problem_id());
+  out->set_world_size(in.world_size());
+  out->set_dtype(in.dtype());
+  out->set_m(in.m());
+  out->set_n(in.n());
+  out->set_gpu_class(in.gpu_class());
+  if (in.has_trials()) out->set_trials(in.trials());
+  if (in.has_warmup()) out->set_warmup(in.warmup());
+  if (in.has_iters()) out->set_iters(in.iters());
+  out->set_ranked(in.ranked());
+  out->set_practice(in.practice());
+  out->set_functional(in.functional());
   p.set_problem_id(r.problem_id());
   p.set_world_size(r.world_size());
   p.set_dtype(r.dtype());

@@ -27,6 +27,8 @@ const std::set<std::string>& PublicText() {
       "pkb.v1.Job.gpu_class",
       "pkb.v1.SubmitRequest.dtype",
       "pkb.v1.SubmitRequest.gpu_class",
+      "pkb.v1.EvalSpec.dtype",
+      "pkb.v1.EvalSpec.gpu_class",
       "pkb.v1.SubmitRequest.submitter",
       "pkb.v1.SubmitRequest.model",
       "pkb.v1.SubmitRequest.agent",

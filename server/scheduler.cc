@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/eval_spec.h"
 #include "common/hash.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -208,10 +209,10 @@ absl::Status Scheduler::Recover() {
 
 absl::StatusOr<std::pair<std::string, const v1::ProblemSpec*>> Scheduler::Prepare(
     v1::SubmitRequest& request) {
-  PKB_RETURN_IF_ERROR(catalog_->Normalize(&request));
-  PKB_ASSIGN_OR_RETURN(const v1::ProblemSpec* problem, catalog_->Find(request.problem_id()));
-  if (request.gpu_class().empty()) request.set_gpu_class(options_.default_gpu_class);
-  const std::string& gpu_class = request.gpu_class();
+  PKB_RETURN_IF_ERROR(catalog_->Normalize(&request, options_.default_gpu_class));
+  const v1::EvalSpec& spec = request.spec();
+  PKB_ASSIGN_OR_RETURN(const v1::ProblemSpec* problem, catalog_->Find(spec.problem_id()));
+  const std::string& gpu_class = spec.gpu_class();
   const bool well_formed =
       gpu_class.size() <= 32 && std::all_of(gpu_class.begin(), gpu_class.end(), [](char c) {
         return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
@@ -226,18 +227,20 @@ absl::StatusOr<std::pair<std::string, const v1::ProblemSpec*>> Scheduler::Prepar
                                      : absl::StrJoin(known, ", "),
         ")"));
   }
-  if (request.practice() && request.ranked())
+  if (spec.practice() && spec.ranked())
     return absl::InvalidArgumentError(
         "practice: a practice run uses the public seeds and never ranks; submit it without "
         "`ranked`");
-  if (request.ranked() && options_.secret_set_offset == 0)
+  if (spec.ranked() && options_.secret_set_offset == 0)
     return absl::FailedPreconditionError(
         "this coordinator has no secret seed (--secret-seed-file): submit without `ranked`");
-  std::string key = JobKey(request, problem->version(), options_.harness_version,
-                           request.ranked() ? options_.secret_set_offset : 0);
-  // Practice runs are their own cache and dedup domain: a practice verdict never answers a
-  // submission that may rank, nor the reverse.
-  if (request.practice()) key = Sha256Hex(absl::StrCat("practice/", key));
+  // The key is the one hash of the job (the engine reports it as the lease gives it). A ranked
+  // job's inputs are the secret's: its key hashes the secret as the seed domain (each lease then
+  // carries the job's own offset drawn from it, JobSetOffset), so ranked and public runs of one
+  // source never share a key. Practice runs are keyed apart by `practice`.
+  v1::EvalSpec keyed = spec;
+  if (spec.ranked()) keyed.set_set_offset(options_.secret_set_offset);
+  std::string key = JobKey(keyed, request.source(), problem->version(), options_.harness_version);
   return std::make_pair(std::move(key), problem);
 }
 
@@ -300,11 +303,11 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
   if (!cached) {
     // Say it when nothing connected could ever take it, rather than leave an agent waiting.
     if (!AnyConnectedCanRun(job)) {
-      const bool functional = job.request().functional();
+      const bool functional = job.request().spec().functional();
       absl::StrAppend(&where, "; no connected worker can run it yet (needs world size ",
-                      job.request().world_size(), " <= the worker's max",
+                      job.request().spec().world_size(), " <= the worker's max",
                       functional ? " for functional runs" : "", ", gpu class ",
-                      job.request().gpu_class(), ", harness ", job.harness_version(), ")",
+                      job.request().spec().gpu_class(), ", harness ", job.harness_version(), ")",
                       functional ? ""
                                  : "; a functional run (correctness only) may put several ranks "
                                    "on one GPU");
@@ -465,8 +468,8 @@ void Scheduler::ExpireQueued(absl::Time now) {
     result.set_message(absl::StrCat(
         "cancelled: no worker took it within the queue deadline (",
         absl::FormatDuration(options_.queue_deadline), "); none connected serves gpu class ",
-        job.request().gpu_class(), " at world size ", job.request().world_size(), " with harness ",
-        job.harness_version(), ", or all were busy"));
+        job.request().spec().gpu_class(), " at world size ", job.request().spec().world_size(),
+        " with harness ", job.harness_version(), ", or all were busy"));
     Finish(id, result, result.message());
   }
 }
@@ -615,10 +618,16 @@ void Scheduler::Finish(const std::string& job_id, v1::EvalResult result,
   JobState& js = it->second;
   js.finished = true;
   js.orphan_deadline = absl::InfiniteFuture();
-  result.set_job_key(js.job.job_key());
+  // The engine reports the key its lease gave it; a verdict of the coordinator's own (cancelled,
+  // expired, worker lost) has none yet.
+  if (result.job_key().empty()) result.set_job_key(js.job.job_key());
+  if (result.job_key() != js.job.job_key()) {
+    spdlog::warn("job {}: the worker reported key {}, not the lease's {}", job_id, result.job_key(),
+                 js.job.job_key());
+  }
   result.set_cached(false);
-  if (result.problem_id() == 0) result.set_problem_id(js.job.request().problem_id());
-  if (result.world_size() == 0) result.set_world_size(js.job.request().world_size());
+  if (result.problem_id() == 0) result.set_problem_id(js.job.request().spec().problem_id());
+  if (result.world_size() == 0) result.set_world_size(js.job.request().spec().world_size());
   if (result.harness_version().empty()) result.set_harness_version(js.job.harness_version());
   // The coordinator's to say, never the worker's.
   result.set_confirms_job_id(js.job.confirms_job_id());
@@ -651,7 +660,7 @@ void Scheduler::Finish(const std::string& job_id, v1::EvalResult result,
 bool Scheduler::NeedsConfirmation(const v1::Job& job) {
   return job.stage() == v1::DONE && job.result().status() == v1::OK &&
          job.cached_from_job_id().empty() && job.confirms_job_id().empty() &&
-         !job.request().practice() && !job.request().functional();  // neither ranks
+         !job.request().spec().practice() && !job.request().spec().functional();  // neither ranks
 }
 
 void Scheduler::QueueConfirmation(JobState& original) {
@@ -659,7 +668,10 @@ void Scheduler::QueueConfirmation(JobState& original) {
   v1::SubmitRequest request = o.request();  // the source, spec, submitter and metadata
   request.set_no_cache(true);  // never joined by a submission, never answered from the cache
   // Its board is the class of the worker that ran the original: time it again on that class.
-  if (!o.gpu_class().empty()) request.set_gpu_class(o.gpu_class());
+  if (!o.gpu_class().empty()) {
+    request.mutable_spec()->set_gpu_class(o.gpu_class());
+    MirrorLegacyFields(&request);
+  }
   v1::EvalEvent queued;
   v1::Job job = NewQueuedJob(std::move(request), o.job_key(), o.problem_version(), &queued);
   job.set_harness_version(o.harness_version());

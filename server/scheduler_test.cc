@@ -121,7 +121,7 @@ TEST_CASE("a functional job may have more ranks than its worker has GPUs", "[sch
   CHECK(functional->job_id != plain_w8->job_id);  // another job key: not joined
   REQUIRE(small->Leases().size() == 1);
   CHECK(small->Leases()[0].job_id() == functional->job_id);
-  CHECK(small->Leases()[0].functional());
+  CHECK(small->Leases()[0].spec().functional());
   CHECK(plain->Leases().empty());  // its node takes no functional W beyond its GPUs
   // Correctness only: never with a ranked run's secret seed.
   r.set_ranked(true);
@@ -156,7 +156,7 @@ TEST_CASE("a job is leased, runs and finishes, watchers see every event once", "
   CHECK(lease.job_id() == out->job_id);
   CHECK(lease.attempt() == 1);
   CHECK(lease.source() == "kernel");
-  CHECK(lease.m() == 64);  // defaults filled in
+  CHECK(lease.spec().m() == 64);  // defaults filled in
   v1::JobEvent je;
   je.set_job_id(lease.job_id());
   je.set_attempt(1);
@@ -397,11 +397,11 @@ TEST_CASE("ranked submissions run on the secret seed, keyed apart, refused witho
   auto w2 = f.AddWorker(2, "w2", 8, "h200");
   REQUIRE(w1->Leases().size() == 1);
   REQUIRE(w2->Leases().size() == 1);
-  CHECK(w1->Leases()[0].set_offset() == 0);
+  CHECK(w1->Leases()[0].spec().set_offset() == 0);
   // A ranked job runs on its own offset, derived from the secret and its id.
-  CHECK(w2->Leases()[0].set_offset() == JobSetOffset(777, s->job_id));
-  CHECK(w2->Leases()[0].set_offset() != 777);
-  CHECK(w2->Leases()[0].set_offset() > 0);
+  CHECK(w2->Leases()[0].spec().set_offset() == JobSetOffset(777, s->job_id));
+  CHECK(w2->Leases()[0].spec().set_offset() != 777);
+  CHECK(w2->Leases()[0].spec().set_offset() > 0);
   CHECK(JobSetOffset(777, s->job_id) != JobSetOffset(777, s->job_id + "x"));
   CHECK(JobSetOffset(777, s->job_id) != JobSetOffset(778, s->job_id));
   auto pj = *f.scheduler->Get(p->job_id);
@@ -572,9 +572,9 @@ TEST_CASE("language: checked, keyed apart, cpp goes to cpu workers and reaches t
   auto cpu = f.AddWorker(2, "cpu", 8, "cpu");
   REQUIRE(cpu->Leases().size() == 1);
   CHECK(cpu->Leases()[0].job_id() == cpp->job_id);
-  CHECK(cpu->Leases()[0].language() == "cpp");
+  CHECK(cpu->Leases()[0].spec().language() == "cpp");
   REQUIRE(gpu->Leases().size() == 1);
-  CHECK(gpu->Leases()[0].language() == "cuda");
+  CHECK(gpu->Leases()[0].spec().language() == "cuda");
 }
 
 }  // namespace
@@ -651,8 +651,8 @@ TEST_CASE("an OK result is timed again on another worker of its class and linked
   const v1::Lease lease = w2->Leases()[0];
   CHECK(lease.job_id() == cid);
   CHECK(lease.source() == "k");
-  CHECK(lease.set_offset() == JobSetOffset(777, cid));  // fresh secret inputs
-  CHECK(lease.set_offset() != w1->Leases()[0].set_offset());
+  CHECK(lease.spec().set_offset() == JobSetOffset(777, cid));  // fresh secret inputs
+  CHECK(lease.spec().set_offset() != w1->Leases()[0].spec().set_offset());
   // A confirmation gets none of its own.
   SendOk(f, 2, lease, 1.7);
   conf = *f.scheduler->Get(cid);

@@ -23,14 +23,14 @@ int32_t MaxWorld(const v1::WorkerCapabilities& caps, bool functional) {
 }  // namespace
 
 bool Scheduler::Matches(const v1::WorkerCapabilities& caps, const v1::Job& job) {
-  const auto& r = job.request();
+  const auto& r = job.request().spec();
   if (r.world_size() > MaxWorld(caps, r.functional())) return false;
   if (r.gpu_class() != "any" && r.gpu_class() != caps.gpu_class()) return false;
   return caps.harness_version() == job.harness_version();
 }
 
 bool Scheduler::AnyConnectedCanRun(const v1::Job& job) const {
-  const auto& r = job.request();
+  const auto& r = job.request().spec();
   auto fits = [&](const std::multiset<std::pair<int32_t, int32_t>>& limits) {
     if (!r.functional()) return !limits.empty() && limits.rbegin()->first >= r.world_size();
     return std::any_of(limits.begin(), limits.end(),
@@ -50,7 +50,7 @@ bool Scheduler::AnyConnectedCanRun(const v1::Job& job) const {
 bool Scheduler::AnotherConnectedCanRun(const v1::Job& job, const std::string& worker_id) const {
   if (!connection_of_worker_.count(worker_id)) return AnyConnectedCanRun(job);
   // It is connected and counted among them: another one means two that can.
-  const auto& r = job.request();
+  const auto& r = job.request().spec();
   int capable = 0;
   auto count = [&](const std::multiset<std::pair<int32_t, int32_t>>& limits) {
     for (const auto& l : limits) {
@@ -71,7 +71,7 @@ bool Scheduler::AnotherConnectedCanRun(const v1::Job& job, const std::string& wo
 
 std::optional<uint64_t> Scheduler::PickIdle(const JobState& js) const {
   const v1::Job& job = js.job;
-  const auto& r = job.request();
+  const auto& r = job.request().spec();
   const bool avoid = !js.avoid_worker.empty() && AnotherConnectedCanRun(job, js.avoid_worker);
   std::optional<std::pair<int32_t, uint64_t>> best;
   auto consider = [&](const std::set<std::pair<int32_t, uint64_t>>& idle) {
@@ -142,23 +142,16 @@ void Scheduler::Dispatch() {
          {});
     v1::CoordinatorMessage m;
     v1::Lease* lease = m.mutable_lease();
-    const auto& r = job.request();
+    const auto& r = job.request().spec();
     lease->set_job_id(job.job_id());
     lease->set_attempt(job.attempts());
-    lease->set_problem_id(r.problem_id());
-    lease->set_world_size(r.world_size());
-    lease->set_dtype(r.dtype());
-    lease->set_m(r.m());
-    lease->set_n(r.n());
-    lease->set_trials(r.trials());
-    lease->set_warmup(r.warmup());
-    lease->set_iters(r.iters());
-    lease->set_source(r.source());
+    *lease->mutable_spec() = r;
+    if (r.ranked()) {
+      lease->mutable_spec()->set_set_offset(JobSetOffset(options_.secret_set_offset, job.job_id()));
+    }
+    lease->set_source(job.request().source());
     lease->set_job_key(job.job_key());
     lease->set_deadline_ms(absl::ToInt64Milliseconds(options_.job_deadline));
-    if (r.ranked()) lease->set_set_offset(JobSetOffset(options_.secret_set_offset, job.job_id()));
-    lease->set_language(r.language().empty() ? "cuda" : r.language());
-    lease->set_functional(r.functional());
     chosen->connection->Send(m);
   }
 }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/problem_catalog.h"
 
 namespace pkb {
 
@@ -64,7 +65,7 @@ std::string TagsColumn(const v1::Job& job) {
 }
 
 std::string GpuClassColumn(const v1::Job& job) {
-  return job.gpu_class().empty() ? job.request().gpu_class() : job.gpu_class();
+  return job.gpu_class().empty() ? SpecOfRecord(job.request()).gpu_class() : job.gpu_class();
 }
 
 // One use of a prepared statement from the store's cache; reset (kept prepared) on scope exit.
@@ -150,6 +151,7 @@ absl::Status WriteJob(sqlite3* db, StmtCache* cache, const v1::Job& job, bool in
   bool done = job.stage() == v1::DONE;
   v1::Status status = job.result().status();
   const v1::SubmitRequest& r = job.request();
+  const v1::EvalSpec spec = SpecOfRecord(r);
   Stmt s(db, cache,
          insert ? "INSERT INTO jobs(id, job_key, done, status, cacheable, problem_id, created, "
                   "updated, record, world_size, dtype, gpu_class, submitter, model, agent, tags, "
@@ -166,18 +168,18 @@ absl::Status WriteJob(sqlite3* db, StmtCache* cache, const v1::Job& job, bool in
   s.Bind(3, int64_t{done});
   s.Bind(4, int64_t{status});
   s.Bind(5, int64_t{IsCacheEntry(job)});
-  s.Bind(6, int64_t{r.problem_id()});
+  s.Bind(6, int64_t{spec.problem_id()});
   s.Bind(7, job.created_unix_micros());
   s.Bind(8, job.updated_unix_micros());
   s.BindBlob(9, record);
-  s.Bind(10, int64_t{r.world_size()});
-  s.Bind(11, r.dtype());
+  s.Bind(10, int64_t{spec.world_size()});
+  s.Bind(11, spec.dtype());
   s.Bind(12, GpuClassColumn(job));
   s.Bind(13, r.submitter());
   s.Bind(14, r.model());
   s.Bind(15, r.agent());
   s.Bind(16, TagsColumn(job));
-  s.Bind(17, int64_t{r.ranked()});
+  s.Bind(17, int64_t{spec.ranked()});
   s.Bind(18, int64_t{!job.cached_from_job_id().empty()});
   s.Bind(19, job.source_sha256());
   s.Bind(20, done ? job.updated_unix_micros() : int64_t{0});
@@ -223,6 +225,7 @@ absl::Status MigrateTo1(sqlite3* db) {
     while (st.ok() && (rc = s.Step()) == SQLITE_ROW) {
       v1::Job job;
       if (!job.ParseFromString(s.Blob(0))) st = absl::DataLossError("corrupt job record");
+      UpgradeStoredJob(&job);
       jobs.push_back(std::move(job));
     }
     if (st.ok() && rc != SQLITE_DONE) st = s.Error("migrate: read jobs");
@@ -231,6 +234,7 @@ absl::Status MigrateTo1(sqlite3* db) {
   for (const v1::Job& job : jobs) {
     if (!st.ok()) break;
     const v1::SubmitRequest& r = job.request();
+    const v1::EvalSpec spec = SpecOfRecord(r);
     const bool done = job.stage() == v1::DONE;
     Stmt u(db, &cache,
            "UPDATE jobs SET world_size=?2, dtype=?3, gpu_class=?4, submitter=?5, model=?6, "
@@ -239,14 +243,14 @@ absl::Status MigrateTo1(sqlite3* db) {
     st = u.status();
     if (!st.ok()) break;
     u.Bind(1, job.job_id());
-    u.Bind(2, int64_t{r.world_size()});
-    u.Bind(3, r.dtype());
+    u.Bind(2, int64_t{spec.world_size()});
+    u.Bind(3, spec.dtype());
     u.Bind(4, GpuClassColumn(job));
     u.Bind(5, r.submitter());
     u.Bind(6, r.model());
     u.Bind(7, r.agent());
     u.Bind(8, TagsColumn(job));
-    u.Bind(9, int64_t{r.ranked()});
+    u.Bind(9, int64_t{spec.ranked()});
     u.Bind(10, int64_t{!job.cached_from_job_id().empty()});
     u.Bind(11, job.source_sha256());
     u.Bind(12, done ? job.updated_unix_micros() : int64_t{0});
@@ -344,6 +348,7 @@ absl::StatusOr<std::vector<v1::Job>> QueryJobs(sqlite3* db, StmtCache* cache,
     v1::Job job;
     if (!job.ParseFromString(s.Blob(0)))
       return absl::DataLossError("corrupt job record in the store");
+    UpgradeStoredJob(&job);
     jobs.push_back(std::move(job));
   }
   if (rc != SQLITE_DONE) return s.Error("query jobs");
@@ -557,6 +562,7 @@ absl::StatusOr<std::vector<v1::Job>> SqliteJobStore::ListJobs(const JobQuery& q)
     v1::Job job;
     if (!job.ParseFromString(s.Blob(0)))
       return absl::DataLossError("corrupt job record in the store");
+    UpgradeStoredJob(&job);
     jobs.push_back(std::move(job));
   }
   if (rc != SQLITE_DONE) return s.Error("list jobs");

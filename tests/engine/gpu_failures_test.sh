@@ -6,9 +6,9 @@ set -uo pipefail
 EVAL=${1:?usage: gpu_failures_test.sh PKB_EVAL [SOURCE_DIR]}
 SRC=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
 RANK="$(dirname "$EVAL")/pkb-rank"
-gpus=$("$RANK" --probe --problem=1 --report=/dev/null 2>/dev/null || echo 0)
+gpus=$("$RANK" probe 2>/dev/null || echo 0)
 if [ "${gpus:-0}" -lt 1 ]; then
-  echo "SKIPPED: no GPU on this machine (pkb-rank --probe found none)"
+  echo "SKIPPED: no GPU on this machine (pkb-rank probe found none)"
   exit 77
 fi
 fail=0

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# TEST DOUBLE for pkb-eval (worker/engine): speaks the engine's command-line and --events contract
+# TEST DOUBLE for pkb-eval (worker/engine): speaks the engine's command-line (--spec, --job-key, or
+# the flags) and --events contract
 # (JSON lines of pkb.v1.EvalEvent, DONE last with the EvalResult) without compiling or running
 # anything. Used where the real engine is not built. What it answers depends on the source text:
 #   FAKE_COMPILE_ERROR  -> COMPILE_ERROR     FAKE_OK -> OK (speedup 1.5, or FAKE_SPEEDUP=x; the
@@ -41,12 +42,14 @@ if [[ "${1:-}" == "--catalog" ]]; then
 JSON
   exit 0
 fi
-problem="" world="" source="" events=0 offset=0 dtype=bfloat16
+problem="" world="" source="" events=0 offset=0 dtype=bfloat16 spec="" job_key=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --problem) problem="$2"; shift 2 ;;
     --world-size) world="$2"; shift 2 ;;
     --source) source="$2"; shift 2 ;;
+    --spec) spec="$2"; shift 2 ;;
+    --job-key) job_key="$2"; shift 2 ;;
     --events) events=1; shift ;;
     --functional) shift ;;  # flags without a value
     --set-offset) offset="$2"; shift 2 ;;
@@ -55,6 +58,14 @@ while [[ $# -gt 0 ]]; do
     *) source="$1"; shift ;;  # the source is positional, as in pkb-eval
   esac
 done
+# The job's spec as the worker writes it (text format, pkb.v1.EvalSpec): its fields win over flags.
+spec_field() { sed -n "s/^$1: \"\{0,1\}\([^\"]*\)\"\{0,1\}\$/\1/p" "$spec" | head -1; }
+if [[ -n "$spec" ]]; then
+  [[ -f "$spec" ]] || { echo "fake_pkb_eval: no spec file $spec" >&2; exit 2; }
+  problem=$(spec_field problem_id) world=$(spec_field world_size)
+  offset=$(spec_field set_offset) dtype=$(spec_field dtype)
+  offset=${offset:-0} dtype=${dtype:-bfloat16}
+fi
 [[ -n "$problem" && -n "$world" && -f "$source" && $events == 1 ]] || { echo "fake_pkb_eval: bad usage" >&2; exit 2; }
 delay="${FAKE_PKB_EVAL_DELAY:-0.05}"
 own_delay=$(grep -o 'FAKE_DELAY=[0-9.]*' "$source" | head -1 | cut -d= -f2 || true)
@@ -78,6 +89,8 @@ leak=""
 if grep -q FAKE_LEAKY_MESSAGE "$source"; then
   leak=$(grep -m1 FAKE_LEAKY_MESSAGE "$source" | tr -d '"\\' | tr -d '\000-\037')
 fi
+# The lease's key, reported as the engine reports it (a leak test puts its own text there).
+key_field=""; [[ -n "$job_key" && -z "$leak" ]] && key_field=",\"jobKey\":\"$job_key\""
 emit() { seq=$((seq + 1)); echo "{\"sequence\":\"$seq\",$1}"; }
 # A message, with the leaked line when there is one.
 say() { if [[ -n "$leak" ]]; then echo "$1: $leak"; else echo "$1"; fi; }
@@ -101,7 +114,7 @@ leak_fields() {
 done_with() {
   local said=""
   [[ -n "$leak" ]] && said=",\"message\":\"$(say done)\""
-  emit "\"stage\":\"DONE\"$said,\"result\":{\"status\":\"$1\",\"message\":\"$(say "$2")\",\"problemId\":$problem,\"worldSize\":$world,\"dtype\":\"$dtype\",\"harnessVersion\":\"pkb-harness-3\"$3}"
+  emit "\"stage\":\"DONE\"$said,\"result\":{\"status\":\"$1\",\"message\":\"$(say "$2")\",\"problemId\":$problem,\"worldSize\":$world,\"dtype\":\"$dtype\",\"harnessVersion\":\"pkb-harness-3\"$key_field$3}"
 }
 emit "\"stage\":\"COMPILING\",\"message\":\"$(say "nvcc (test double)")\""
 pause "$delay"

@@ -211,6 +211,55 @@ TEST_CASE("submit streams every stage and the GPU-less verdict", "[service]") {
   CHECK(!r.job_key().empty());
 }
 
+// The key is hashed once, by the coordinator, from the completed spec; the engine reports the
+// lease's. pkb-eval run by hand computes it with the same function, so the two agree.
+TEST_CASE("the job key a standalone pkb-eval reports is the coordinator's", "[service]") {
+  if (Engine() == PKB_FAKE_ENGINE) {
+    WARN("pkb-eval is not built: nothing to compare the coordinator's key with");
+    return;
+  }
+  Cluster c;
+  c.StartCoordinator(Engine());
+  c.StartWorker("w1");
+  const std::string example = std::string(PKB_EXAMPLES_DIR) + "/p001_allreduce_symm.cu";
+  const std::string source = ReadFile(example).value_or("__global__ void k() {}\n");
+  // Through the spec, a default given explicitly: it keys as the default left out.
+  v1::SubmitRequest req;
+  req.set_source(source);
+  req.mutable_spec()->set_problem_id(1);
+  req.mutable_spec()->set_world_size(2);
+  req.mutable_spec()->set_trials(5);
+  req.mutable_spec()->set_dtype("bf16");
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(90));
+  auto reader = c.stub->Submit(&ctx, req);
+  grpc::Status st;
+  auto events = ReadAll(reader.get(), &st);
+  REQUIRE(st.ok());
+  REQUIRE(events.back().stage() == v1::DONE);
+  const std::string engine_key = events.back().result().job_key();
+  v1::GetJobRequest g;
+  g.set_job_id(events.front().job_id());
+  v1::Job job;
+  grpc::ClientContext gctx;
+  REQUIRE(c.stub->Get(&gctx, g, &job).ok());
+  CHECK(job.request().spec().warmup() == 500);  // completed by the coordinator
+  CHECK(job.request().world_size() == 2);       // and mirrored for clients of before
+  CHECK(engine_key == job.job_key());
+
+  SubprocessOptions o;
+  o.argv = {Engine(), "-p", "1", "-w", "2", "--json", "--scratch", c.dir, example};
+  o.timeout = absl::Seconds(120);
+  auto run = RunSubprocess(o);
+  REQUIRE(run.ok());
+  INFO(run->out << run->err);
+  const std::string field = "\"job_key\": \"";
+  const size_t at = run->out.find(field);
+  REQUIRE(at != std::string::npos);
+  const std::string standalone = run->out.substr(at + field.size(), 64);
+  CHECK(standalone == job.job_key());
+}
+
 TEST_CASE("rejections are precise: unknown problem, unsupported world size", "[service]") {
   Cluster c;
   c.StartCoordinator(PKB_FAKE_ENGINE);

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/eval_spec.h"
 #include "common/files.h"
 #include "common/subprocess.h"
 
@@ -38,14 +39,15 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
                                    CancelToken* cancel) {
   // The file name tells the engine how to compile the source: .cu with nvcc, .cc with the host
   // compiler (a CPU candidate).
+  const std::string& language = lease.spec().language();
   const char* file_name = nullptr;
-  if (lease.language().empty() || lease.language() == "cuda") {
+  if (language.empty() || language == "cuda") {
     file_name = "candidate.cu";
-  } else if (lease.language() == "cpp") {
+  } else if (language == "cpp") {
     file_name = "candidate.cc";
   } else {
-    return Verdict(v1::INTERNAL, absl::StrCat("this worker does not know the language '",
-                                              lease.language(), "' (\"cuda\" or \"cpp\")"));
+    return Verdict(v1::INTERNAL, absl::StrCat("this worker does not know the language '", language,
+                                              "' (\"cuda\" or \"cpp\")"));
   }
   absl::StatusOr<std::string> dir = MakeTempDir(options_.scratch, "job-");
   if (!dir.ok())
@@ -55,9 +57,13 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
   std::error_code perm_ec;
   std::filesystem::permissions(*dir, std::filesystem::perms(0711), perm_ec);
   const std::string source = absl::StrCat(*dir, "/", file_name);
-  if (absl::Status st = WriteFileAtomic(source, lease.source()); !st.ok()) {
+  // The spec goes to the engine unchanged, as a file (text: readable in a kept scratch folder).
+  const std::string spec = absl::StrCat(*dir, "/spec.txtpb");
+  absl::Status written = WriteFileAtomic(source, lease.source());
+  if (written.ok()) written = WriteSpecFile(spec, lease.spec());
+  if (!written.ok()) {
     RemoveTree(*dir).IgnoreError();
-    return Verdict(v1::INTERNAL, absl::StrCat("worker scratch: ", st.message()));
+    return Verdict(v1::INTERNAL, absl::StrCat("worker scratch: ", written.message()));
   }
 
   SubprocessOptions opts;
@@ -72,26 +78,14 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
       absl::StrCat("echo \"", kPidPrefix, "$$\"; exec ",
                    pdeathsig ? "/usr/bin/setpriv --pdeathsig KILL -- " : "", "\"$0\" \"$@\""),
       options_.engine,
-      "--problem",
-      absl::StrCat(lease.problem_id()),
-      "--world-size",
-      absl::StrCat(lease.world_size()),
+      "--spec",
+      spec,
+      "--job-key",
+      lease.job_key(),
       source,  // positional, as pkb-eval takes it
       "--events",
       "--scratch",
       *dir};
-  if (!lease.dtype().empty()) opts.argv.insert(opts.argv.end(), {"--dtype", lease.dtype()});
-  if (lease.m() > 0) opts.argv.insert(opts.argv.end(), {"--m", absl::StrCat(lease.m())});
-  if (lease.n() > 0) opts.argv.insert(opts.argv.end(), {"--n", absl::StrCat(lease.n())});
-  if (lease.set_offset() != 0)
-    opts.argv.insert(opts.argv.end(), {"--set-offset", absl::StrCat(lease.set_offset())});
-  if (lease.trials() > 0)
-    opts.argv.insert(opts.argv.end(), {"--trials", absl::StrCat(lease.trials())});
-  if (lease.warmup() > 0)
-    opts.argv.insert(opts.argv.end(), {"--warmup", absl::StrCat(lease.warmup())});
-  if (lease.iters() > 0)
-    opts.argv.insert(opts.argv.end(), {"--iters", absl::StrCat(lease.iters())});
-  if (lease.functional()) opts.argv.push_back("--functional");
   opts.cwd = *dir;
   opts.timeout =
       lease.deadline_ms() > 0 ? absl::Milliseconds(lease.deadline_ms()) : absl::Minutes(30);

@@ -29,8 +29,9 @@ v1::Lease Lease(const std::string& source) {
   v1::Lease l;
   l.set_job_id("j1");
   l.set_attempt(1);
-  l.set_problem_id(1);
-  l.set_world_size(2);
+  l.mutable_spec()->set_problem_id(1);
+  l.mutable_spec()->set_world_size(2);
+  l.set_job_key("key-j1");
   l.set_source(source);
   l.set_deadline_ms(30000);
   return l;

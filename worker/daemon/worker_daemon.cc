@@ -198,7 +198,7 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
     cancel_ = cancel;
   }
   spdlog::info("job {} (attempt {}): problem {} at W={}", lease.job_id(), lease.attempt(),
-               lease.problem_id(), lease.world_size());
+               lease.spec().problem_id(), lease.spec().world_size());
   job_thread_ = std::thread([this, lease, cancel] {
     LogScope log_scope(lease.job_id());
     auto post = [&](const v1::EvalEvent& e) {

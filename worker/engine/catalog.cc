@@ -1,6 +1,7 @@
 // The problem catalog served to agents: every problem's statement and, at W = 1, 2, 4, 8 and
 // the default shape, the exact signature of each rank, its groups, tolerances and roofline.
 #include "absl/strings/str_cat.h"
+#include "common/eval_spec.h"
 #include "pkb/candidate.h"
 #include "problems/harness/check.h"
 #include "problems/harness/inputs.h"
@@ -22,6 +23,9 @@ v1::TensorDecl Decl(const std::string& name, at::IntArrayRef shape, at::ScalarTy
 
 v1::ProblemCatalog BuildCatalog() {
   v1::ProblemCatalog cat;
+  // The default shape and dtype are the spec's (common/eval_spec.h), the same for every problem.
+  v1::EvalSpec defaults;
+  ApplyDefaults(&defaults);
   for (const Problem* p : AllProblems()) {
     v1::ProblemSpec* spec = cat.add_problems();
     const ProblemInfo& info = p->info();
@@ -31,9 +35,9 @@ v1::ProblemCatalog BuildCatalog() {
     spec->set_origin(info.origin);
     spec->set_category(info.category);
     spec->set_statement(info.statement);
-    spec->set_default_m(1024);
-    spec->set_default_n(1024);
-    spec->set_default_dtype("bfloat16");
+    spec->set_default_m(defaults.m());
+    spec->set_default_n(defaults.n());
+    spec->set_default_dtype(defaults.dtype());
     spec->set_candidate_api_version(PKB_API_VERSION);
     const ShapeLimits limits = LimitsOf(*p);
     spec->set_max_m(limits.max_m);

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/eval_spec.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "problems/harness/check.h"
@@ -89,13 +90,15 @@ absl::Status Save(const at::Tensor& t, const std::string& dir, const std::string
 
 }  // namespace
 
-absl::Status DumpProblem(const EvalOptions& o, const std::string& dir) {
-  PKB_ASSIGN_OR_RETURN(const Problem* p, FindProblem(o.problem));
+absl::Status DumpProblem(const EvalOptions& options, const std::string& dir) {
+  v1::EvalSpec spec = options.spec;
+  ApplyDefaults(&spec);
+  PKB_ASSIGN_OR_RETURN(const Problem* p, FindProblem(spec.problem_id()));
   RunConfig cfg;
-  cfg.m = o.m;
-  cfg.n = o.n;
-  cfg.world = o.world;
-  PKB_ASSIGN_OR_RETURN(cfg.dtype, DtypeFromName(o.dtype));
+  cfg.m = spec.m();
+  cfg.n = spec.n();
+  cfg.world = spec.world_size();
+  PKB_ASSIGN_OR_RETURN(cfg.dtype, DtypeFromName(spec.dtype()));
   PKB_RETURN_IF_ERROR(CheckRunnable(*p, cfg));
 #ifdef PKB_WITH_CUDA
   int count = 0;
@@ -103,7 +106,7 @@ absl::Status DumpProblem(const EvalOptions& o, const std::string& dir) {
 #endif
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  int set = static_cast<int>(o.set_offset);
+  int set = static_cast<int>(spec.set_offset());
   std::vector<Inputs> all = DrawAllInputs(*p, cfg, set);
   PKB_ASSIGN_OR_RETURN(auto expected, p->Oracle(all, cfg));
   nlohmann::json files = nlohmann::json::array(), scalars = nlohmann::json::array();

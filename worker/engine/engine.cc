@@ -16,10 +16,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/eval_spec.h"
 #include "common/files.h"
 #include "common/harness_version.h"
 #include "common/hash.h"
-#include "common/job_key.h"
 #include "common/subprocess.h"
 #include "problems/harness/check.h"
 #include "problems/harness/inputs.h"
@@ -165,7 +165,7 @@ absl::Status CheckInstallation(const EvalOptions& o, const std::string& backend)
                      "' is missing or not executable (build the target pkb-rank; pkb-eval "
                      "looks for it beside itself)"));
   }
-  if (o.sandbox != "off" && backend == "cuda" && !o.functional &&
+  if (o.sandbox != "off" && backend == "cuda" && !o.spec.functional() &&
       !IsExecutableFile(o.group_binary)) {
     return absl::FailedPreconditionError(
         absl::StrCat("'", o.group_binary,
@@ -176,390 +176,433 @@ absl::Status CheckInstallation(const EvalOptions& o, const std::string& backend)
   return absl::OkStatus();
 }
 
-std::string JobKey(const EvalOptions& o, int problem_version) {
-  JobKeyFields f;
-  f.source = o.source;
-  f.problem_id = o.problem;
-  f.problem_version = problem_version;
-  f.world_size = o.world;
-  f.dtype = o.dtype;
-  f.m = o.m;
-  f.n = o.n;
-  f.trials = o.trials;
-  f.warmup = o.warmup;
-  f.iters = o.iters;
-  f.gpu_class = o.gpu_class;
-  f.harness_version = HarnessVersion();
-  // The worker names a "cpp" job's source candidate.cc (SubmitRequest.language).
-  f.language = absl::EndsWith(o.source_name, ".cc") || absl::EndsWith(o.source_name, ".cpp")
-                   ? "cpp"
-                   : "cuda";
-  f.set_offset = o.set_offset;
-  f.max_sets = o.max_sets;
-  f.l2_multiple = o.l2_multiple;
-  f.spot_checks = o.spot_checks;
-  f.functional = o.functional;
-  return pkb::JobKey(f);
+std::string LanguageOfSourceName(const std::string& name) {
+  return absl::EndsWith(name, ".cc") || absl::EndsWith(name, ".cpp") ? "cpp" : "cuda";
 }
 
-v1::EvalResult RunEvaluation(const EvalOptions& in_opts, const EvalEventCallback& sink) {
-  absl::Time start = absl::Now();
-  EvalOptions o = in_opts;
-  EventEmitter events(sink);
-  v1::EvalResult r;
-  r.set_problem_id(o.problem);
-  r.set_world_size(o.world);
-  r.set_dtype(o.dtype);
-  r.set_m(o.m);
-  r.set_n(o.n);
-  r.set_trials(o.trials);
-  r.set_harness_version(HarnessVersion());
-  auto finish = [&](v1::Status status, const std::string& message) {
-    r.set_status(status);
-    r.set_message(message);
-    r.set_total_seconds(absl::ToDoubleSeconds(absl::Now() - start));
-    events.Done(r);
-    return r;
-  };
+v1::EvalSpec CompletedSpec(const EvalOptions& o) {
+  v1::EvalSpec spec = o.spec;
+  // A spec that does not say its language takes it from the source's name (pkb-eval's flags).
+  if (spec.language().empty()) spec.set_language(LanguageOfSourceName(o.source_name));
+  ApplyDefaults(&spec);
+  return spec;
+}
 
-  if (o.rank_binary.empty()) o.rank_binary = ExeDir() + "/pkb-rank";
-  if (o.group_binary.empty()) {
-    o.group_binary =
-        (std::filesystem::path(o.rank_binary).parent_path() / "pkb-rank-group").string();
-  }
-  if (o.cache_dir.empty()) o.cache_dir = DefaultCacheDir();
+std::string JobKey(const EvalOptions& o, int problem_version) {
+  if (!o.job_key.empty()) return o.job_key;
+  return pkb::JobKey(CompletedSpec(o), o.source, problem_version, HarnessVersion());
+}
 
-  // Constraints first: nothing runs for a job that cannot.
-  auto problem = FindProblem(o.problem);
-  if (!problem.ok()) return finish(v1::REJECTED, std::string(problem.status().message()));
-  const Problem& p = **problem;
-  r.set_problem_slug(p.info().slug);
-  r.set_job_key(JobKey(o, p.info().version));
-  RunConfig cfg;
-  cfg.m = o.m;
-  cfg.n = o.n;
-  cfg.world = o.world;
-  auto dtype = DtypeFromName(o.dtype);
-  if (!dtype.ok()) return finish(v1::REJECTED, std::string(dtype.status().message()));
-  cfg.dtype = *dtype;
-  absl::Status runnable = CheckRunnable(p, cfg);
-  if (!runnable.ok()) return finish(v1::REJECTED, std::string(runnable.message()));
-  if (o.trials < 1 || o.iters < 1 || o.warmup < 0) {
-    return finish(v1::REJECTED,
-                  "trials and timed iterations must be at least 1, warm-up at least 0");
-  }
-  if (o.functional) {
-    // Correctness only: a short window (its spot checks still run) and no reference timing.
-    r.set_functional(true);
-    o.warmup = std::min(o.warmup, kFunctionalWarmup);
-    o.iters = std::min(o.iters, kFunctionalIters);
-    o.baseline = false;
-    if (o.baseline_only) return finish(v1::REJECTED, "a functional run times no reference");
-  }
-  const bool cpu_candidate =
-      absl::EndsWith(o.source_name, ".cc") || absl::EndsWith(o.source_name, ".cpp");
-  std::string backend = o.backend;
-  if (backend == "auto") backend = cpu_candidate ? "cpu" : "cuda";
-  // What this node lacks fails the job here, before anything is compiled or started.
-  if (absl::Status installed = CheckInstallation(o, backend); !installed.ok()) {
-    return finish(v1::INTERNAL,
-                  absl::StrCat("this node's engine is incomplete: ", installed.message()));
-  }
-  int gpu_count = 0;
-  if (backend == "cuda" && !cpu_candidate) {
-    gpu_count = GpuCount(o.rank_binary);
-    // A functional run's ranks share the GPUs there are.
-    if (absl::Status fits = CheckWorldFitsGpus(o.world, gpu_count); !fits.ok() && !o.functional) {
-      return finish(v1::NO_DEVICE, absl::StrCat(fits.message(),
-                                                ", or ask for a functional run (correctness "
-                                                "only; ranks share the GPUs)"));
+namespace {
+
+// One evaluation on its way through the stages, one method each: CheckJob, OpenScratch, Compile,
+// RunRanks and Judge. A stage that ends the job early returns its verdict; Run finishes the
+// result with the first one. What a stage leaves for the next is a member.
+class Evaluation {
+ public:
+  Evaluation(const EvalOptions& options, const EvalEventCallback& sink)
+      : start_(absl::Now()), o_(options), events_(sink) {
+    o_.spec = CompletedSpec(options);
+    // The spec as the ranks run it: a functional run's window is shortened in CheckJob; the job's
+    // spec (and so its key) stays what was asked.
+    run_ = o_.spec;
+    r_.set_problem_id(run_.problem_id());
+    r_.set_world_size(run_.world_size());
+    r_.set_dtype(run_.dtype());
+    r_.set_m(run_.m());
+    r_.set_n(run_.n());
+    r_.set_trials(run_.trials());
+    r_.set_harness_version(HarnessVersion());
+    if (o_.rank_binary.empty()) o_.rank_binary = ExeDir() + "/pkb-rank";
+    if (o_.group_binary.empty()) {
+      o_.group_binary =
+          (std::filesystem::path(o_.rank_binary).parent_path() / "pkb-rank-group").string();
     }
-    if (o.functional && gpu_count > 0) r.set_gpus_used(std::min(o.world, gpu_count));
-  }
-  // How the ranks start: one process each (pkb-rank-group when sandboxed), or under mpirun (the
-  // CPU backend, and GPU ranks that share GPUs: their judges' collectives go over MPI).
-  const std::string launch_backend = backend == "cuda" && o.functional ? "cuda-shared" : backend;
-  const bool under_mpirun = launch_backend != "cuda";
-
-  auto scratch = MakeTempDir(o.scratch_root, "job-");
-  if (!scratch.ok()) return finish(v1::INTERNAL, std::string(scratch.status().message()));
-  struct Cleanup {
-    std::string dir;
-    bool keep;
-    ~Cleanup() {
-      if (!keep) (void)RemoveTree(dir);
-    }
-  } cleanup{*scratch, o.keep_scratch};
-
-  // The sandbox, checked before anything of the submission runs.
-  SandboxPolicy sandbox;
-  sandbox.bwrap = o.bwrap;
-  const bool sandboxed = o.sandbox != "off";
-  if (sandboxed) {
-    if (absl::Status s = ProbeSandbox(sandbox); !s.ok()) {
-      return finish(v1::INTERNAL,
-                    absl::StrCat("refusing to run a submission unsandboxed: ", s.message()));
-    }
+    if (o_.cache_dir.empty()) o_.cache_dir = DefaultCacheDir();
+    sandbox_.bwrap = o_.bwrap;
+    sandboxed_ = o_.sandbox != "off";
   }
 
-  // The sandbox's uid must pass through the job folder to the compile folder inside it.
-  if (sandboxed) std::filesystem::permissions(*scratch, std::filesystem::perms(0711));
+  // The GPU lock is released, then the scratch folder removed, after the verdict was sent.
+  ~Evaluation() {
+    if (gpu_lock_ >= 0) close(gpu_lock_);  // releases the flock
+    if (!scratch_.empty() && !o_.keep_scratch) (void)RemoveTree(scratch_);
+  }
 
-  std::string library_path;
-  if (!o.baseline_only) {
-    // The policy on what a candidate may call, before anything of it is compiled.
-    // Its findings are the policy's, not the compiler's: nothing was compiled.
-    std::vector<v1::Diagnostic> findings = CheckSource(o.source, o.source_name);
-    if (!findings.empty()) {
-      for (auto& d : findings) *r.add_policy_findings() = d;
-      return finish(v1::REJECTED,
-                    absl::StrCat("the source breaks ", findings.size(),
-                                 " rule(s) of the candidate policy (docs/security.md); first, at "
-                                 "line ",
-                                 findings[0].line(), ": ", findings[0].message()));
+  v1::EvalResult Run() {
+    for (auto stage : {&Evaluation::CheckJob, &Evaluation::OpenScratch, &Evaluation::Compile,
+                       &Evaluation::RunRanks}) {
+      if (std::optional<Verdict> end = (this->*stage)()) return Finish(*end);
     }
-    // Compile.
-    events.Emit(v1::COMPILING, "compiling " + o.source_name);
-    CompilerOptions co;
-    co.gencode = o.gencode;
-    co.api_include_dir = o.api_include_dir;
-    co.torch_include_dir = o.torch_include_dir;
-    co.cpu_include_dirs = o.cpu_include_dirs;
+    return Finish(Judge());
+  }
+
+ private:
+  static Verdict End(v1::Status status, std::string message) {
+    return Verdict{status, std::move(message), -1};
+  }
+
+  v1::EvalResult Finish(const Verdict& v) {
+    r_.set_status(v.status);
+    r_.set_message(v.message);
+    r_.set_total_seconds(absl::ToDoubleSeconds(absl::Now() - start_));
+    events_.Done(r_);
+    return r_;
+  }
+
+  // Constraints first: nothing runs for a job that cannot, nor on a node that lacks what it needs.
+  std::optional<Verdict> CheckJob() {
+    auto problem = FindProblem(run_.problem_id());
+    if (!problem.ok()) return End(v1::REJECTED, std::string(problem.status().message()));
+    p_ = *problem;
+    r_.set_problem_slug(p_->info().slug);
+    r_.set_job_key(JobKey(o_, p_->info().version));
+    cfg_.m = run_.m();
+    cfg_.n = run_.n();
+    cfg_.world = run_.world_size();
+    auto dtype = DtypeFromName(run_.dtype());
+    if (!dtype.ok()) return End(v1::REJECTED, std::string(dtype.status().message()));
+    cfg_.dtype = *dtype;
+    absl::Status runnable = CheckRunnable(*p_, cfg_);
+    if (!runnable.ok()) return End(v1::REJECTED, std::string(runnable.message()));
+    if (run_.trials() < 1 || run_.iters() < 1 || run_.warmup() < 0) {
+      return End(v1::REJECTED,
+                 "trials and timed iterations must be at least 1, warm-up at least 0");
+    }
+    if (run_.functional()) {
+      // Correctness only: a short window (its spot checks still run) and no reference timing.
+      r_.set_functional(true);
+      run_.set_warmup(std::min(run_.warmup(), kFunctionalWarmup));
+      run_.set_iters(std::min(run_.iters(), kFunctionalIters));
+      o_.baseline = false;
+      if (o_.baseline_only) return End(v1::REJECTED, "a functional run times no reference");
+    }
+    cpu_candidate_ = run_.language() == "cpp";
+    backend_ = o_.backend;
+    if (backend_ == "auto") backend_ = cpu_candidate_ ? "cpu" : "cuda";
+    // What this node lacks fails the job here, before anything is compiled or started.
+    if (absl::Status installed = CheckInstallation(o_, backend_); !installed.ok()) {
+      return End(v1::INTERNAL,
+                 absl::StrCat("this node's engine is incomplete: ", installed.message()));
+    }
+    if (backend_ == "cuda" && !cpu_candidate_) {
+      gpu_count_ = GpuCount(o_.rank_binary);
+      // A functional run's ranks share the GPUs there are.
+      if (absl::Status fits = CheckWorldFitsGpus(run_.world_size(), gpu_count_);
+          !fits.ok() && !run_.functional()) {
+        return End(v1::NO_DEVICE, absl::StrCat(fits.message(),
+                                               ", or ask for a functional run (correctness "
+                                               "only; ranks share the GPUs)"));
+      }
+      if (run_.functional() && gpu_count_ > 0) {
+        r_.set_gpus_used(std::min(run_.world_size(), gpu_count_));
+      }
+    }
+    // How the ranks start: one process each (pkb-rank-group when sandboxed), or under mpirun (the
+    // CPU backend, and GPU ranks that share GPUs: their judges' collectives go over MPI).
+    launch_backend_ = backend_ == "cuda" && run_.functional() ? "cuda-shared" : backend_;
+    under_mpirun_ = launch_backend_ != "cuda";
+    return std::nullopt;
+  }
+
+  // The job's folder, and the sandbox, checked before anything of the submission runs.
+  std::optional<Verdict> OpenScratch() {
+    auto scratch = MakeTempDir(o_.scratch_root, "job-");
+    if (!scratch.ok()) return End(v1::INTERNAL, std::string(scratch.status().message()));
+    scratch_ = *scratch;
+    if (sandboxed_) {
+      if (absl::Status s = ProbeSandbox(sandbox_); !s.ok()) {
+        return End(v1::INTERNAL,
+                   absl::StrCat("refusing to run a submission unsandboxed: ", s.message()));
+      }
+      // The sandbox's uid must pass through the job folder to the compile folder inside it.
+      std::filesystem::permissions(scratch_, std::filesystem::perms(0711));
+    }
+    return std::nullopt;
+  }
+
+  // The source policy, then the compiler (cached); the library the ranks will load.
+  std::optional<Verdict> Compile() {
+    if (!o_.baseline_only) {
+      // The policy on what a candidate may call, before anything of it is compiled.
+      // Its findings are the policy's, not the compiler's: nothing was compiled.
+      std::vector<v1::Diagnostic> findings = CheckSource(o_.source, o_.source_name);
+      if (!findings.empty()) {
+        for (auto& d : findings) *r_.add_policy_findings() = d;
+        return End(v1::REJECTED,
+                   absl::StrCat("the source breaks ", findings.size(),
+                                " rule(s) of the candidate policy (docs/security.md); first, at "
+                                "line ",
+                                findings[0].line(), ": ", findings[0].message()));
+      }
+      events_.Emit(v1::COMPILING, "compiling " + o_.source_name);
+      CompilerOptions co;
+      co.gencode = o_.gencode;
+      co.api_include_dir = o_.api_include_dir;
+      co.torch_include_dir = o_.torch_include_dir;
+      co.cpu_include_dirs = o_.cpu_include_dirs;
 #ifdef PKB_MPI_INCLUDE_DIRS
-    for (absl::string_view d : absl::StrSplit(PKB_MPI_INCLUDE_DIRS, ':')) {
-      co.cpu_include_dirs.emplace_back(d);
-    }
+      for (absl::string_view d : absl::StrSplit(PKB_MPI_INCLUDE_DIRS, ':')) {
+        co.cpu_include_dirs.emplace_back(d);
+      }
 #endif
-    co.cache_dir = o.cache_dir;
-    co.scratch_dir = *scratch;
-    co.timeout = o.compile_timeout;
-    if (sandboxed) co.sandbox = &sandbox;
-    CandidateCompiler compiler(co);
-    auto compiled = compiler.Compile(o.source, o.source_name);
-    if (!compiled.ok()) return finish(v1::INTERNAL, std::string(compiled.status().message()));
-    *r.mutable_compile() = compiled->report;
-    (*r.mutable_stage_seconds())["compile"] = compiled->report.seconds();
-    if (!compiled->report.ok()) {
-      int errors = 0;
-      for (const auto& d : compiled->report.diagnostics()) errors += d.severity() == "error";
-      return finish(
-          v1::COMPILE_ERROR,
-          absl::StrCat("compilation failed with ", errors, " error(s)", errors ? ": " : "",
-                       errors ? compiled->report.diagnostics(0).message() : ""));
+      co.cache_dir = o_.cache_dir;
+      co.scratch_dir = scratch_;
+      co.timeout = o_.compile_timeout;
+      if (sandboxed_) co.sandbox = &sandbox_;
+      CandidateCompiler compiler(co);
+      auto compiled = compiler.Compile(o_.source, o_.source_name);
+      if (!compiled.ok()) return End(v1::INTERNAL, std::string(compiled.status().message()));
+      *r_.mutable_compile() = compiled->report;
+      (*r_.mutable_stage_seconds())["compile"] = compiled->report.seconds();
+      if (!compiled->report.ok()) {
+        int errors = 0;
+        for (const auto& d : compiled->report.diagnostics()) errors += d.severity() == "error";
+        return End(v1::COMPILE_ERROR,
+                   absl::StrCat("compilation failed with ", errors, " error(s)", errors ? ": " : "",
+                                errors ? compiled->report.diagnostics(0).message() : ""));
+      }
+      library_path_ = compiled->library_path;
     }
-
-    library_path = compiled->library_path;
-  }
-  if (backend == "cuda" && cpu_candidate) {
-    return finish(v1::REJECTED,
-                  "a .cc candidate is a CPU test candidate; GPU runs need a .cu source");
-  }
-  if (backend == "cuda" && gpu_count == 0) {
-    r.set_gpu("none");
-    return finish(v1::NO_DEVICE,
-                  "compiled successfully, but this machine has no usable GPU: nothing was run, so "
-                  "there is no verdict on correctness or speed");
-  }
-
-  if (sandboxed && !library_path.empty() && !absl::StartsWith(library_path, *scratch + "/")) {
-    // From the compile cache, which holds other submissions too: the ranks get a private copy.
-    std::error_code ec;
-    std::string copy = *scratch + "/candidate.so";
-    std::filesystem::copy_file(library_path, copy,
-                               std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) return finish(v1::INTERNAL, "cannot copy the compiled candidate: " + ec.message());
-    library_path = copy;
-  }
-
-  // Run the ranks. Each rank's harness gets a key to sign its report with, in a file it reads
-  // and deletes before the submission's process starts (verdict.h).
-  std::string report_base = *scratch + "/report";
-  std::vector<std::string> report_keys;
-  for (int rank = 0; rank < o.world; ++rank) {
-    report_keys.push_back(MakeReportKey());
-    absl::Status written = WriteReportKey(absl::StrCat(report_base, ".key.", rank),
-                                          report_keys.back(), sandboxed ? &sandbox : nullptr);
-    if (!written.ok()) return finish(v1::INTERNAL, std::string(written.message()));
-  }
-  LaunchSpec spec;
-  spec.rank_binary = o.rank_binary;
-  spec.world = o.world;
-  spec.backend = launch_backend;
-  spec.mpirun = o.mpirun;
-  spec.scratch_dir = *scratch;
-  spec.timeout = o.run_timeout;
-  spec.args = {absl::StrCat("--problem=", o.problem),
-               absl::StrCat("--m=", o.m),
-               absl::StrCat("--n=", o.n),
-               "--dtype=" + o.dtype,
-               "--report=" + report_base,
-               "--rendezvous=" + *scratch,
-               absl::StrCat("--trials=", o.trials),
-               absl::StrCat("--warmup=", o.warmup),
-               absl::StrCat("--iters=", o.iters),
-               absl::StrCat("--set-offset=", o.set_offset),
-               absl::StrCat("--max-sets=", o.max_sets),
-               absl::StrCat("--l2-multiple=", o.l2_multiple),
-               absl::StrCat("--spot-checks=", o.spot_checks)};
-  if (!library_path.empty()) spec.args.push_back("--candidate=" + library_path);
-  if (!o.baseline) spec.args.push_back("--no-baseline");
-  spec.env = {"NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1"};
-  SandboxPolicy run_sandbox = sandbox;
-  if (sandboxed) {
-    // Visible read-only: the engine's binaries, the libraries they load (libtorch, NCCL,
-    // whatever travels beside them) and this submission's own library, nothing of other jobs.
-    // The binaries' real folders: the sandbox binds real paths (sandbox.h).
-    namespace fs = std::filesystem;
-    spec.group_binary = o.group_binary;
-    run_sandbox.gpu = backend == "cuda";
-    std::vector<std::string> binaries = {o.rank_binary};
-    if (under_mpirun) {
-      // mpirun starts the ranks; an OpenMPI installed outside /usr is bound with its prefix.
-      absl::StatusOr<std::string> prefix = MpiPrefix(o.mpirun);
-      if (!prefix.ok()) return finish(v1::INTERNAL, std::string(prefix.status().message()));
-      if (!absl::StartsWith(*prefix, "/usr")) run_sandbox.read_only.push_back(*prefix);
-    } else {
-      binaries.push_back(spec.group_binary);
+    if (backend_ == "cuda" && cpu_candidate_) {
+      return End(v1::REJECTED,
+                 "a .cc candidate is a CPU test candidate; GPU runs need a .cu source");
     }
-    for (const std::string& binary : binaries) {
+    if (backend_ == "cuda" && gpu_count_ == 0) {
+      r_.set_gpu("none");
+      return End(v1::NO_DEVICE,
+                 "compiled successfully, but this machine has no usable GPU: nothing was run, so "
+                 "there is no verdict on correctness or speed");
+    }
+    if (sandboxed_ && !library_path_.empty() && !absl::StartsWith(library_path_, scratch_ + "/")) {
+      // From the compile cache, which holds other submissions too: the ranks get a private copy.
       std::error_code ec;
-      fs::path real = fs::canonical(binary, ec);
-      if (ec) {
-        return finish(v1::INTERNAL, absl::StrCat("cannot resolve '", binary,
-                                                 "' for the sandbox: ", ec.message()));
-      }
-      run_sandbox.read_only.push_back(real.parent_path().string());
+      std::string copy = scratch_ + "/candidate.so";
+      std::filesystem::copy_file(library_path_, copy,
+                                 std::filesystem::copy_options::overwrite_existing, ec);
+      if (ec) return End(v1::INTERNAL, "cannot copy the compiled candidate: " + ec.message());
+      library_path_ = copy;
     }
-    for (const auto& d : LoadedLibraryDirs()) run_sandbox.read_only.push_back(d);
-    spec.sandbox = &run_sandbox;
+    return std::nullopt;
   }
-  // Rank 0's stdout is shared with the submission: ParseProgress drops what the harness never
-  // writes, so a forged line can at most announce a trial early (the verdict comes from reports).
-  spec.on_progress = [&](const std::string& line) {
-    std::optional<Progress> p = ParseProgress(line, o.trials);
-    if (!p) return;
-    if (p->trial >= 0) {
-      events.Emit(v1::VERIFYING,
-                  absl::StrCat("trial ", p->trial + 1, "/", o.trials,
-                               p->ok ? " correct on every rank" : " failed"),
-                  p->trial, p->ok);
-    } else if (p->benchmarking) {
-      events.Emit(v1::BENCHMARKING, absl::StrCat("timing candidate and baseline: ", o.warmup,
-                                                 " warm-up + ", o.iters, " timed iterations"));
-    }
-  };
-  // One evaluation at a time on a node's GPUs: inside its sandbox a judge sees only its own job's
-  // processes on the GPU (the driver lists a PID namespace's own), so another job's work during
-  // its timing would go unseen. Every pkb-eval of the node takes this lock for its run.
-  int gpu_lock = -1;
-  struct Unlock {
-    int* fd;
-    ~Unlock() {
-      if (*fd >= 0) close(*fd);  // releases the flock
-    }
-  } unlock{&gpu_lock};
-  if (backend == "cuda") {
-    std::error_code ec;
-    std::filesystem::create_directories(o.cache_dir, ec);
-    const std::string path = o.cache_dir + "/gpus.lock";
-    gpu_lock = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (gpu_lock < 0) return finish(v1::INTERNAL, absl::StrCat("cannot open ", path));
-    if (flock(gpu_lock, LOCK_EX | LOCK_NB) != 0) {
-      events.Emit(v1::VERIFYING, "waiting for this node's GPUs: another evaluation runs on them");
-      if (flock(gpu_lock, LOCK_EX) != 0) return finish(v1::INTERNAL, "cannot lock " + path);
-    }
-  }
-  events.Emit(v1::VERIFYING,
-              absl::StrCat("starting ", o.world, " rank process(es), ", o.trials, " trials"));
-  RankLauncher launcher;
-  auto launched = launcher.Run(spec);
-  if (!launched.ok()) return finish(v1::INTERNAL, std::string(launched.status().message()));
-  (*r.mutable_stage_seconds())["run"] = absl::ToDoubleSeconds(launched->elapsed);
 
-  VerdictContext vctx;
-  vctx.world = o.world;
-  vctx.trials = o.trials;
-  vctx.iters = o.iters;
-  vctx.baseline = o.baseline;
-  vctx.baseline_only = o.baseline_only;
-  vctx.cuda = backend == "cuda" && !o.functional;  // the physical floor: not for shared GPUs
-  Roofline roof = p.GetRoofline(cfg);
-  vctx.nvlink_bytes = roof.nvlink_bytes;
-  vctx.hbm_bytes = roof.hbm_bytes;
-  vctx.flops = roof.flops;
-  vctx.collective_bytes = roof.collective_bytes;
-  vctx.busbw_factor = roof.busbw_factor;
-  vctx.report_keys = report_keys;
-  std::vector<std::optional<std::string>> blobs(o.world);
-  for (int rank = 0; rank < o.world; ++rank) {
-    auto bytes = ReadFile(absl::StrCat(report_base, ".", rank));
-    if (bytes.ok()) blobs[rank] = std::move(*bytes);
-  }
-  ParsedReports parsed = ParseRankReports(vctx, blobs);
-  // Logs by rank; the CPU backend has one, mpirun's.
-  auto log_tail = [&](int rank) {
-    size_t idx = under_mpirun ? 0 : static_cast<size_t>(rank);
-    return idx < launched->ranks.size() ? TailOfFile(launched->ranks[idx].log_path, 8192)
-                                        : std::string();
-  };
-  auto first_log_tail = [&]() {
-    return log_tail(launched->first_failed >= 0 ? launched->first_failed : 0);
-  };
-  if (launched->timed_out) {
-    r.set_failed_rank_log(first_log_tail());
-    return finish(v1::TIMEOUT,
-                  absl::StrCat("the ranks did not finish within ",
-                               absl::FormatDuration(o.run_timeout), " and were killed"));
-  }
-  CollectRankTrials(parsed, &r);
-  if (launched->first_failed < 0 && !parsed.malformed.empty()) {
-    // Every rank exited cleanly, yet a report is not one the harness writes: the submission
-    // wrote to the verdict channel.
-    r.set_failed_rank_log(first_log_tail());
-    return finish(v1::REJECTED, absl::StrCat("tampered verdict channel: ",
-                                             absl::StrJoin(parsed.malformed, "; ")));
-  }
-  if (!parsed.Complete()) {
-    r.set_failed_rank_log(first_log_tail());
-    std::string who = launched->first_failed >= 0
-                          ? absl::StrCat("rank process ", launched->first_failed, " ",
-                                         launched->Describe(launched->first_failed))
-                          : "a rank process ended without a report";
-    if (under_mpirun) who = absl::StrCat("a rank process failed (", launched->Describe(0), ")");
-    // A rank whose candidate failed says how in its report; the others were ended after it.
-    for (const auto& rep : parsed.reports) {
-      if (rep && rep->status() == v1::RUNTIME_ERROR) {
-        r.set_failed_rank_log(log_tail(rep->rank()));
-        return finish(v1::RUNTIME_ERROR, rep->message());
+  // The W rank processes, each with its report key and the run's spec, under the node's GPU lock.
+  std::optional<Verdict> RunRanks() {
+    // Each rank's harness gets a key to sign its report with, in a file it reads and deletes
+    // before the submission's process starts (verdict.h).
+    report_base_ = scratch_ + "/report";
+    for (int rank = 0; rank < run_.world_size(); ++rank) {
+      report_keys_.push_back(MakeReportKey());
+      absl::Status written = WriteReportKey(absl::StrCat(report_base_, ".key.", rank),
+                                            report_keys_.back(), sandboxed_ ? &sandbox_ : nullptr);
+      if (!written.ok()) return End(v1::INTERNAL, std::string(written.message()));
+    }
+    // The ranks read the job's spec from a file (spec.proto), their own paths from flags.
+    const std::string spec_path = scratch_ + "/spec.binpb";
+    if (absl::Status written = WriteSpecFile(spec_path, run_); !written.ok()) {
+      return End(v1::INTERNAL, std::string(written.message()));
+    }
+    LaunchSpec spec;
+    spec.rank_binary = o_.rank_binary;
+    spec.world = run_.world_size();
+    spec.backend = launch_backend_;
+    spec.mpirun = o_.mpirun;
+    spec.scratch_dir = scratch_;
+    spec.timeout = absl::Seconds(run_.run_timeout_s());
+    spec.args = {"--spec=" + spec_path, "--report=" + report_base_, "--rendezvous=" + scratch_};
+    if (!library_path_.empty()) spec.args.push_back("--candidate=" + library_path_);
+    if (!o_.baseline) spec.args.push_back("--no-baseline");
+    spec.env = {"NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1",
+                "NVSHMEM_DISABLE_NVLS=1"};
+    SandboxPolicy run_sandbox = sandbox_;
+    if (sandboxed_) {
+      // Visible read-only: the engine's binaries, the libraries they load (libtorch, NCCL,
+      // whatever travels beside them) and this submission's own library, nothing of other jobs.
+      // The binaries' real folders: the sandbox binds real paths (sandbox.h).
+      namespace fs = std::filesystem;
+      spec.group_binary = o_.group_binary;
+      run_sandbox.gpu = backend_ == "cuda";
+      std::vector<std::string> binaries = {o_.rank_binary};
+      if (under_mpirun_) {
+        // mpirun starts the ranks; an OpenMPI installed outside /usr is bound with its prefix.
+        absl::StatusOr<std::string> prefix = MpiPrefix(o_.mpirun);
+        if (!prefix.ok()) return End(v1::INTERNAL, std::string(prefix.status().message()));
+        if (!absl::StartsWith(*prefix, "/usr")) run_sandbox.read_only.push_back(*prefix);
+      } else {
+        binaries.push_back(spec.group_binary);
+      }
+      for (const std::string& binary : binaries) {
+        std::error_code ec;
+        fs::path real = fs::canonical(binary, ec);
+        if (ec) {
+          return End(v1::INTERNAL,
+                     absl::StrCat("cannot resolve '", binary, "' for the sandbox: ", ec.message()));
+        }
+        run_sandbox.read_only.push_back(real.parent_path().string());
+      }
+      for (const auto& d : LoadedLibraryDirs()) run_sandbox.read_only.push_back(d);
+      spec.sandbox = &run_sandbox;
+    }
+    // Rank 0's stdout is shared with the submission: ParseProgress drops what the harness never
+    // writes, so a forged line can at most announce a trial early (the verdict comes from
+    // reports).
+    spec.on_progress = [&](const std::string& line) {
+      std::optional<Progress> p = ParseProgress(line, run_.trials());
+      if (!p) return;
+      if (p->trial >= 0) {
+        events_.Emit(v1::VERIFYING,
+                     absl::StrCat("trial ", p->trial + 1, "/", run_.trials(),
+                                  p->ok ? " correct on every rank" : " failed"),
+                     p->trial, p->ok);
+      } else if (p->benchmarking) {
+        events_.Emit(v1::BENCHMARKING,
+                     absl::StrCat("timing candidate and baseline: ", run_.warmup(), " warm-up + ",
+                                  run_.iters(), " timed iterations"));
+      }
+    };
+    // One evaluation at a time on a node's GPUs: inside its sandbox a judge sees only its own
+    // job's processes on the GPU (the driver lists a PID namespace's own), so another job's work
+    // during its timing would go unseen. Every pkb-eval of the node takes this lock for its run;
+    // it is held until the verdict is out (~Evaluation).
+    if (backend_ == "cuda") {
+      std::error_code ec;
+      std::filesystem::create_directories(o_.cache_dir, ec);
+      const std::string path = o_.cache_dir + "/gpus.lock";
+      gpu_lock_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      if (gpu_lock_ < 0) return End(v1::INTERNAL, absl::StrCat("cannot open ", path));
+      if (flock(gpu_lock_, LOCK_EX | LOCK_NB) != 0) {
+        events_.Emit(v1::VERIFYING,
+                     "waiting for this node's GPUs: another evaluation runs on them");
+        if (flock(gpu_lock_, LOCK_EX) != 0) return End(v1::INTERNAL, "cannot lock " + path);
       }
     }
-    return finish(v1::RUNTIME_ERROR, absl::StrCat(who, "; the candidate crashed or faulted"));
+    events_.Emit(v1::VERIFYING, absl::StrCat("starting ", run_.world_size(), " rank process(es), ",
+                                             run_.trials(), " trials"));
+    run_timeout_ = spec.timeout;
+    RankLauncher launcher;
+    auto launched = launcher.Run(spec);
+    if (!launched.ok()) return End(v1::INTERNAL, std::string(launched.status().message()));
+    launched_ = std::move(*launched);
+    (*r_.mutable_stage_seconds())["run"] = absl::ToDoubleSeconds(launched_.elapsed);
+    return std::nullopt;
   }
-  std::vector<v1::RankReport> reports;
-  for (auto& rep : parsed.reports) reports.push_back(std::move(*rep));
-  Verdict v = JudgeReports(vctx, reports, &r);
-  if (v.log_rank >= 0) r.set_failed_rank_log(log_tail(v.log_rank));
-  if (o.functional && v.status == v1::OK) {
-    v.message = absl::StrFormat(
-        "functional run: correct on %d rank(s) in %d trial(s)%s; no speedup (its timings are not "
-        "comparable)",
-        o.world, o.trials,
-        r.gpus_used() > 0 ? absl::StrFormat(", sharing %d GPU(s)", r.gpus_used()) : "");
+
+  // The tail of a rank's log; the CPU backend has one, mpirun's.
+  std::string LogTail(int rank) const {
+    size_t idx = under_mpirun_ ? 0 : static_cast<size_t>(rank);
+    return idx < launched_.ranks.size() ? TailOfFile(launched_.ranks[idx].log_path, 8192)
+                                        : std::string();
   }
-  if (v.status == v1::OK && o.baseline && r.baseline().wall_per_iter_us() > 0) {
-    // The node's baseline: this job's measurement joins its newest ones (baseline_store.h).
-    BaselineStore store(o.cache_dir + "/baselines");
-    absl::StatusOr<std::vector<double>> recent =
-        store.Record(BaselineKey(o.problem, p.info().version, o.world, o.m, o.n, o.dtype, o.iters,
-                                 r.gpu(), HarnessVersion()),
-                     r.baseline().wall_per_iter_us());
-    if (recent.ok() && !o.baseline_only) {
-      ApplyNodeBaseline(*recent, &r);
-      v.message = absl::StrFormat("correct on %d rank(s) in %d trial(s); speedup %.3fx", o.world,
-                                  o.trials, r.speedup());
+
+  // Every rank's signed report → the verdict; an OK one joins the node's baseline.
+  Verdict Judge() {
+    VerdictContext vctx;
+    vctx.world = run_.world_size();
+    vctx.trials = run_.trials();
+    vctx.iters = run_.iters();
+    vctx.baseline = o_.baseline;
+    vctx.baseline_only = o_.baseline_only;
+    vctx.cuda = backend_ == "cuda" && !run_.functional();  // the physical floor: not shared GPUs
+    Roofline roof = p_->GetRoofline(cfg_);
+    vctx.nvlink_bytes = roof.nvlink_bytes;
+    vctx.hbm_bytes = roof.hbm_bytes;
+    vctx.flops = roof.flops;
+    vctx.collective_bytes = roof.collective_bytes;
+    vctx.busbw_factor = roof.busbw_factor;
+    vctx.report_keys = report_keys_;
+    std::vector<std::optional<std::string>> blobs(run_.world_size());
+    for (int rank = 0; rank < run_.world_size(); ++rank) {
+      auto bytes = ReadFile(absl::StrCat(report_base_, ".", rank));
+      if (bytes.ok()) blobs[rank] = std::move(*bytes);
     }
+    ParsedReports parsed = ParseRankReports(vctx, blobs);
+    const int first_failed = launched_.first_failed;
+    auto first_log_tail = [&] { return LogTail(first_failed >= 0 ? first_failed : 0); };
+    if (launched_.timed_out) {
+      r_.set_failed_rank_log(first_log_tail());
+      return End(v1::TIMEOUT, absl::StrCat("the ranks did not finish within ",
+                                           absl::FormatDuration(run_timeout_), " and were killed"));
+    }
+    CollectRankTrials(parsed, &r_);
+    if (first_failed < 0 && !parsed.malformed.empty()) {
+      // Every rank exited cleanly, yet a report is not one the harness writes: the submission
+      // wrote to the verdict channel.
+      r_.set_failed_rank_log(first_log_tail());
+      return End(v1::REJECTED,
+                 absl::StrCat("tampered verdict channel: ", absl::StrJoin(parsed.malformed, "; ")));
+    }
+    if (!parsed.Complete()) {
+      r_.set_failed_rank_log(first_log_tail());
+      std::string who = first_failed >= 0 ? absl::StrCat("rank process ", first_failed, " ",
+                                                         launched_.Describe(first_failed))
+                                          : "a rank process ended without a report";
+      if (under_mpirun_) who = absl::StrCat("a rank process failed (", launched_.Describe(0), ")");
+      // A rank whose candidate failed says how in its report; the others were ended after it.
+      for (const auto& rep : parsed.reports) {
+        if (rep && rep->status() == v1::RUNTIME_ERROR) {
+          r_.set_failed_rank_log(LogTail(rep->rank()));
+          return End(v1::RUNTIME_ERROR, rep->message());
+        }
+      }
+      return End(v1::RUNTIME_ERROR, absl::StrCat(who, "; the candidate crashed or faulted"));
+    }
+    std::vector<v1::RankReport> reports;
+    for (auto& rep : parsed.reports) reports.push_back(std::move(*rep));
+    Verdict v = JudgeReports(vctx, reports, &r_);
+    if (v.log_rank >= 0) r_.set_failed_rank_log(LogTail(v.log_rank));
+    if (run_.functional() && v.status == v1::OK) {
+      v.message = absl::StrFormat(
+          "functional run: correct on %d rank(s) in %d trial(s)%s; no speedup (its timings are "
+          "not comparable)",
+          run_.world_size(), run_.trials(),
+          r_.gpus_used() > 0 ? absl::StrFormat(", sharing %d GPU(s)", r_.gpus_used()) : "");
+    }
+    if (v.status == v1::OK && o_.baseline && r_.baseline().wall_per_iter_us() > 0) {
+      // The node's baseline: this job's measurement joins its newest ones (baseline_store.h).
+      BaselineStore store(o_.cache_dir + "/baselines");
+      absl::StatusOr<std::vector<double>> recent = store.Record(
+          BaselineKey(run_.problem_id(), p_->info().version, run_.world_size(), run_.m(), run_.n(),
+                      run_.dtype(), run_.iters(), r_.gpu(), HarnessVersion()),
+          r_.baseline().wall_per_iter_us());
+      if (recent.ok() && !o_.baseline_only) {
+        ApplyNodeBaseline(*recent, &r_);
+        v.message = absl::StrFormat("correct on %d rank(s) in %d trial(s); speedup %.3fx",
+                                    run_.world_size(), run_.trials(), r_.speedup());
+      }
+    }
+    return v;
   }
-  return finish(v.status, v.message);
+
+  const absl::Time start_;
+  EvalOptions o_;     // the job's spec completed, the installed paths filled in
+  v1::EvalSpec run_;  // the spec the ranks run
+  EventEmitter events_;
+  v1::EvalResult r_;
+  // CheckJob
+  const Problem* p_ = nullptr;
+  RunConfig cfg_;
+  bool cpu_candidate_ = false;
+  std::string backend_, launch_backend_;
+  bool under_mpirun_ = false;
+  int gpu_count_ = 0;
+  // OpenScratch
+  SandboxPolicy sandbox_;
+  bool sandboxed_ = true;
+  std::string scratch_;
+  // Compile
+  std::string library_path_;
+  // RunRanks
+  std::string report_base_;
+  std::vector<std::string> report_keys_;
+  int gpu_lock_ = -1;
+  absl::Duration run_timeout_;
+  LaunchResult launched_;
+};
+
+}  // namespace
+
+v1::EvalResult RunEvaluation(const EvalOptions& options, const EvalEventCallback& sink) {
+  return Evaluation(options, sink).Run();
 }
 
 std::string FormatReport(const v1::EvalResult& r) {

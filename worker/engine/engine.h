@@ -1,6 +1,6 @@
 // The evaluation engine: one submission, one problem, W rank processes → an EvalResult.
 //
-//   EvalOptions o;  o.problem = 1;  o.world = 4;  o.source = ...;  o.source_name = "k.cu";
+//   EvalOptions o;  o.spec.set_problem_id(1);  o.spec.set_world_size(4);  o.source = ...;
 //   EvalResult r = RunEvaluation(o, [](const v1::EvalEvent& e) { ... });
 //
 // Stages: constraint check, COMPILING (cached), VERIFYING (one event per trial), BENCHMARKING,
@@ -16,39 +16,26 @@
 #include "absl/time/time.h"
 #include "pkb/v1/problem.pb.h"
 #include "pkb/v1/result.pb.h"
+#include "pkb/v1/spec.pb.h"
 
 namespace pkb {
 
+// One evaluation: the job's spec (what is evaluated, how: spec.proto) and what is local to this
+// run (the source, paths, the sandbox). RunEvaluation completes the spec with ApplyDefaults.
 struct EvalOptions {
-  int problem = 1;
-  int world = 1;
-  int64_t m = 1024;
-  int64_t n = 1024;
-  std::string dtype = "bfloat16";
+  v1::EvalSpec spec;
+  // The job key the coordinator computed (Lease.job_key); empty: computed here from the spec,
+  // with the same function (common/eval_spec.h).
+  std::string job_key;
   std::string source;  // the submission's text
   std::string source_name = "candidate.cu";
-  int trials = 5;
-  int warmup = 500;
-  int iters = 100;
-  int max_sets = 128;        // cap on the timed input sets
-  double l2_multiple = 3.0;  // timed input sets together exceed this many L2 caches
-  int spot_checks = 3;       // timed outputs re-checked after the window
-  int64_t set_offset = 0;    // secret seed offset for ranked runs (0: PKB's public seeds)
   bool baseline = true;
-  bool baseline_only = false;  // no submission: time the reference alone
-  // A functional run: the verdict is about correctness only (no speedup, never ranked). The W
-  // rank processes may share the node's GPUs (rank r on GPU r mod G): started by mpirun, the
-  // judges' collectives over host-staged MPI, and no NCCL communicator for the candidate. The
-  // reference is not timed, and the candidate's window is short (kFunctionalWarmup and
-  // kFunctionalIters at most): its times are not comparable with anything.
-  bool functional = false;
+  bool baseline_only = false;     // no submission: time the reference alone
   std::string mpirun = "mpirun";  // CPU backend and functional GPU runs
   std::string backend = "auto";   // "cuda", "cpu" (MPI + CPU test candidates), "auto"
   std::string gencode = "arch=compute_90a,code=sm_90a";
-  std::string gpu_class;  // recorded in the result and the job key
   std::string cache_dir;  // compile cache; empty: $XDG_CACHE_HOME/pkb or ~/.cache/pkb
   std::string scratch_root = "/tmp/pkb";
-  absl::Duration run_timeout = absl::Seconds(300);
   absl::Duration compile_timeout = absl::Seconds(180);
   bool keep_scratch = false;
   // Installed layout: where pkb-rank, include/ and the torch headers are.
@@ -63,7 +50,11 @@ struct EvalOptions {
   std::string group_binary;  // pkb-rank-group; default: beside rank_binary
 };
 
-// A functional run's timed window at most (its spot checks still apply).
+// A functional run (spec.functional: correctness only, no speedup, never ranked) lets the W rank
+// processes share the node's GPUs (rank r on GPU r mod G): started by mpirun, the judges'
+// collectives over host-staged MPI, and no NCCL communicator for the candidate. The reference is
+// not timed, and the candidate's window is at most this short (its spot checks still apply): its
+// times are not comparable with anything.
 inline constexpr int kFunctionalWarmup = 10;
 inline constexpr int kFunctionalIters = 20;
 
@@ -86,7 +77,15 @@ absl::Status CheckWorldFitsGpus(int world, int gpu_count);
 // and what provides it.
 absl::Status CheckInstallation(const EvalOptions& options, const std::string& backend);
 
-// The job key: a hash of everything that determines the result.
+// "cpp" for a CPU test candidate's file name (.cc, .cpp), else "cuda" (EvalSpec.language).
+std::string LanguageOfSourceName(const std::string& name);
+
+// `options.spec` completed: its language from the source's name where it says none, then
+// ApplyDefaults. RunEvaluation runs this spec.
+v1::EvalSpec CompletedSpec(const EvalOptions& options);
+
+// The job key of `options` (of CompletedSpec): options.job_key when the
+// coordinator gave one, else the hash of the spec (common/eval_spec.h).
 std::string JobKey(const EvalOptions& options, int problem_version);
 
 // Every registered problem's spec, with layouts at W = 1, 2, 4, 8.

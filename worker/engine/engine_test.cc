@@ -4,7 +4,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "common/job_key.h"
+#include "common/eval_spec.h"
+#include "common/harness_version.h"
 
 namespace pkb {
 namespace {
@@ -27,9 +28,10 @@ TEST_CASE("W must fit the node's GPUs, one per rank", "[engine]") {
 // A CUDA job on an installation that lacks `missing`: the verdict, and whether it compiled.
 v1::EvalResult RunWithout(const std::string& missing, bool* compiled) {
   EvalOptions o;
-  o.problem = 1;
-  o.world = 2;
-  o.m = o.n = 64;
+  o.spec.set_problem_id(1);
+  o.spec.set_world_size(2);
+  o.spec.set_m(64);
+  o.spec.set_n(64);
   o.source = "#include <pkb/candidate.h>\nPKB_CANDIDATE_API_V1;\n";
   o.source_name = "k.cu";
   o.backend = "cuda";
@@ -77,22 +79,23 @@ TEST_CASE("an incomplete installation fails at once, naming what is missing", "[
   CHECK(CheckInstallation(cpu, "cuda").ok());
 }
 
-TEST_CASE("the job key tells a C++ candidate from the same text as CUDA", "[engine]") {
+TEST_CASE("the engine keys a job by its completed spec unless given the key", "[engine]") {
   EvalOptions o;
+  o.spec.set_problem_id(1);
+  o.spec.set_world_size(2);
   o.source = "same text";
   o.source_name = "candidate.cu";
   const std::string cuda = JobKey(o, 1);
-  o.source_name = "candidate.cc";  // the worker's name for a "cpp" job
+  v1::EvalSpec completed = o.spec;
+  completed.set_language("cuda");
+  ApplyDefaults(&completed);
+  CHECK(cuda == pkb::JobKey(completed, "same text", 1, HarnessVersion()));
+  CHECK(CompletedSpec(o).trials() == completed.trials());
+  o.source_name = "candidate.cc";  // the name of a "cpp" job's source
   CHECK(JobKey(o, 1) != cuda);
-  // Keys of CUDA jobs are what they were before the language existed ("" is "cuda").
-  JobKeyFields f;
-  f.source = "same text";
-  f.language = "";
-  const std::string empty = pkb::JobKey(f);
-  f.language = "cuda";
-  CHECK(pkb::JobKey(f) == empty);
-  f.language = "cpp";
-  CHECK(pkb::JobKey(f) != empty);
+  CHECK(CompletedSpec(o).gpu_class() == "cpu");
+  o.job_key = "from the lease";
+  CHECK(JobKey(o, 1) == "from the lease");
 }
 
 }  // namespace

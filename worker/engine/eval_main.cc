@@ -3,6 +3,7 @@
 //   pkb-eval --problem 1 --world-size 4 my_kernel.cu          readable report
 //   pkb-eval --problem 1 --world-size 4 my_kernel.cu --json   the EvalResult as JSON
 //   pkb-eval ... --events                                     EvalEvents as JSON lines
+//   pkb-eval --spec spec.txtpb my_kernel.cu --events         the job as a pkb.v1.EvalSpec file
 //   pkb-eval --catalog                                        every problem's spec as JSON
 //   pkb-eval --problem 13 --dump-inputs out/ --world-size 2   inputs and reference outputs
 //
@@ -10,6 +11,7 @@
 // 2 for usage errors, 3 for the engine's own failures.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +19,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "common/eval_spec.h"
 #include "common/files.h"
 #include "google/protobuf/util/json_util.h"
 #include "worker/engine/dump.h"
@@ -46,38 +49,68 @@ std::string InstalledDir(const std::string& rel) {
 
 int Main(int argc, char** argv) {
   pkb::EvalOptions o;
-  std::string source_path, dump_dir;
+  // The job as flags say it; --spec gives a whole one, which the flags given beside it amend.
+  pkb::v1::EvalSpec flags;
+  std::string source_path, dump_dir, spec_path;
   bool json = false, events = false, catalog = false, strict = false;
   CLI::App app{"Evaluate a PKB candidate on this node: compile, verify on every rank, time."};
   app.add_option("source", source_path, "the submission (.cu; .cc for CPU test candidates)");
-  app.add_option("--problem,-p", o.problem, "problem id");
-  app.add_option("--world-size,-w", o.world, "number of rank processes (GPUs)");
-  app.add_option("--m", o.m, "base rows (PKB --rows)");
-  app.add_option("--n", o.n, "base columns (PKB --cols)");
-  app.add_option("--dtype", o.dtype, "run dtype");
-  app.add_option("--trials", o.trials, "seeded verification trials");
-  app.add_option("--warmup", o.warmup, "warm-up iterations before timing");
-  app.add_option("--iters", o.iters, "timed iterations");
-  app.add_option("--set-offset", o.set_offset, "seed offset (secret seed for ranked runs)");
-  app.add_option("--max-sets", o.max_sets, "cap on the timed input sets");
-  app.add_option("--l2-multiple", o.l2_multiple, "timed input sets exceed this many L2 caches");
-  app.add_option("--spot-checks", o.spot_checks, "timed outputs re-checked after the window");
+  app.add_option("--spec", spec_path,
+                 "the job's pkb.v1.EvalSpec (spec.proto), binary (.binpb), text (.txtpb) or JSON "
+                 "(.json); the flags below amend it");
+  app.add_option("--job-key", o.job_key,
+                 "the coordinator's job key, reported as is (default: computed from the spec)");
+  app.add_option_function<int32_t>(
+      "--problem,-p", [&](const int32_t& v) { flags.set_problem_id(v); }, "problem id (1)");
+  app.add_option_function<int32_t>(
+      "--world-size,-w", [&](const int32_t& v) { flags.set_world_size(v); },
+      "number of rank processes (GPUs) (1)");
+  app.add_option_function<int64_t>(
+      "--m", [&](const int64_t& v) { flags.set_m(v); }, "base rows (PKB --rows)");
+  app.add_option_function<int64_t>(
+      "--n", [&](const int64_t& v) { flags.set_n(v); }, "base columns (PKB --cols)");
+  app.add_option_function<std::string>(
+      "--dtype", [&](const std::string& v) { flags.set_dtype(v); }, "run dtype");
+  app.add_option_function<int32_t>(
+      "--trials", [&](const int32_t& v) { flags.set_trials(v); }, "seeded verification trials");
+  app.add_option_function<int32_t>(
+      "--warmup", [&](const int32_t& v) { flags.set_warmup(v); },
+      "warm-up iterations before timing");
+  app.add_option_function<int32_t>(
+      "--iters", [&](const int32_t& v) { flags.set_iters(v); }, "timed iterations");
+  app.add_option_function<int64_t>(
+      "--set-offset", [&](const int64_t& v) { flags.set_set_offset(v); },
+      "seed offset (secret seed for ranked runs)");
+  app.add_option_function<int32_t>(
+      "--max-sets", [&](const int32_t& v) { flags.set_max_sets(v); },
+      "cap on the timed input sets");
+  app.add_option_function<double>(
+      "--l2-multiple", [&](const double& v) { flags.set_l2_multiple(v); },
+      "timed input sets exceed this many L2 caches");
+  app.add_option_function<int32_t>(
+      "--spot-checks", [&](const int32_t& v) { flags.set_spot_checks(v); },
+      "timed outputs re-checked after the window");
+  app.add_option_function<std::string>(
+      "--gpu-class", [&](const std::string& v) { flags.set_gpu_class(v); },
+      "GPU class recorded in the job key");
+  app.add_option_function<double>(
+      "--timeout",
+      [&](const double& v) { flags.set_run_timeout_s(static_cast<int32_t>(std::ceil(v))); },
+      "wall-clock limit of the run stage, seconds");
+  app.add_flag_callback(
+      "--functional", [&] { flags.set_functional(true); },
+      "correctness only (no speedup, never ranked): the W ranks may share this node's GPUs, with "
+      "no NCCL communicator for the candidate");
   app.add_flag("!--no-baseline", o.baseline, "do not time the reference");
   app.add_option("--backend", o.backend, "cuda, cpu or auto")
       ->check(CLI::IsMember({"cuda", "cpu", "auto"}));
-  app.add_flag("--functional", o.functional,
-               "correctness only (no speedup, never ranked): the W ranks may share this node's "
-               "GPUs, with no NCCL communicator for the candidate");
   app.add_option("--mpirun", o.mpirun, "OpenMPI's mpirun (CPU runs, functional GPU runs)")
       ->capture_default_str();
   app.add_option("--api-include-dir", o.api_include_dir,
                  "the folder holding pkb/candidate.h (default: include/ found above this binary)");
   app.add_option("--gencode", o.gencode, "nvcc -gencode value");
-  app.add_option("--gpu-class", o.gpu_class, "GPU class recorded in the job key");
   app.add_option("--cache-dir", o.cache_dir, "compile cache folder");
   app.add_option("--scratch", o.scratch_root, "scratch folder for jobs");
-  double timeout_s = 300;
-  app.add_option("--timeout", timeout_s, "wall-clock limit of the run stage, seconds");
   app.add_option("--include-dir,-I", o.cpu_include_dirs,
                  "extra include folder for CPU test candidates")
       ->allow_extra_args(false);
@@ -102,13 +135,24 @@ int Main(int argc, char** argv) {
   // PKB_SANDBOX=off is for test machines where user namespaces are disabled; flags win over it.
   if (const char* env = std::getenv("PKB_SANDBOX")) o.sandbox = env;
   CLI11_PARSE(app, argc, argv);
-  o.run_timeout = absl::Seconds(timeout_s);
+  if (!spec_path.empty()) {
+    absl::StatusOr<pkb::v1::EvalSpec> spec = pkb::ReadSpecFile(spec_path);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "pkb-eval: %s\n", std::string(spec.status().message()).c_str());
+      return 2;
+    }
+    o.spec = *spec;
+  } else {
+    // By hand, problem 1 at W = 1 unless told.
+    o.spec.set_problem_id(1);
+    o.spec.set_world_size(1);
+  }
+  o.spec.MergeFrom(flags);
 
   if (selftest) {
     std::string rank =
         (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "pkb-rank").string();
-    execl(rank.c_str(), rank.c_str(), "selftest",
-          static_cast<char*>(nullptr));
+    execl(rank.c_str(), rank.c_str(), "selftest", static_cast<char*>(nullptr));
     std::fprintf(stderr, "pkb-eval: cannot run %s\n", rank.c_str());
     return 3;
   }

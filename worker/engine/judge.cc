@@ -70,8 +70,8 @@ class Judge {
   absl::StatusOr<bool> Verify(v1::RankReport* report) {
     auto t0 = std::chrono::steady_clock::now();
     bool all_ok = true;
-    for (int trial = 0; trial < o_.trials; ++trial) {
-      int set = static_cast<int>(trial + o_.set_offset);
+    for (int trial = 0; trial < o_.spec.trials(); ++trial) {
+      int set = static_cast<int>(trial + o_.spec.set_offset());
       // `pristine` never leaves this process; the host sees copies in a shared arena.
       Inputs pristine = DrawInputs(p_, cfg_, comm_->rank(), set);
       const auto decls = p_.OutputsOfSet(cfg_, comm_->rank(), set);
@@ -138,12 +138,13 @@ class Judge {
   // The ranks agree on the smallest count (their set sizes and free memory may differ), so that
   // timed iteration i uses set number 1000 + i mod sets on every rank.
   absl::StatusOr<int> TimedSets(int64_t set_bytes) {
-    const double want_l2 = std::ceil(o_.l2_multiple * dev_->l2_bytes() / set_bytes) + 1;
+    const double want_l2 = std::ceil(o_.spec.l2_multiple() * dev_->l2_bytes() / set_bytes) + 1;
     const double budget = std::min(16.0 * (1 << 30), dev_->free_bytes() / 4);
     // One more set than the timed ones is drawn for the warm-up.
     const double fits = std::floor(budget / set_bytes) - 1;
-    const double want = std::max<double>(want_l2, o_.iters);
-    const int mine = static_cast<int>(std::max(2.0, std::min({want, double(o_.max_sets), fits})));
+    const double want = std::max<double>(want_l2, o_.spec.iters());
+    const int mine =
+        static_cast<int>(std::max(2.0, std::min({want, double(o_.spec.max_sets()), fits})));
     at::Tensor sets = at::full({1}, static_cast<int64_t>(mine),
                                at::TensorOptions().dtype(at::kLong).device(cfg_.device));
     PKB_RETURN_IF_ERROR(comm_->AllReduce(sets, ReduceOp::kMin));
@@ -163,15 +164,15 @@ class Judge {
     auto fn = [&](int s) { return p_.Reference(*comm_, inputs[s], cfg_).status(); };
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     PKB_RETURN_IF_ERROR(comm_->Barrier());
-    for (int i = 0; i < o_.warmup; ++i) PKB_RETURN_IF_ERROR(fn(sets));
+    for (int i = 0; i < o_.spec.warmup(); ++i) PKB_RETURN_IF_ERROR(fn(sets));
     us->clear();
     round_wall_us->clear();
     for (int round = 0; round < kBaselineRounds; ++round) {
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       PKB_RETURN_IF_ERROR(comm_->Barrier());
-      dev_->ResetTimers(o_.iters);
+      dev_->ResetTimers(o_.spec.iters());
       auto w0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < o_.iters; ++i) {
+      for (int i = 0; i < o_.spec.iters(); ++i) {
         dev_->Mark(i, 0);
         PKB_RETURN_IF_ERROR(fn(i % sets));
         dev_->Mark(i, 1);
@@ -179,7 +180,7 @@ class Judge {
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       round_wall_us->push_back(
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count());
-      for (int i = 0; i < o_.iters; ++i) us->push_back(dev_->ElapsedUs(i));
+      for (int i = 0; i < o_.spec.iters(); ++i) us->push_back(dev_->ElapsedUs(i));
     }
     graph_round_wall_us->clear();
     if (dev_->device_type() != PKB_CUDA || shared_gpu()) {
@@ -187,7 +188,7 @@ class Judge {
       return absl::OkStatus();
     }
     absl::StatusOr<std::function<absl::Status()>> replay = dev_->CaptureGraph([&]() {
-      for (int i = 0; i < o_.iters; ++i) PKB_RETURN_IF_ERROR(fn(i % sets));
+      for (int i = 0; i < o_.spec.iters(); ++i) PKB_RETURN_IF_ERROR(fn(i % sets));
       return absl::OkStatus();
     });
     // Every rank replays, or none: a replayed collective waits for its peers.
@@ -272,7 +273,7 @@ class Judge {
                                at::TensorOptions().dtype(at::kLong).device(cfg_.device));
     PKB_RETURN_IF_ERROR(comm_->AllReduce(seed, ReduceOp::kSum));
     std::vector<int> all;
-    for (int i = first; i < o_.iters; ++i) all.push_back(i);
+    for (int i = first; i < o_.spec.iters(); ++i) all.push_back(i);
     std::mt19937_64 rng(static_cast<uint64_t>(seed.item<int64_t>()));
     std::shuffle(all.begin(), all.end(), rng);
     all.resize(std::min<size_t>(n, all.size()));
@@ -289,7 +290,7 @@ class Judge {
                              const std::vector<int>& in_place, v1::RankReport* report) {
     auto set_number = [&](int s) { return SetNumber(s); };
     auto decls_of = [&](int s) { return DeclsOf(s); };
-    const int last = o_.iters - 1;
+    const int last = o_.spec.iters() - 1;
     std::vector<double> us;
     double wall = 0;
     std::map<int, OutputSet> copies;
@@ -298,10 +299,10 @@ class Judge {
       PKB_ASSIGN_OR_RETURN(*warm.add_calls(), arena.Describe(inputs[s], outputs[s]));
     }
     *timed.mutable_calls() = warm.calls();
-    for (int i = 0; i < o_.warmup; ++i) warm.add_order(sets);
-    for (int i = 0; i < o_.iters; ++i) timed.add_order(i % sets);
+    for (int i = 0; i < o_.spec.warmup(); ++i) warm.add_order(sets);
+    for (int i = 0; i < o_.spec.iters(); ++i) timed.add_order(i % sets);
     timed.set_timed(true);
-    timed.set_repoison(sets < o_.iters);
+    timed.set_repoison(sets < o_.spec.iters());
     timed.set_defer(true);
     for (int i : copied) {
       PKB_ASSIGN_OR_RETURN(auto placed, arena.PlaceSet(Inputs(), decls_of(i % sets), cfg_.device));
@@ -413,7 +414,7 @@ class Judge {
       }
     }
     report->set_spot_checks(static_cast<int>(picked.size()));
-    const int repoisons = sets < o_.iters ? o_.iters - sets : 0;
+    const int repoisons = sets < o_.spec.iters() ? o_.spec.iters() - sets : 0;
     PKB_ASSIGN_OR_RETURN(double harness, TimeHarnessWork(outputs[0].tensors, repoisons,
                                                          static_cast<int>(copied.size())));
     // The wall clock reported is the candidate's share: the judge's clock over the window
@@ -423,7 +424,7 @@ class Judge {
   }
 
   // Input sets 1000 + s of the timed iterations (s < sets) and of the warm-up (s = sets).
-  int SetNumber(int s) const { return static_cast<int>(1000 + s + o_.set_offset); }
+  int SetNumber(int s) const { return static_cast<int>(1000 + s + o_.spec.set_offset()); }
   std::vector<OutputDecl> DeclsOf(int s) const {
     return p_.OutputsOfSet(cfg_, comm_->rank(), SetNumber(s));
   }
@@ -446,11 +447,11 @@ class Judge {
     //   host has answered; the host never learns which (with one set per iteration, any
     //   iteration);
     // - the last iteration, copied the same way.
-    const int checks = std::min(o_.spot_checks, o_.iters);
+    const int checks = std::min(o_.spec.spot_checks(), o_.spec.iters());
     std::vector<int> copied, in_place;
     if (candidate) {
       PKB_ASSIGN_OR_RETURN(copied, PickIterations(checks, 0));
-      PKB_ASSIGN_OR_RETURN(in_place, PickIterations(checks, std::max(0, o_.iters - sets)));
+      PKB_ASSIGN_OR_RETURN(in_place, PickIterations(checks, std::max(0, o_.spec.iters() - sets)));
     }
     // Timed sets 1000 + s; the warm-up's own set (index `sets`) is 1000 + sets. All of them,
     // and the copies, in one arena shared with the host.
@@ -564,12 +565,12 @@ class Judge {
 }  // namespace
 
 absl::Status RunJudge(const RankOptions& o, v1::RankReport* report) {
-  PKB_ASSIGN_OR_RETURN(const Problem* p, FindProblem(o.problem));
+  PKB_ASSIGN_OR_RETURN(const Problem* p, FindProblem(o.spec.problem_id()));
   RunConfig cfg;
-  cfg.m = o.m;
-  cfg.n = o.n;
-  cfg.world = o.world;
-  PKB_ASSIGN_OR_RETURN(cfg.dtype, DtypeFromName(o.dtype));
+  cfg.m = o.spec.m();
+  cfg.n = o.spec.n();
+  cfg.world = o.spec.world_size();
+  PKB_ASSIGN_OR_RETURN(cfg.dtype, DtypeFromName(o.spec.dtype()));
   PKB_RETURN_IF_ERROR(CheckRunnable(*p, cfg));
 
   auto groups = p->Groups(cfg);
@@ -580,7 +581,7 @@ absl::Status RunJudge(const RankOptions& o, v1::RankReport* report) {
     init.set_candidate(o.candidate);
     init.set_backend(o.backend);
     init.set_rank(o.rank);
-    init.set_world(o.world);
+    init.set_world(o.spec.world_size());
     const std::string rendezvous = (o.rendezvous.empty() ? "." : o.rendezvous) + "/host";
     mkdir(rendezvous.c_str(), 0700);
     init.set_rendezvous(rendezvous);
@@ -600,7 +601,7 @@ absl::Status RunJudge(const RankOptions& o, v1::RankReport* report) {
     }
   }
 
-  RankIdentity id{o.rank, o.world, o.rendezvous};
+  RankIdentity id{o.rank, o.spec.world_size(), o.rendezvous};
   id.share_gpu = o.backend == "cuda-shared";
   std::unique_ptr<RankDevice> dev;
   if (o.backend == "cpu") {

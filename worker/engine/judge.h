@@ -10,26 +10,19 @@
 
 #include "absl/status/status.h"
 #include "pkb/v1/result.pb.h"
+#include "pkb/v1/spec.pb.h"
 
 namespace pkb {
 
-// One rank's job, from pkb-rank's flags.
+// One rank's job: the job's spec (the file pkb-eval wrote, spec.proto) and this rank's own
+// paths and place, from pkb-rank's flags.
 struct RankOptions {
-  int problem = 1;
-  int64_t m = 1024, n = 1024;
-  std::string dtype = "bfloat16";
-  int rank = -1, world = -1;
+  v1::EvalSpec spec;
+  int rank = -1;
   std::string backend = "cuda";
   std::string candidate;  // .so; empty: time the reference only
   std::string report;     // where to write this rank's RankReport (binary)
   std::string rendezvous;
-  int trials = 5;
-  int warmup = 500;
-  int iters = 100;
-  int64_t set_offset = 0;    // secret seed offset for ranked runs
-  double l2_multiple = 3.0;  // timed input sets together exceed this many L2s
-  int max_sets = 128;
-  int spot_checks = 3;
   bool baseline = true;
 };
 

@@ -4,8 +4,9 @@
 // answers two questions on its own: `pkb-rank probe` (the usable GPUs) and `pkb-rank selftest`
 // (known-good work on every device, the worker's health check after a failed job).
 //
-// This file holds the process around the judge: its flags, its cores, the report key the engine
-// gave it (read and deleted before anything of the submission runs), and the signed report.
+// This file holds the process around the judge: its flags (the job's spec comes as a file), its
+// cores, the report key the engine gave it (read and deleted before anything of the submission
+// runs), and the signed report.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <sched.h>
@@ -21,6 +22,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "common/eval_spec.h"
 #include "pkb/v1/result.pb.h"
 #include "worker/engine/judge.h"
 #include "worker/engine/rank_device.h"
@@ -127,25 +129,17 @@ int main(int argc, char** argv) {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   pkb::RankOptions o;
   CLI::App app{"One rank process of a PKB evaluation (started by pkb-eval)."};
-  // A rank's judging (no subcommand) needs --problem and --report; probe and selftest need nothing.
-  app.add_option("--problem", o.problem);
-  app.add_option("--m", o.m);
-  app.add_option("--n", o.n);
-  app.add_option("--dtype", o.dtype);
+  // A rank's judging (no subcommand) needs --spec and --report; probe and selftest need nothing.
+  std::string spec_path;
+  int world = -1;
+  app.add_option("--spec", spec_path, "the job's pkb.v1.EvalSpec, as pkb-eval wrote it");
   app.add_option("--rank", o.rank, "this rank (CUDA backend; MPI gives it otherwise)");
-  app.add_option("--world-size", o.world);
+  app.add_option("--world-size", world, "the ranks started (CUDA backend; MPI says it otherwise)");
   // cuda-shared: started by mpirun, ranks share GPUs, judges' collectives over staged MPI.
   app.add_option("--backend", o.backend)->check(CLI::IsMember({"cuda", "cpu", "cuda-shared"}));
   app.add_option("--candidate", o.candidate, "compiled candidate (.so); none: baseline only");
   app.add_option("--report", o.report);
   app.add_option("--rendezvous", o.rendezvous);
-  app.add_option("--trials", o.trials)->check(CLI::PositiveNumber);
-  app.add_option("--warmup", o.warmup)->check(CLI::NonNegativeNumber);
-  app.add_option("--iters", o.iters)->check(CLI::PositiveNumber);
-  app.add_option("--set-offset", o.set_offset);
-  app.add_option("--max-sets", o.max_sets);
-  app.add_option("--l2-multiple", o.l2_multiple);
-  app.add_option("--spot-checks", o.spot_checks)->check(CLI::NonNegativeNumber);
   app.add_flag("!--no-baseline", o.baseline);
   CLI::App* probe = app.add_subcommand("probe", "print the number of usable GPUs and exit");
   CLI::App* selftest = app.add_subcommand(
@@ -167,12 +161,20 @@ int main(int argc, char** argv) {
 #endif
     return 0;
   }
-  if (app.count("--problem") == 0 || o.report.empty()) {
-    std::fprintf(stderr, "pkb-rank: a rank's judging needs --problem and --report\n");
+  if (spec_path.empty() || o.report.empty()) {
+    std::fprintf(stderr, "pkb-rank: a rank's judging needs --spec and --report\n");
     return 2;
   }
+  absl::StatusOr<pkb::v1::EvalSpec> spec = pkb::ReadSpecFile(spec_path);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "pkb-rank: %s\n", std::string(spec.status().message()).c_str());
+    return 2;
+  }
+  o.spec = *spec;
+  pkb::ApplyDefaults(&o.spec);  // a spec written by hand may leave the defaults out
+  if (world > 0) o.spec.set_world_size(world);
   at::set_num_threads(1);
-  if (o.backend == "cuda") pkb::PinRank(o.rank, o.world);
+  if (o.backend == "cuda") pkb::PinRank(o.rank, o.spec.world_size());
   const bool under_mpirun = o.backend == "cpu" || o.backend == "cuda-shared";
   pkb::v1::RankReport report;
   absl::Status s;
@@ -181,7 +183,7 @@ int main(int argc, char** argv) {
     if (under_mpirun) {
 #ifdef PKB_WITH_MPI
       o.rank = pkb::CpuBackendRank();
-      o.world = pkb::CpuBackendWorld();
+      o.spec.set_world_size(pkb::CpuBackendWorld());
 #else
       throw std::runtime_error("backend " + o.backend + " needs MPI; this pkb-rank has none");
 #endif
