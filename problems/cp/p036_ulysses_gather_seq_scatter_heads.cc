@@ -11,6 +11,9 @@ constexpr int64_t kSeqDim = 1, kHeadDim = 2;
 
 class UlyssesGatherSeqScatterHeads : public Problem {
  public:
+  // 128 x 256: at 64 x 64 PKB's B = M/64 and T = N/64 would be 1.
+  TestShape CpuTestShape() const override { return {128, 256}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         36,

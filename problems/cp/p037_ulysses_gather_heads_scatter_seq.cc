@@ -22,6 +22,10 @@ at::Tensor PadSeq(const at::Tensor& x, int64_t w) {
 
 class UlyssesGatherHeadsScatterSeq : public Problem {
  public:
+  // 128 x 384: at 64 x 64 PKB's B = M/64 and T = N/64 would be 1; T = 6 pads
+  // at W = 4, 8.
+  TestShape CpuTestShape() const override { return {128, 384}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         37,

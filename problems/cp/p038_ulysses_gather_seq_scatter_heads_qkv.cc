@@ -14,6 +14,9 @@ at::Tensor AsQkv(const at::Tensor& x) { return x.view({x.size(0), x.size(1), 3, 
 
 class UlyssesGatherSeqScatterHeadsQkv : public Problem {
  public:
+  // 128 x 256: at 64 x 64 PKB's B = M/64 and T = N/64 would be 1.
+  TestShape CpuTestShape() const override { return {128, 256}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         38,

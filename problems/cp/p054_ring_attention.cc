@@ -20,6 +20,10 @@ double Scale() { return ring::DefaultScale(kD); }
 
 class RingAttention : public Problem {
  public:
+  // 128 x 512: B = M/64, T = N/64; 64 x 64 leaves one position per rank, so T = 8
+  // positions and B = 2.
+  TestShape CpuTestShape() const override { return {128, 512}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         54,

@@ -37,6 +37,10 @@ uint64_t PkbSeed(uint64_t offset, int set) { return 42 + 56 * 1000ull + offset +
 
 class RingAttentionTp : public Problem {
  public:
+  // 128 x 512: B = M/64, T = N/64; 64 x 64 leaves one position per rank, so T = 8
+  // positions and B = 2.
+  TestShape CpuTestShape() const override { return {128, 512}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         55,

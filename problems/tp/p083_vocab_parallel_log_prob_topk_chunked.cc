@@ -12,6 +12,10 @@ namespace {
 
 class VocabParallelLogProbTopkChunked : public Problem {
  public:
+  // M = 2560: M = 64 leaves one token per rank and one chunk; 2560 gives 80-96
+  // tokens and 3-4 chunks (the last one shorter at W = 2, 4).
+  TestShape CpuTestShape() const override { return {2560, 64}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         83,
