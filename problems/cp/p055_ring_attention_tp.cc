@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "problems/cp/ring_attention.h"
 #include "problems/harness/common.h"
+#include "problems/harness/mesh_groups.h"
 #include "problems/harness/registry.h"
 
 namespace pkb {
@@ -87,16 +88,7 @@ class RingAttentionTp : public Problem {
 
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override {
     const Layout l = LayoutOf(cfg);
-    GroupLayout tp{"tp", {}}, cp{"cp", {}};
-    for (int c = 0; c < l.cp; ++c) {
-      tp.partition.emplace_back();
-      for (int t = 0; t < l.tp; ++t) tp.partition.back().push_back(c * l.tp + t);
-    }
-    for (int t = 0; t < l.tp; ++t) {
-      cp.partition.emplace_back();
-      for (int c = 0; c < l.cp; ++c) cp.partition.back().push_back(t + c * l.tp);
-    }
-    return {tp, cp};
+    return MeshGroups(l.cp, l.tp, "tp", "cp");
   }
 
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "problems/cp/ring_attention.h"
 #include "problems/harness/common.h"
+#include "problems/harness/mesh_groups.h"
 #include "problems/harness/registry.h"
 
 namespace pkb {
@@ -86,16 +87,7 @@ class RingAttentionPp : public Problem {
 
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override {
     const Layout l = LayoutOf(cfg);
-    GroupLayout cp{"cp", {}}, pp{"pp", {}};
-    for (int p = 0; p < l.pp; ++p) {
-      cp.partition.emplace_back();
-      for (int c = 0; c < l.cp; ++c) cp.partition.back().push_back(p * l.cp + c);
-    }
-    for (int c = 0; c < l.cp; ++c) {
-      pp.partition.emplace_back();
-      for (int p = 0; p < l.pp; ++p) pp.partition.back().push_back(c + p * l.cp);
-    }
-    return {cp, pp};
+    return MeshGroups(l.pp, l.cp, "cp", "pp");
   }
 
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "problems/cp/ring_attention.h"
 #include "problems/harness/common.h"
+#include "problems/harness/mesh_groups.h"
 #include "problems/harness/registry.h"
 
 namespace pkb {
@@ -97,16 +98,7 @@ class RingAttentionBackwardDp : public Problem {
 
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override {
     const Layout l = LayoutOf(cfg);
-    GroupLayout cp{"cp", {}}, dp{"dp", {}};
-    for (int d = 0; d < l.dp; ++d) {
-      cp.partition.emplace_back();
-      for (int c = 0; c < l.cp; ++c) cp.partition.back().push_back(d * l.cp + c);
-    }
-    for (int c = 0; c < l.cp; ++c) {
-      dp.partition.emplace_back();
-      for (int d = 0; d < l.dp; ++d) dp.partition.back().push_back(c + d * l.cp);
-    }
-    return {cp, dp};
+    return MeshGroups(l.dp, l.cp, "cp", "dp");
   }
 
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "problems/cp/delta_rule.h"
 #include "problems/harness/common.h"
+#include "problems/harness/mesh_groups.h"
 #include "problems/harness/registry.h"
 
 namespace pkb {
@@ -108,13 +109,7 @@ class FlaKimiDeltaAttentionCpTp : public Problem {
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override {
     const Layout l = LayoutOf(cfg);
     if (!l.tp) return {};
-    GroupLayout tp{"tp", {}}, cp{"cp", {}};
-    for (int c = 0; c < l.cp; ++c) tp.partition.push_back({2 * c, 2 * c + 1});
-    for (int t = 0; t < 2; ++t) {
-      cp.partition.emplace_back();
-      for (int c = 0; c < l.cp; ++c) cp.partition.back().push_back(t + 2 * c);
-    }
-    return {tp, cp};
+    return MeshGroups(l.cp, 2, "tp", "cp");
   }
 
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "problems/harness/common.h"
+#include "problems/harness/mesh_groups.h"
 #include "problems/harness/registry.h"
 
 namespace pkb {
@@ -87,16 +88,7 @@ class ClipGradNormEp : public Problem {
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override {
     if (!HasEpGroups(cfg.world)) return {};
     const int ep_size = EpSize(cfg.world), replicas = cfg.world / ep_size;
-    GroupLayout ep{"ep", {}}, ep_fsdp{"ep_fsdp", {}};
-    for (int f = 0; f < replicas; ++f) {
-      ep.partition.emplace_back();
-      for (int e = 0; e < ep_size; ++e) ep.partition.back().push_back(f * ep_size + e);
-    }
-    for (int e = 0; e < ep_size; ++e) {
-      ep_fsdp.partition.emplace_back();
-      for (int f = 0; f < replicas; ++f) ep_fsdp.partition.back().push_back(f * ep_size + e);
-    }
-    return {ep, ep_fsdp};
+    return MeshGroups(replicas, ep_size, "ep", "ep_fsdp");
   }
 
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

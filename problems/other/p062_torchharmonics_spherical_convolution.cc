@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "problems/harness/common.h"
+#include "problems/harness/mesh_groups.h"
 #include "problems/harness/registry.h"
 
 namespace pkb {
@@ -136,16 +137,7 @@ class SphericalDiscoConv : public Problem {
 
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override {
     const Dims d = Sizes(cfg);
-    GroupLayout azimuth{"azimuth", {}}, polar{"polar", {}};
-    for (int64_t p = 0; p < d.polar; ++p) {
-      azimuth.partition.emplace_back();
-      for (int64_t a = 0; a < d.az; ++a) azimuth.partition.back().push_back(p * d.az + a);
-    }
-    for (int64_t a = 0; a < d.az; ++a) {
-      polar.partition.emplace_back();
-      for (int64_t p = 0; p < d.polar; ++p) polar.partition.back().push_back(p * d.az + a);
-    }
-    return {azimuth, polar};
+    return MeshGroups(d.polar, d.az, "azimuth", "polar");
   }
 
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "problems/harness/common.h"
+#include "problems/harness/mesh_groups.h"
 #include "problems/harness/registry.h"
 
 namespace pkb {
@@ -109,16 +110,7 @@ class FsdpAndTp : public Problem {
 
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override {
     const Grid g = GridOf(cfg.world);
-    GroupLayout tp{"tp", {}}, fsdp{"fsdp", {}};
-    for (int j = 0; j < g.fsdp; ++j) {
-      tp.partition.emplace_back();
-      for (int i = 0; i < g.tp; ++i) tp.partition.back().push_back(j * g.tp + i);
-    }
-    for (int i = 0; i < g.tp; ++i) {
-      fsdp.partition.emplace_back();
-      for (int j = 0; j < g.fsdp; ++j) fsdp.partition.back().push_back(j * g.tp + i);
-    }
-    return {tp, fsdp};
+    return MeshGroups(g.fsdp, g.tp, "tp", "fsdp");
   }
 
   // PKB seeds every rank with rank 0's seed: the shards come from one full draw.
