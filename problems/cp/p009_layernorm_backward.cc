@@ -22,7 +22,7 @@ class LayerNormBackward : public Problem {
         R"md(Parameter-gradient half of a LayerNorm backward with rows split across ranks: column sums of
 dY and dY * X_hat on every rank, summed over WORLD.
 
-- Inputs per rank r (seed 42 + 9000 + r + 1000003*set, drawn in this order on the device):
+- Inputs per rank r (drawn in this order on the device):
   `X_hat` (M, N) run dtype: randn (M, N), then each row divided by (its L2 norm + 1e-5),
   computed in the run dtype (rows of unit norm, entries ~ +-1/sqrt(N));
   `dY` (M, N) run dtype, randn. Both differ on every rank.

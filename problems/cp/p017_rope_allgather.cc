@@ -50,7 +50,7 @@ then both are gathered along the sequence dimension over WORLD.
 - Requires W | 8 (PKB asserts it): W in {1, 2, 4, 8}.
 - Dims: B = max(1, M/64), T = max(1, N/64), 8 heads, D = 64, S = max(1, T/W) (integer
   division; B = T = 16 at M = N = 1024).
-- Inputs per rank r (seed 42 + 17000 + r + 1000003*set, drawn in this order on the device):
+- Inputs per rank r (drawn in this order on the device):
   `q` (B, S, 8, 64), `k` (B, S, 8, 64), `cos` (B, S, 64), `sin` (B, S, 64); all run dtype,
   randn, different per rank (cos/sin are plain Gaussians, not trigonometric tables).
 - Computation: rot(x) = concat(-x[..., 32:64], x[..., 0:32]) on the last dim;

@@ -21,7 +21,7 @@ class UlyssesAllToAllTensor : public Problem {
         "context parallel",
         R"md(One list all-to-all over WORLD (dist.all_to_all of equal pieces). Requires W | M.
 
-- Inputs per rank r (seed 42 + 33000 + r + 1000003*set, on the device): `x` (M, N)
+- Inputs per rank r (on the device): `x` (M, N)
   run dtype, randn, different on every rank; int scalars `scatter_dim` = 0 and
   `gather_dim` = 1.
 - Computation: cut x into W blocks of M/W consecutive rows; block j goes to rank j.

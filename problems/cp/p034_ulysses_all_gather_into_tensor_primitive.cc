@@ -16,7 +16,7 @@ class UlyssesAllGatherIntoTensor : public Problem {
         "context parallel",
         R"md(All-gather over WORLD along dim 0 (dist.all_gather_into_tensor). Any W.
 
-- Inputs per rank r (seed 42 + 34000 + r + 1000003*set, on the device): `x` (M, N)
+- Inputs per rank r (on the device): `x` (M, N)
   run dtype, randn, different on every rank.
 - Computation: out rows [s M, (s+1) M) = rank s's x. At W = 1 the result is x.
 - Output on every rank: `out` (W M, N) run dtype, identical on all ranks.

@@ -22,7 +22,7 @@ class UlyssesAllGatherVariable : public Problem {
         R"md(All-gather over WORLD of tensors whose sizes may differ per rank, concatenated along
 `gather_dim` = 0. Any W.
 
-- Inputs per rank r (seed 42 + 35000 + r + 1000003*set, on the device): `x` (M, N)
+- Inputs per rank r (on the device): `x` (M, N)
   run dtype, randn, different on every rank; int scalar `gather_dim` = 0.
 - Computation (PKB's reference): (1) all-gather every rank's shape (2 int64 values)
   and read them back to the host (a device sync); (2) allocate one buffer per source

@@ -25,7 +25,7 @@ class UlyssesGatherSeqScatterHeads : public Problem {
 Sizes: B = max(1, M/64), T = max(1, N/64) (the local sequence), H = 8, D = 64 (B = T =
 16 at M = N = 1024). Requires W | 8 (PKB's builder asserts it).
 
-- Inputs per rank r (seed 42 + 36000 + r + 1000003*set, on the device): `x` (B, T, H,
+- Inputs per rank r (on the device): `x` (B, T, H,
   D) run dtype, randn, different on every rank; int scalars `seq_dim` = 1, `head_dim` =
   2, `unpadded_dim_size` = 0 (no unpadding).
 - Computation: one list all-to-all. Rank r sends heads [j H/W, (j+1) H/W) (consecutive

@@ -37,7 +37,7 @@ class UlyssesGatherHeadsScatterSeq : public Problem {
 Sizes: B = max(1, M/64), T = max(1, N/64), H = 8, D = 64 (B = T = 16 at M = N =
 1024). Requires W | 8 (PKB's builder asserts it).
 
-- Inputs per rank r (seed 42 + 37000 + r + 1000003*set, on the device): `x` (B, T, H,
+- Inputs per rank r (on the device): `x` (B, T, H,
   D) run dtype, randn, different on every rank; int scalars `seq_dim` = 1, `head_dim` =
   2.
 - Computation: (1) if W does not divide T, zero-pad the sequence at its end to Tp =

@@ -28,7 +28,7 @@ class UlyssesGatherSeqScatterHeadsQkv : public Problem {
 T = max(1, N/64) (the local sequence), H = 8, D = 64, so H D = 512 (B = T = 16 at M =
 N = 1024). Requires W | 8 (PKB's builder asserts it), so each rank gets whole heads.
 
-- Inputs per rank r (seed 42 + 38000 + r + 1000003*set, on the device): `qkv_tensor`
+- Inputs per rank r (on the device): `qkv_tensor`
   (B, T, 3 H D) run dtype, randn, different on every rank; features [0, HD) are Q,
   [HD, 2HD) K, [2HD, 3HD) V. Int scalars `seq_dim` = 1, `unpadded_dim_size` = 0 (PKB's
   None: no unpadding), `restore_shape` = 1.

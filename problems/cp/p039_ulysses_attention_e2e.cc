@@ -43,7 +43,7 @@ global sequence), H = 8 heads, Dh = 64, Hd = 512, S = max(1, T/W) local position
 (B = T = 16 at M = N = 1024). Requires W | 8 (PKB's builder asserts it). g = H/W heads
 per rank; dt = the run dtype.
 
-- Inputs per rank r (seed 42 + 39000 + r + 1000003*set, on the device, randn in dt,
+- Inputs per rank r (on the device, randn in dt,
   in this order): `hidden_states` h (B, S, 512); `w_qkv` (1536, 512), unscaled;
   `w_o` (512, 512), unscaled. Int scalars `num_heads` = 8, `causal` = 0. Every rank's
   weights differ (they are not replicated).

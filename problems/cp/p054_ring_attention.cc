@@ -36,7 +36,7 @@ B = max(1, M / 64), T = max(1, N / 64) (global sequence; 16 and 16 at M = N = 10
 Dh = 64, S = max(1, T / W) local positions per rank.
 Rank r owns global positions [r S, (r+1) S) (contiguous, no zig-zag).
 
-- Inputs per rank r (seed 42 + 54000 + r + 1000003*set), randn in the run dtype on the
+- Inputs per rank r, randn in the run dtype on the
   device, in order: `q`, `k`, `v`, each (B, S, H, Dh). softmax_scale = Dh^-0.5 = 0.125,
   causal = true.
 - Computation: exact causal softmax attention of the local queries over all keys at global

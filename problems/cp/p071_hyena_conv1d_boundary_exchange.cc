@@ -46,7 +46,7 @@ WORLD.
 - W >= 2: PKB's reference posts an empty batch_isend_irecv at W = 1 and raises.
 - Sizes: 1024 channels, Lc = 1024 (PKB ignores M, N; here M, N < 1024 shrink them to
   M and N for quick tests; M, N >= 1024, the default, is PKB's problem).
-- Inputs per rank r (seed 42 + 71000 + r + 1000003*set), randn in the run dtype on the
+- Inputs per rank r, randn in the run dtype on the
   device, in order: `x` (1, 1024, 2 Lc), `weight` (1024, 1, 7). Every rank uses its own
   weight for both of its chunks.
 - Computation: tA, tB = the last 6 positions of A and B. Rank r sends tA to r+1 and tB

@@ -74,7 +74,7 @@ sequence sharded zigzag over WORLD.
   shrink C to M and Lc to N, F staying 4 Lc, for quick tests). W must divide C.
 - Layout: the global sequence is 2W chunks of Lc; rank r holds chunk r then chunk
   2W-1-r (zigzag), as in problem 71.
-- Inputs per rank r (seed 42 + 72000 + r + 1000003*set), in order: `x1`, `x2`, `v`,
+- Inputs per rank r, in order: `x1`, `x2`, `v`,
   each randn (1, C, L) in the run dtype on the device; `h` (C, F) = arange(C F) in
   bfloat16, reshaped, / F, cast to the run dtype (so h[c, tau] ~ c, in steps of the
   bf16 spacing); `conv_bias` (C,) = arange(C) in bfloat16 / C, cast to the run dtype.

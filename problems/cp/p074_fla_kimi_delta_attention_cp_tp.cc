@@ -78,7 +78,7 @@ sharded over CP groups, with the outputs of TP pairs summed.
   cp_rank = r, no TP. W = 8: tp {0,1},{2,3},{4,5},{6,7}; cp {0,2,4,6},{1,3,5,7}.
 - Sizes: H = 16 heads, K = V = 128, local sequence 64, T = 64 cp (PKB ignores M, N;
   here M, N < 1024 shrink K to M/8 and V to N/8 for quick tests).
-- Inputs per rank r (seed 42 + 74000 + r + 1000003*set), in order: `q`, `k`, `v`, `g`
+- Inputs per rank r, in order: `q`, `k`, `v`, `g`
   randn (1, 64, 16, K or V for v), `beta` randn (1, 64, 16), all in the run dtype;
   `a_log` = linspace(-0.1, 0.1, 16) and `dt_bias` = linspace(-0.1, 0.1, 16 K), both
   bfloat16 whatever the run dtype. CP rank c holds positions [64 c, 64 c + 64) of its

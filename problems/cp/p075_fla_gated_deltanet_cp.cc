@@ -64,7 +64,7 @@ sequence.
 - Sizes: H = roundup(6, W) heads (Hl = H/W per rank), K = 256, V = 512, local
   sequence 64, global T = 64 W (PKB ignores M, N; here M, N < 1024 shrink K to M/4
   and V to N/2 for quick tests).
-- Inputs per rank r (seed 42 + 75000 + r + 1000003*set), in order: `q`, `k` randn
+- Inputs per rank r, in order: `q`, `k` randn
   (1, 64, H, K); `v` randn (1, 64, H, V); `gate` randn (1, 64, H), all in the run
   dtype; `beta` = sigmoid(randn (1, 64, H) in bfloat16) in bfloat16, cast to the run
   dtype; `a_log` = linspace(0, 0.2, H) and `dt_bias` = linspace(-0.1, 0.1, H), both

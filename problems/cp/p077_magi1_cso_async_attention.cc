@@ -74,7 +74,7 @@ class Magi1CsoAsyncAttention : public Problem {
   neither 8 % W nor W % 8 is 0 (then Hkv = W). spb = ceil(Lc / W), T = 4 spb local
   tokens (10800 at W = 8). PKB ignores M, N; here N < 1024 shrinks Lc by N/1024 for
   quick tests (N >= 1024, the default, is PKB's problem).
-- Inputs per rank r (seed 42 + 77000 + r + 1000003*set), dtype Da = bf16 (fp32/fp64
+- Inputs per rank r, dtype Da = bf16 (fp32/fp64
   runs use the run dtype), in order: `query` = randn(T, Hq, 128); key = randn(T, Hkv,
   128), value = randn_like(key), `key_value` = cat(key, value, -1) (T, Hkv, 256);
   `k_ranges` int64 (4, 2) = [[i Lc, (i+1) Lc]]. Non-tensor: cp_shuffle_num = 4,

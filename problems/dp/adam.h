@@ -80,7 +80,7 @@ inline constexpr char kShardedSizes[] =
     "  (hid = 512, P = 262912 = 2^8 * 1027 at the default N, so W must be a power of two <= 256\n"
     "  there; CanImplement rejects the rest).\n";
 inline constexpr char kZeroInputs[] =
-    "- Inputs (shared seed 42 + 1000 id + 1000003*set on EVERY rank, drawn in this order on\n"
+    "- Inputs (the same on EVERY rank, drawn in this order on\n"
     "  the device, run dtype): X_full (n_tot, d_in) and y_full (n_tot, d_out) randn; rank r\n"
     "  gets `X_local`, `y_local` = rows [r c, (r+1) c). Then, on rank 0 only, `W1` (hid,\n"
     "  d_in), `b1` (hid), `W2` (d_out, hid), `b2` (d_out) randn; other ranks hold zeros.\n"

@@ -44,7 +44,7 @@ class ClipGradNormNoEp : public Problem {
 rank, then every gradient scaled by max_norm / norm.
 
 - Any W.
-- Inputs per rank r (seed 42 + 21000 + r + 1000003*set, drawn in this order on the
+- Inputs per rank r (drawn in this order on the
   device): `grad_0`, `grad_1`, `grad_2`, each (M, N) run dtype, randn, different per
   rank (PKB passes them as one list); non-tensor `max_norm` = 1.0, `norm_type` = 2.0.
   PKB's group argument is WORLD.

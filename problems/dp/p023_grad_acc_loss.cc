@@ -34,7 +34,7 @@ class GradAccLoss : public Problem {
 forward and hand-written backward, on 0-dim tensors.
 
 - Any W.
-- Inputs per rank r (seed 42 + 23000 + r + 1000003*set, drawn on the device), all 0-dim:
+- Inputs per rank r (drawn on the device), all 0-dim:
   `loss` run dtype, randn (different per rank); `local_valid` int64 = M N;
   `global_valid` int64 = W M N; `grad_normalized_loss` run dtype: 1 in set 0 (PKB's),
   randn in the other sets; `grad_loss_sum` run dtype: 0 in set 0 (PKB's), randn /

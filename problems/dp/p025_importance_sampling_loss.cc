@@ -91,7 +91,7 @@ vocabulary LM head, ratios exp(new - old), token-count normalization over WORLD,
 five metrics reduced over WORLD.
 
 - Any W. V = 32000.
-- Inputs per rank r (seed 42 + 25000 + r + 1000003*set, drawn in this order on the
+- Inputs per rank r (drawn in this order on the
   device): `hidden_states` (M, N) run dtype, randn; `weight` (V, N) run dtype, randn
   (the full vocabulary on every rank, values differ per rank); `labels` (M,) int64,
   randint(0, V); `old_logprobs` (M,) and `advantages` (M,) run dtype, randn;

@@ -52,7 +52,7 @@ are averaged over WORLD, and every rank applies the same Adam step.
 - Any W. Sizes: n_tot = ceil(max(M, W) / W) * W rows, c = n_tot / W per rank;
   d_in = clamp(N, 16, 256), hid = clamp(N / 2, 32, 512), d_out = clamp(N / 4, 8, 256)
   (256, 512, 256 at the default N); P = hid d_in + hid + d_out hid + d_out (262912).
-- Inputs (shared seed 42 + 40000 + 1000003*set on EVERY rank, drawn in this order on the
+- Inputs (the same on EVERY rank, drawn in this order on the
   device, run dtype): X_full (n_tot, d_in) and y_full (n_tot, d_out) randn; rank r gets
   `X_local`, `y_local` = rows [r c, (r+1) c). Then, on rank 0 only, `W1` (hid, d_in),
   `b1` (hid), `W2` (d_out, hid), `b2` (d_out) randn; other ranks hold zeros. Then the

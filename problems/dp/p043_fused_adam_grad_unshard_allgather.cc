@@ -29,7 +29,7 @@ class FusedAdamUnshard : public Problem {
 updated shards.
 
 - Any W. Shard size P = clamp(64 M, 64, 4096) (4096 at the default M).
-- Inputs (shared seed 42 + 43000 + 1000003*set on EVERY rank, drawn in this order on
+- Inputs (the same on EVERY rank, drawn in this order on
   the device, run dtype): full_grad (P W) randn, then full_master (P W) randn; rank r
   gets `grad_shard` and `master_shard` = elements [r P, (r+1) P) of each.
   `exp_avg`, `exp_avg_sq` (P): zeros in PKB's set 0; in the other sets every rank then

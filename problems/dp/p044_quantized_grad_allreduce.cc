@@ -51,7 +51,7 @@ gradient to int8 codes with one fp32 scale per block, and the dequantized values
 averaged over WORLD in fp32.
 
 - Any W. n = max(M N, 64 W); bs = min(128, max(16, floor(N/4))) (128 at N = 1024).
-- Inputs per rank r (seed 42 + 44000 + r + 1000003*set, on the device): `flat_grad`
+- Inputs per rank r (on the device): `flat_grad`
   (n,) run dtype, randn, different per rank; non-tensor `block_size` = bs.
 - Computation per rank (pad with zeros to a multiple of bs, blocks of bs consecutive
   elements): a = fp32(max |x| over the block) (exact), clamped to >= 1e-8;

@@ -39,7 +39,7 @@ and backward on this rank's rows, reduce-scatter the flat gradient back into sha
 and average it, then AdamW on this rank's shard.
 
 )md" + std::string(dp::kShardedSizes) +
-            R"md(- Inputs (shared seed 42 + 47000 + 1000003*set on EVERY rank, drawn in this order
+            R"md(- Inputs (the same on EVERY rank, drawn in this order
   on the device, run dtype): X_full (n_tot, d_in) and y_full (n_tot, d_out) randn;
   rank r gets `X_local`, `y_local` = rows [r c, (r+1) c). Then W1 (hid, d_in),
   b1 (hid), W2 (d_out, hid), b2 (d_out) randn on rank 0 only (other ranks hold

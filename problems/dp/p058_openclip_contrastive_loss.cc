@@ -60,7 +60,7 @@ class OpenClipContrastiveLoss : public Problem {
 texts travelling around the ring by neighbour exchange.
 
 - Any W. B = max(1, floor(M / W)) (128 at M = 1024, W = 8), D = max(16, N).
-- Inputs per rank r (seed 42 + 58000 + r + 1000003*set, drawn in this order on the
+- Inputs per rank r (drawn in this order on the
   device): image0 (B, D) and text0 (B, D) run dtype, randn. Set 0 (PKB's): image =
   normalize(image0), text = normalize(text0), rows L2-normalized as F.normalize does
   (x / max(||x||, 1e-12), norm and quotient in the dtype). Stronger sets (set > 0) then

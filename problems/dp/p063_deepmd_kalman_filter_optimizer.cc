@@ -75,7 +75,7 @@ per rank, all in fp64 whatever the run dtype. Any W; WORLD.
 
 - Block length n = 1024 (PKB's, fixed). Here M < 1024 shrinks it to n = M for quick
   tests; M >= 1024 (the default) is PKB's problem.
-- Inputs per rank r (seed 42 + 63000 + r + 1000003*set, drawn on the device, fp64):
+- Inputs per rank r (drawn on the device, fp64):
   for each block i = 0..7 in turn, `H_i` (n, 1) = randn * 0.01, then `weights_i`
   (n, 1) = randn; `P_i` (n, n) = I (no RNG); after the blocks `error` () = randn.
   Non-tensor `kalman_lambda` = 0.98, `kalman_nue` = 0.9987. Call order: H_0..H_7,

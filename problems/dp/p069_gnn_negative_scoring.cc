@@ -91,7 +91,7 @@ negatives. Any W; WORLD.
 - Sizes: P_r = max(16, min(M / W, 1280)) + (r mod 3) positives on rank r (rank-
   dependent: 128..130 at M = 1024, W = 8, sum 1031); Nn = max(100, min(N, 1000))
   negatives per positive (1000 at N = 1024).
-- Inputs per rank r (seed 42 + 69000 + r + 1000003*set, drawn in this order on the
+- Inputs per rank r (drawn in this order on the
   device): `local_pos_scores` (P_r,) run dtype, randn; `local_neg_scores` (P_r, Nn)
   run dtype, randn. (PKB's last argument, the group, is WORLD.)
 - Computation (PKB's): all-reduce SUM of a W-vector holding P_r in slot r (the

@@ -117,7 +117,7 @@ class DinoV2DistributedKnn : public Problem, public TieRule {
 - Sizes: Q = max(32, min(M/64, 256)) queries per rank (32 at M = 1024);
   Nt = max(1024, min(16 N / W, 16384)) train rows per rank (2048 at N = 1024, W = 8);
   Df = 384 (768 if N >= 4096, 1024 if N >= 8192); k = min(200, Nt).
-- Inputs per rank r (seed 42 + 79000 + r + 1000003*set), drawn in bf16 on the device:
+- Inputs per rank r, drawn in bf16 on the device:
   test = randn(Q, Df), then train = randn(Nt, Df); each row of both L2-normalized in
   bf16 (x / max(||x||, 1e-12), as F.normalize). Passed in order: `test` (Q, Df) run
   dtype; `train_t` = train transposed, contiguous (Df, Nt) run dtype; `labels` int64

@@ -56,7 +56,7 @@ class DinoSinkhornKnopp : public Problem {
 
 - Any W. Bl = max(512, min(M, 1024)) samples per rank, Kp = 16384 prototypes (PKB's;
   below M = 512, for quick CPU tests only, Bl = M and Kp = 32 M). N is ignored.
-- Inputs per rank r (seed 42 + 80000 + r + 1000003*set, drawn on the device):
+- Inputs per rank r (drawn on the device):
   `teacher_output` (Bl, Kp) float32 (whatever the run dtype) = randn * 0.01 (fp32);
   `n_masked_patches_tensor` (1,) int64 = Bl. Non-tensor: `teacher_temp` = 0.07
   and `n_iterations` = 3. PKB's group None is omitted.

@@ -80,7 +80,7 @@ masks overlapping with IoU >= 0.7, the one occluded more recently. Any W; WORLD.
   the set, and so do the output shapes (the harness allocates the set's shape).
 - Mask side S = 256 (PKB's, fixed). Here M < 1024 shrinks it to S = 16 floor(M / 64)
   (at least 16) for quick tests; M >= 1024 (the default) is PKB's problem.
-- Inputs per rank r (seed 42 + 81000 + r + 1000003*set, drawn on the device), c =
+- Inputs per rank r (drawn on the device), c =
   counts[r]: `low_res_masks_local` (c, S, S) run dtype; `obj_scores_local` (c,)
   run dtype; int list `num_obj_per_gpu` = counts (scalars `num_obj_per_gpu[i]`);
   `last_occluded` (Nt,) int64 = (arange(Nt) mod 5) - 1 on every rank; float

@@ -29,7 +29,7 @@ class EmbeddingLookup : public Problem {
 T (T[s*M + i] = rank s's local_shard[i]) and requests M rows of T by global index.
 
 - Inputs per rank r, in call order (`indices`, `local_shard`), but drawn local_shard first
-  (seed 42 + 10000 + r + 1000003*set, on the device):
+  (on the device):
   `local_shard` (M, N) run dtype, randn; then `indices` (M,) int64, randint(0, W*M)
   (uniform over the whole table). Both differ on every rank.
 - Computation: owner(v) = floor(v / M). The reference buckets this rank's indices by owner

@@ -59,7 +59,7 @@ sub-groups that tile WORLD, then one clip coefficient for both.
   `ep_fsdp` = strided sets {e, e + ep_size, ...} (W = 4: ep {0,1},{2,3}, ep_fsdp {0,2},
   {1,3}; W = 8: ep {0-3},{4-7}, ep_fsdp {0,4},{1,5},{2,6},{3,7}). Otherwise (W = 1, 2,
   3, 5, 7) there are no sub-groups and the expert term is summed over WORLD.
-- Inputs per rank r (seed 42 + 22000 + r + 1000003*set, drawn in this order on the
+- Inputs per rank r (drawn in this order on the
   device): `non_ep_grad` (M, N) run dtype, randn; `ep_grad` (M, N) run dtype, randn;
   both different per rank (PKB passes each as a one-element list); non-tensor
   `max_norm` = 1.0, `norm_type` = 2.0, `ep_size`.

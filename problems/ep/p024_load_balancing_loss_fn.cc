@@ -37,7 +37,7 @@ class LoadBalancingLoss : public Problem {
 routing spreads over 8 experts, and the ranks' losses are averaged over WORLD.
 
 - Any W.
-- Inputs per rank r (seed 42 + 24000 + r + 1000003*set, on the device): `gate_logits`
+- Inputs per rank r (on the device): `gate_logits`
   (M, 8) run dtype: randn (M, 8) in set 0 (PKB's); in the other sets randn (M, 8) +
   2 * randn (8,) (a per-expert bias drawn second, rounded to the dtype), so routing is
   imbalanced differently on every rank; non-tensor `num_experts` = 8, `top_k` = 2

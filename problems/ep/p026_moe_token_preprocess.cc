@@ -31,7 +31,7 @@ class MoeTokenPreprocess : public Problem {
         R"md(Bookkeeping before an expert-parallel MoE dispatch: E = 8 experts, top-2, over WORLD.
 Rank r owns the L = 8/W experts [r L, (r+1) L). Requires W | 8 (W = 1, 2, 4 or 8).
 
-- Inputs per rank r (seed 42 + 26000 + r + 1000003*set, on the device): sel = randint(0, 8,
+- Inputs per rank r (on the device): sel = randint(0, 8,
   (M, 2)) int64 (the two slots are independent: a token may pick the same expert twice);
   `expert_mask` = one_hot(sel, 8).float().permute(2, 1, 0): (8, 2, M) float32, 0/1, a
   NON-CONTIGUOUS view (strides (1, 8, 16) elements; honour the strides). Scalar

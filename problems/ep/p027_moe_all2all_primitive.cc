@@ -28,7 +28,7 @@ class MoeAll2AllPrimitive : public Problem {
         R"md(The token all-to-all of an MoE dispatch (dist.all_to_all_single with split lists) over
 WORLD. Requires W | M: PKB's split lists are mutually inconsistent otherwise.
 
-- Inputs per rank r (seed 42 + 27000 + r + 1000003*set, on the device): `local_tensor`
+- Inputs per rank r (on the device): `local_tensor`
   x (M, N) run dtype, randn, different per rank. PKB's Python lists arrive as int
   scalars: `input_split_sizes[s]` and `output_split_sizes[s]` for s = 0..W-1, all M/W
   (PKB gives floor(M/W) with the remainder added to the last; W | M makes them equal).

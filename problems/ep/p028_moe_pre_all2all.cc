@@ -35,7 +35,7 @@ class MoePreAll2All : public Problem {
         R"md(The dispatch half of an expert-parallel MoE layer over WORLD: E = 8 experts, top-2,
 L = 8/W local experts per rank. Requires W | 8 and W | 2M (W = 8: 4 | M).
 
-- Inputs per rank r (seed 42 + 28000 + r + 1000003*set), in call order, drawn on the
+- Inputs per rank r, in call order, drawn on the
   device in this order:
   `hidden_states` X (M, N) run dtype, randn;
   `expert_mask` (8, 2, M) float32 0/1: for each token j = 0..M-1 in turn, randperm(8)

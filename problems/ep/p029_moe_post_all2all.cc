@@ -38,7 +38,7 @@ class MoePostAll2All : public Problem {
         R"md(The combine half of an expert-parallel MoE layer over WORLD: E = 8 experts, top-2,
 L = 8/W local experts per rank. Requires W | 8 and W | 2M (W = 8: 4 | M).
 
-- Inputs per rank r (seed 42 + 29000 + r + 1000003*set), drawn on the device in this
+- Inputs per rank r, drawn on the device in this
   order: (a) for each token j = 0..M-1 in turn, randperm(8) (int64); its first two
   entries are token j's experts: `routing_map` R (8, M) bool, R[e, j] = true for those
   two. (b) For each token j in turn, a fresh randn(2) in the run dtype, softmax over it

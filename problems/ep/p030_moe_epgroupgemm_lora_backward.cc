@@ -25,7 +25,7 @@ class MoeEpGroupGemmLoraBackward : public Problem {
 parallel group: each of three gradients is summed over WORLD.
 
 - Any W.
-- Inputs per rank r (seed 42 + 30000 + r + 1000003*set, drawn in this order on the device),
+- Inputs per rank r (drawn in this order on the device),
   all run dtype, randn, different per rank: `grad_fc1_1_lora_A` (8, N);
   `grad_fc1_2_lora_A` (8, N); `grad_fc2_lora_B` (N, 8). (PKB's fourth argument, the
   process group, is None: WORLD.)

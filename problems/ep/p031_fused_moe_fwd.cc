@@ -22,7 +22,7 @@ class FusedMoeFwd : public MoeEpProblem {
         R"md(Expert-parallel MoE forward over WORLD: E = 8 experts, top_k = 2, L = 8/W local
 experts per rank (rank d hosts experts [d L, (d+1) L)). Requires W | 8.
 
-- Inputs per rank r (seed 42 + 31000 + r + 1000003*set), in call order. On the device,
+- Inputs per rank r, in call order. On the device,
   randn in the run dtype, in this order: `hidden_states` x (M, N); `gate_weight` Wg
   (8, N); `gate_bias` bg (8). Then three default nn.Linear built on the CPU in fp32
   from the CPU generator (weight (out, in) by kaiming_uniform(a = sqrt(5)), i.e.

@@ -36,7 +36,7 @@ class FusedMoeFwdLora : public MoeEpProblem {
 local experts per rank, rank d hosting experts [d L, (d+1) L)) with rank-8 LoRA
 adapters on the expert's three projections. Requires W | 8.
 
-- Inputs per rank r (seed 42 + 32000 + r + 1000003*set), in call order. On the
+- Inputs per rank r, in call order. On the
   device, randn in the run dtype: `hidden_states` x (M, N); `gate_weight` Wg (8, N);
   `gate_bias` bg (8). Then three default nn.Linear built on the CPU in fp32 from the
   CPU generator (weight (out, in) by kaiming_uniform(a = sqrt(5)), i.e.

@@ -21,7 +21,7 @@ class MoeEpBalanced : public MoeEpProblem {
         R"md(Expert-parallel MoE forward with one expert per rank: E = W experts, top_k = 2, over WORLD.
 Rank d hosts expert d and applies its own SwiGLU MLP to every token routed to d.
 
-- Inputs per rank r (seed 42 + 49000 + r + 1000003*set). On the device, randn in the run
+- Inputs per rank r. On the device, randn in the run
   dtype, in order: `hidden_states` x (M, N); `gate_weight` Wg (E, N); `gate_bias` bg (E).
   Then three default nn.Linear built on the CPU in fp32 from the CPU generator (weight
   (out, in) ~ U(-1/sqrt(in), 1/sqrt(in)) by kaiming_uniform(a = sqrt(5)), then bias (out)

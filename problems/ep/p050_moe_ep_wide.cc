@@ -20,7 +20,7 @@ class MoeEpWide : public MoeEpProblem {
         R"md(Expert-parallel MoE forward over WORLD with two experts per rank: E = 2W experts,
 top_k = 2, L = 2 (rank d hosts experts 2d and 2d + 1). Any W (W = 1: no all-to-all).
 
-- Inputs per rank r (seed 42 + 50000 + r + 1000003*set), in call order. On the device,
+- Inputs per rank r, in call order. On the device,
   randn in the run dtype, in this order: `hidden_states` x (M, N); `gate_weight` Wg
   (2W, N); `gate_bias` bg (2W). Then three default nn.Linear built on the CPU in fp32
   from the CPU generator (weight (out, in) by kaiming_uniform(a = sqrt(5)), i.e.

@@ -27,7 +27,7 @@ class MoeEpNarrow : public MoeEpProblem {
   the contiguous blocks {g E, ..., g E + E - 1} (W = 8: {0..3}, {4..7}; W = 2: {0}, {1}).
   Each rank hosts one expert: expert e of block g lives on global rank g E + e. The
   counts all-gather and both all-to-alls run inside the block; blocks never talk.
-- Inputs per rank r (seed 42 + 51000 + r + 1000003*set), in call order. On the device,
+- Inputs per rank r, in call order. On the device,
   randn in the run dtype, in this order: `hidden_states` x (M, N); `gate_weight` Wg
   (E, N); `gate_bias` bg (E). Then three default nn.Linear built on the CPU in fp32
   from the CPU generator (weight (out, in) by kaiming_uniform(a = sqrt(5)), i.e.

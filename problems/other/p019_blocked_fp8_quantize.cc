@@ -42,7 +42,7 @@ consecutive elements to float8_e4m3fn with one fp32 scale per block, then the co
 the scales of all ranks are gathered along dim 0 over WORLD.
 
 - Requires 128 | N (PKB asserts it).
-- Inputs per rank r (seed 42 + 19000 + r + 1000003*set, on the device): `x` (M, N) run
+- Inputs per rank r (on the device): `x` (M, N) run
   dtype, randn, different per rank; non-tensor `block_size` = 128.
 - Computation per block (row i, columns [128 k, 128 k + 128)), all in fp32:
   a = max |fp32(x)| over the block; s = a * fp32(1/448) (a MULTIPLICATION by the

@@ -35,7 +35,7 @@ sends it to rank c. Despite the name NO FP8 DATA IS INVOLVED: the "quantized" va
 the scales are ordinary run-dtype tensors.
 
 - Requires 128 | M N (a chunk holds whole blocks; PKB asserts it).
-- Inputs per rank r (seed 42 + 20000 + r + 1000003*set, drawn in this order on the device):
+- Inputs per rank r (drawn in this order on the device):
   `y` (W, M, N) run dtype, randn; `s` (W, M N/128) run dtype, randn (scales, can be
   negative); non-tensor `block_size` = 128. Both differ per rank.
 - Computation: x[c, i, j] = fp32(y[c, i, j]) * s[c, floor((i N + j) / 128)], the

@@ -39,7 +39,7 @@ the run dtype; the dequantized gradients are then reduce-scattered (SUM) over WO
 and divided by W.
 
 - Any W. P = clamp(64 M, 64, 4096) (4096 at the default M = 1024).
-- Inputs per rank r (seed 42 + 52000 + r + 1000003*set, on the device): `flat_grads`
+- Inputs per rank r (on the device): `flat_grads`
   (W P,) run dtype, randn, different per rank; `amax_history` (16,) bfloat16. In set 0
   (PKB's) the history is filled with bf16(1e-8); the other sets then draw it as
   bf16(3 + 3 rand(16)) with entry 0 set to 9 (so the scale often comes from an older

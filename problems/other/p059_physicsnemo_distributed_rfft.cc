@@ -35,7 +35,7 @@ class PhysicsNemoDistributedRfft : public Problem {
 - Sizes: B = max(1, M/64), H = roundup(max(16, M), W), L = roundup(max(16, N), W),
   Lw = L/W (defaults: B = 16, H = L = 1024). Any W.
 - Inputs: one global field X = randn(B, H, L) fp32 (whatever the run dtype), drawn on
-  the device from the SHARED seed 42 + 59000 + 1000003*set (every rank draws the same
+  the device from the SHARED seed (every rank draws the same
   X). Rank r passes its column slab `x` = X[:, :, r*Lw:(r+1)*Lw], (B, H, Lw) fp32.
   Non-tensor arguments (fixed): s = (H, L), dim = (1, 2), norm = "ortho".
 - Reference: A = fft(x, n=H, dim=1, ortho) (complex64); cut A along dim 1 into W

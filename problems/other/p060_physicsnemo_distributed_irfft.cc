@@ -47,7 +47,7 @@ class PhysicsNemoDistributedIrfft : public Problem {
   9, 10, 12, 16, ...). PKB fixes these whatever M and N; here M < 1024 shrinks B and C
   by M/1024 (at least 1) for quick tests (M >= 1024, the default, is PKB's problem).
 - Inputs: Xr = randn(B, C, H, L) fp32 (whatever the run dtype) from the SHARED seed
-  42 + 60000 + 1000003*set on every rank, Xf = rfft2(Xr, s = (H, L), ortho) complex64
+  (the same on every rank), Xf = rfft2(Xr, s = (H, L), ortho) complex64
   (B, C, H, 721), computed on the device. Rank r passes its row slab
   `x` = Xf[:, :, r*Hw:(r+1)*Hw, :], complex64 (B, C, Hw, 721). Non-tensor arguments
   (fixed): s = (720, 1440), dim = (-2, -1), norm = "ortho".

@@ -201,7 +201,7 @@ visible Gaussians to that camera's rank, over WORLD. Any W.
 
 - Sizes: n = max(1000, min(M, 10000)) Gaussians per rank; image Iw = max(64, min(N,
   512)) by Ih = max(64, min(M, 512)).
-- Inputs per rank r (seed 42 + 61000 + r + 1000003*set), all bf16, drawn on the device
+- Inputs per rank r, all bf16, drawn on the device
   in this order, arithmetic in bf16: `means` (n, 3): column 0 = (rand(n) - 0.5) * sp,
   column 1 = (rand(n) - 0.5) * sp, column 2 = rand(n) * 2 + 2 (sp = 1.5 in set 0);
   `quats` (n, 4) = randn, (w, x, y, z); `scales` (n, 3) = rand * 0.02; `opacities` (n,)

@@ -96,7 +96,7 @@ azimuth process grid, fp32 throughout (the run dtype is ignored).
   nlon/az (W = 8: nlat = 128, nlon = 256, lat_l = 32, lon_l = 128). PKB fixes them;
   here they shrink only below M, N = 1024, for quick tests (B = max(1, 32 M/1024),
   nlat = roundup(max(16, 128 N/1024), P)), so the default run is PKB's.
-- Inputs per rank r (seed 42 + 62000 + r + 1000003*set), all float32, drawn on the
+- Inputs per rank r, all float32, drawn on the
   device in this order: x = randn(B, 8, lat_l, lon_l) (rank r's latitude block p and
   longitude block a), weight = randn(8, 8, 3), bias = randn(8), vals = randn(nnz) *
   0.05 with nnz = 12 nlat.

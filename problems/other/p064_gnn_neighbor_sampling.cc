@@ -88,7 +88,7 @@ replacement), then relabelling. Any W.
 
 - Sizes: Nn = roundup(max(10000, min(M, 100000)), W) nodes; S = max(512, min(N/W,
   2048)) seeds per rank; the CSC graph is replicated on every rank.
-- Inputs, in call order (every rank seeds 42 + 64000 + 1000003*set, the same seed):
+- Inputs, in call order (every rank seeds with the same seed):
   `seed_nodes` (S,) int64, `colptr` (Nn+1,) int64, `row` (16*Nn,) int64, `node_to_rank`
   (Nn,) int64; scalars fanouts[0] = 10, fanouts[1] = 5, replace = 0.
   Set 0 (PKB's, no RNG): node_to_rank[v] = v mod W; colptr[v] = 16v; row[16v + j] =

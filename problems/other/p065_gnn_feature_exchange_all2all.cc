@@ -31,7 +31,7 @@ rank.
 - Sizes: p = max(64, min(M/W, 1024)) rows per peer, Hd = max(8, min(N, 128)),
   T = p W, Sd = max(1, floor(3T/4)) (defaults, W = 8: p = 128, Hd = 128, T = 1024,
   Sd = 768). Any W.
-- Inputs per rank r (seed 42 + 65000 + r + 1000003*set), in call order and drawn in
+- Inputs per rank r, in call order and drawn in
   this order on the device: `local_features` (Sd, Hd) run dtype, randn;
   `seed_inverse_ids` (T,) int64, randint(0, Sd). Non-tensor: `counts_sent[k]` and
   `counts_received[k]` (k = 0..W-1; Python lists in PKB), all p.

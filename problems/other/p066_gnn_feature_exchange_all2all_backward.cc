@@ -30,7 +30,7 @@ all-to-all of problem 65 applied to the gradient, then a scatter-add onto the se
 - Sizes: p = max(64, min(M/W, 1024)) rows per peer, Hd = max(8, min(N, 128)),
   T = p W, Sd = max(1, floor(T/2)) (defaults, W = 8: p = 128, Hd = 128, T = 1024,
   Sd = 512). Any W.
-- Inputs per rank r (seed 42 + 66000 + r + 1000003*set), in call order and drawn in
+- Inputs per rank r, in call order and drawn in
   this order on the device: `grad_output` (T, Hd) float32 whatever the run dtype,
   randn; `seed_inverse_ids` (T,) int64, randint(0, Sd). Non-tensor: `seed_size` = Sd,
   `counts_sent[k]`, `counts_received[k]` (k = 0..W-1; Python lists in PKB), all p.

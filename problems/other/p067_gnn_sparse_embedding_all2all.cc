@@ -40,7 +40,7 @@ WORLD. Any W.
 
 - Sizes: Nn = roundup(max(100000, M), W); nnz = max(1024, min(M/W, 50000)) (1024 at
   the defaults); Hd = max(8, min(N, 128)).
-- Inputs per rank r (seed 42 + 67000 + r + 1000003*set), drawn on the device in this
+- Inputs per rank r, drawn on the device in this
   order: `idx` (nnz,) int64 = randint[0, Nn); `value` (nnz, Hd) run dtype = randn.
   Scalar `num_nodes` = Nn (unused by the computation).
 - Computation: W = 1: the inputs are the outputs. Otherwise the owner of entry j is

@@ -69,7 +69,7 @@ project them with the rank's own matrix.
   56 GiB, because the harness keeps two copies of every input alive (verification's
   pristine copy, two rotating timing sets) on a 140 GiB H200. At the defaults this
   refuses fp32 at W = 1 (106 GiB) and fp64 at W <= 3.
-- Inputs per rank r (seed 42 + 68000 + r + 1000003*set), in call order:
+- Inputs per rank r, in call order:
   `local_embedding_shard` (Sh, E) run dtype, randn: rows r Sh .. (r+1) Sh - 1 of the
   global table; `input_node_ids` (Q,) int64, no RNG: for i < Q, owner = (i + r) mod
   W, local = (7 i + r) mod Sh, id = owner Sh + local; `proj_matrix` (E, E) run dtype,

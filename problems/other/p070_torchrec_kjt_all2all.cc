@@ -57,7 +57,7 @@ class TorchrecKjtAll2All : public Problem {
 - Sizes: rank d owns ks[d] = 1 + (d mod 3) features, contiguously in rank order (the
   first ks[0] features are rank 0's, ...); F = sum ks (15 at W = 8); batch
   B = max(512, min(M/W, 1024)).
-- Inputs per rank r (seed 42 + 70000 + r + 1000003*set), drawn on the device in this
+- Inputs per rank r, drawn on the device in this
   order: `lengths` (F*B,) int64 = randint[5, 21) drawn as (F, B) and flattened
   feature-major (lengths[f*B + b]); `values` (sum(lengths),) int64 = randint[0, 10^6):
   the values of (f, b) follow those of every earlier (f, b) in that order. Its length

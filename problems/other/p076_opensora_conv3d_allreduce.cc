@@ -52,7 +52,7 @@ class OpenSoraConv3dAllReduce : public Problem {
   (1, Cout, 17, 64, 64). PKB ignores M, N; here M < 1024 shrinks Cout by M/1024 and
   N < 1024 the 17 x 64 x 64 output by N/1024, for quick tests (M, N >= 1024, the
   default, is PKB's problem). Any W with Cl >= 1.
-- Inputs per rank r (seed 42 + 76000 + r + 1000003*set), in the run dtype on the
+- Inputs per rank r, in the run dtype on the
   device, in order: `x` = randn(1, Cl, T, H, H), `weight` = randn(Cout, Cl, 3, 3, 3),
   `bias` = linspace(-0.1, 0.1, Cout) (no RNG, the same on every rank). Non-tensor:
   stride 1, padding 0, dilation 1, groups 1.

@@ -183,7 +183,7 @@ class Magi1TileParallelVaeDecode : public Problem {
         R"md(Tile-parallel decode of a latent video over WORLD (any W); trilinear upsampling stands
 in for the decoder.
 
-- Input per rank r (seed 42 + 78000 + r + 1000003*set): `z` = randn(1, 16, 6, 90, 90)
+- Input per rank r: `z` = randn(1, 16, 6, 90, 90)
   bf16 (fixed, whatever the run dtype), different on every rank. Non-tensor, in order:
   tile_latent_min_length 3, tile_latent_min_height 32, tile_latent_min_width 32,
   spatial_tile_overlap_factor 0.25, temporal_tile_overlap_factor 0.0, spatial_upsample

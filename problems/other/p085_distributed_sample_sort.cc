@@ -50,7 +50,7 @@ the sorted whole. Any W; WORLD.
 
 - Shard sizes: n_r = max(4 W, min(M / W, 4096)) (128 at M = 1024, W = 8), except
   that n_r = 0 on odd ranks when set mod 4 = 3 (empty shards: PKB's trial 3).
-- Inputs per rank r (seed 42 + 85000 + r + 1000003*set, on the device):
+- Inputs per rank r (on the device):
   `local_shard` (n_r,) run dtype = randint(-50, 50) drawn as int64, converted to the
   dtype, then minus r * max(1, n_r) in the dtype. In bf16 the rounding makes many
   duplicate values. (PKB's last argument, the group, is WORLD.)

@@ -43,7 +43,7 @@ rows [r Hl, (r+1) Hl) of a conceptual (1, C, W Hl, 128) image, as a chain over W
   128 / max(1, W/2)) (32 at W = 8), width 128. PKB sizes Hl for W/2 devices per image
   but chains all W ranks. PKB ignores M; here M < 1024 shrinks C and the 128 latent
   side by M/1024 for quick tests (M >= 1024, the default, is PKB's problem). Any W.
-- Inputs per rank r (seed 42 + 87000 + r + 1000003*set), randn in the run dtype on the
+- Inputs per rank r, randn in the run dtype on the
   device, in order: `x` (1, C, Hl, 128), `weight` (C, C, 3, 3), `bias` (C). Every rank
   convolves with ITS OWN weight and bias. Non-tensor: stride = 1, padding = 1.
 - Computation: W = 1: conv2d(x, weight, bias, padding 1). Otherwise the top halo is

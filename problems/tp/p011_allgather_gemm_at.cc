@@ -23,7 +23,7 @@ gathers the transposed shards (A^T is row-sharded, so the gather is along dim 0)
 computes (B^T A^T)^T; any route to the same C is fine.
 
 - W must divide K = 512.
-- Inputs per rank r (seed 42 + 11000 + r + 1000003*set, drawn in this order on the device):
+- Inputs per rank r (drawn in this order on the device):
   `A_local` (M, 512/W) run dtype, randn; `B` (512, N) run dtype, randn. Both differ on every
   rank (B too: it is drawn from the rank's seed).
 - Computation: A (M, 512) = [A_0 | A_1 | ... | A_{W-1}] (rank s's columns at K-block s);

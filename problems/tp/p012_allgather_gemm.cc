@@ -21,7 +21,7 @@ class AllGatherGemm : public Problem {
         R"md(All-gather a K-sharded A over WORLD, then multiply by this rank's own B.
 
 - W must divide K = 512.
-- Inputs per rank r (seed 42 + 12000 + r + 1000003*set, drawn in this order on the device):
+- Inputs per rank r (drawn in this order on the device):
   `A_local` (M, 512/W) run dtype, randn; `B` (512, N) run dtype, randn. Both differ on every
   rank (B too: it is drawn from the rank's seed).
 - Computation: A (M, 512) = [A_0 | A_1 | ... | A_{W-1}] (rank s's columns at K-block s);

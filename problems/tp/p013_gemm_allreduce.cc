@@ -22,7 +22,7 @@ class GemmAllReduce : public Problem {
         R"md(Row-parallel linear layer: every rank multiplies its shards, then the partial products are
 summed over WORLD.
 
-- Inputs per rank r (seed 42 + 13000 + r + 1000003*set, drawn in this order on the device):
+- Inputs per rank r (drawn in this order on the device):
   `A_local` (M, 512) run dtype, randn; `B_local` (512, N) run dtype, randn. Every rank's
   shards differ.
 - Computation: P_r = A_r @ B_r rounded to the run dtype (M, N); C = sum over r of P_r.

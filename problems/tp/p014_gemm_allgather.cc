@@ -21,7 +21,7 @@ class GemmAllGather : public Problem {
 then the (M, N/W) products are gathered along the columns over WORLD.
 
 - Requires W | N.
-- Inputs per rank r (seed 42 + 14000 + r + 1000003*set, drawn in this order on the device):
+- Inputs per rank r (drawn in this order on the device):
   `A` (M, 512) run dtype, randn; `B` (512, N/W) run dtype, randn. Both differ per rank
   (A is *not* replicated: rank r's block uses rank r's A).
 - Computation: C_r = A_r @ B_r rounded to the run dtype (M, N/W); output

@@ -45,7 +45,7 @@ rank applies its own two-layer MLP (GEMM, SiLU, GEMM) and keeps one block of row
 
 - Any W. Dims: M' = ceil(M/W)*W rows, H = ceil(256/W)*W hidden (256 when W | 256),
   H_l = H/W, F = 512, m = M'/W (M' = M when W | M).
-- Inputs per rank r (seed 42 + 15000 + r + 1000003*set, drawn in this order on the device):
+- Inputs per rank r (drawn in this order on the device):
   `x_local` (M', H_l) run dtype, randn; `W1` (H, F) run dtype, randn; `W2` (F, H) run
   dtype, randn. All differ per rank (every rank has its own W1 and W2).
 - Computation: X = [x_local_0 | x_local_1 | ... | x_local_{W-1}] (M', H), the

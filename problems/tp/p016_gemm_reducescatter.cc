@@ -26,7 +26,7 @@ K-shards (K = 512 in total), then the partial products are summed over WORLD and
 keeps row block r.
 
 - Requires W | 512 and W | M.
-- Inputs per rank r (seed 42 + 16000 + r + 1000003*set, drawn in this order on the device):
+- Inputs per rank r (drawn in this order on the device):
   `A_local` (M, 512/W) run dtype, randn; `B_local` (512/W, N) run dtype, randn. Every
   rank's shards differ.
 - Computation: P_r = A_r @ B_r rounded to the run dtype (M, N); C = sum over r of P_r;

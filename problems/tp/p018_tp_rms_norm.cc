@@ -30,7 +30,7 @@ class TpRmsNorm : public Problem {
         R"md(RMSNorm whose hidden dimension (N W in total) is split across WORLD: each rank holds N
 columns of every token and normalizes them with the statistics of the whole row.
 
-- Inputs per rank r (seed 42 + 18000 + r + 1000003*set, drawn in this order on the device):
+- Inputs per rank r (drawn in this order on the device):
   `h` (M, N) run dtype, randn (rank r's slice of the hidden dim for M tokens);
   `weight` (N,) run dtype, randn (rank r's slice of gamma; differs per rank);
   non-tensor `eps` = 1e-5.

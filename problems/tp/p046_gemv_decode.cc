@@ -41,7 +41,7 @@ shards are all-gathered into the full logits.
 
 - Any W. T = clamp(floor(M/1024), 1, 8); hidden = clamp(N, 128, 4096);
   V = ceil(max(M, 1024 W) / W) W; Vl = V / W (1024 at M = 1024).
-- Inputs: EVERY rank seeds with the SHARED seed 42 + 46000 + 1000003*set and draws, on
+- Inputs: EVERY rank seeds with the SHARED seed and draws, on
   the device, in this order: hidden_states (T, hidden), full_weight (V, hidden), full_bias
   (V,), all randn in the run dtype (full_weight's values depend on W through V). Rank r
   receives `hidden_states` (identical on all ranks), `weight_shard` = full_weight rows

@@ -76,7 +76,7 @@ column/row-parallel MLP whose partial outputs are all-reduced over TP.
 - Sizes: D = ceil(clamp(N, 32, 256) / l) l with l = lcm(n_tp, n_fsdp) (256);
   F = ceil(max(64, M) / n_tp) n_tp (1024); B = ceil(max(2M, 2W) / n_fsdp) n_fsdp
   (2048); Bf = B / n_fsdp.
-- Inputs: EVERY rank seeds with the SHARED seed 42 + 48000 + 1000003*set and draws, on
+- Inputs: EVERY rank seeds with the SHARED seed and draws, on
   the device, in the run dtype, in this order: x_full (B, D), W1_full (D, F), W2_full
   (D, F), W3_full (F, D), all randn. Rank r receives `x_local` = x_full rows
   [fsdp_rank Bf, +Bf) (TP peers hold the same rows); `W1_shard` = W1_full[fsdp_rank

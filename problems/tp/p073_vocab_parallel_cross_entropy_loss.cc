@@ -43,7 +43,7 @@ class VocabParallelCrossEntropyLoss : public Problem {
 vocab entries [r*512/W, (r+1)*512/W) for every token.
 
 - W must divide 512 (W in {1, 2, 4, 8} here). M, N are ignored.
-- Inputs per rank r (seed 42 + 73000 + r + 1000003*set, drawn on the device):
+- Inputs per rank r (drawn on the device):
   `vocab_parallel_logits` (8, 1024, 512/W) run dtype, randn;
   `target` (8, 1024) int64 = ((1024 b + s) * 13 + 7 + set) mod 512, the same on every
   rank (no RNG).

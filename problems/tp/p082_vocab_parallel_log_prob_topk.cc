@@ -29,7 +29,7 @@ vocabulary (256) split across WORLD.
 
 - W must divide 256. Bt = max(1, min(M/512, 4)), S = roundup(max(W, min(M/128, 32)),
   W), Vl = 256/W, T = Bt*S tokens (flattened batch-major), Tl = T/W. N is ignored.
-- Inputs per rank r (seed 42 + 82000 + r + 1000003*set, drawn on the device):
+- Inputs per rank r (drawn on the device):
   `vocab_parallel_logits` (Bt, S, Vl) run dtype: randn, then + 8 (in the dtype) where
   r*Vl + v == target (PKB's set 0; the sets >= 1 are below); `target` (Bt, S) int64 =
   ((b*S + s)*17 + 3 + set) mod 256, the same on every rank (no RNG). Non-tensor

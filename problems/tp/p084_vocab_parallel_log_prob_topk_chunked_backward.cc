@@ -85,7 +85,7 @@ across WORLD, in chunks of the token axis) with respect to the vocab-parallel lo
 
 - W must divide 256. Bt = max(1, min(M/512, 4)), S = roundup(max(W, min(M/128, 32)),
   W), Vl = 256/W, T = Bt*S tokens (flattened batch-major). N is ignored.
-- Inputs per rank r (seed 42 + 84000 + r + 1000003*set, drawn on the device):
+- Inputs per rank r (drawn on the device):
   `vocab_parallel_logits` (Bt, S, Vl) run dtype: randn, then + 8 (in the dtype) where
   r*Vl + v == target (PKB's set 0); `target` (Bt, S) int64 = ((b*S + s)*19 + 5 + set)
   mod 256 on every rank; `grad_output` (Bt, S) bfloat16 (whatever the run dtype) =

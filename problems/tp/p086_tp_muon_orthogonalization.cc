@@ -51,7 +51,7 @@ class TpMuonOrthogonalization : public Problem {
 whose columns are split across WORLD: rank r holds columns [r Cl, (r+1) Cl).
 
 - Any W. Cg = roundup(512 if N < 4096 else 1024, W), Cl = Cg / W (64 at W = 8).
-- Inputs per rank r (seed 42 + 86000 + r + 1000003*set, drawn on the device):
+- Inputs per rank r (drawn on the device):
   `x` (512, Cl) bfloat16 whatever the run dtype: randn, then + 0.01 r (in bf16);
   non-tensor `steps` = 5, `coefficient_type` = quintic (code 1; PKB passes the
   string), `partition_dim` = 1 (columns are sharded).

@@ -5,6 +5,7 @@
 #include "problems/harness/check.h"
 #include "problems/harness/inputs.h"
 #include "problems/harness/registry.h"
+#include "problems/harness/seed_text.h"
 #include "worker/engine/engine.h"
 
 namespace pkb {
@@ -30,7 +31,7 @@ v1::ProblemCatalog BuildCatalog() {
     spec->set_version(info.version);
     spec->set_origin(info.origin);
     spec->set_category(info.category);
-    spec->set_statement(info.statement);
+    spec->set_statement(FullStatement(*p));
     spec->set_default_m(1024);
     spec->set_default_n(1024);
     spec->set_default_dtype("bfloat16");
