@@ -90,6 +90,14 @@ inline constexpr char kZeroInputs[] =
     "  n_tot rows at rank 0's parameters, and holds exp_avg_part = 0.1 H, exp_avg_sq_part =\n"
     "  0.001 H H, slice [r P/W, (r+1) P/W) (the state after one earlier step).\n"
     "  Scalars: lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, step = 1 + set mod 7.\n";
+// 41 and 42's first two steps.
+inline constexpr char kZeroForwardSteps[] =
+    R"md(- Computation (PKB's, every op in the run dtype; the inputs are not modified):
+  1. Broadcast the flattened [W1, b1, W2, b2] (P elements) from rank 0.
+  2. The MLP's MSE forward and backward on this rank's rows, as in problem 40
+     (autograd in the dtype); flatten the gradients in the same order.
+)md";
+
 inline constexpr char kStepTolerances[] =
     "- Tolerances (u = 2^-8 in bf16): PKB's atol = 1e-2 passes the unchanged parameters (the\n"
     "  step is ~lr = 1e-3). Parameters: |d| <= 16 u lr + 2u |expected|, except that up to\n"

@@ -23,12 +23,8 @@ its slice of the flat parameters with its own moment shards, and the updated sli
 are all-gathered.
 
 )md" + std::string(dp::kShardedSizes) +
-            dp::kZeroInputs +
-            R"md(- Computation (PKB's, every op in the run dtype; the inputs are not modified):
-  1. Broadcast the flattened [W1, b1, W2, b2] (P elements) from rank 0.
-  2. The MLP's MSE forward and backward on this rank's rows, as in problem 40
-     (autograd in the dtype); flatten the gradients in the same order.
-  3. reduce_scatter_tensor SUM over WORLD: rank r receives elements
+            dp::kZeroInputs + std::string(dp::kZeroForwardSteps) +
+            R"md(  3. reduce_scatter_tensor SUM over WORLD: rank r receives elements
      [r P/W, (r+1) P/W) of the summed flat gradient (the slice ignores tensor
      boundaries); divide by W.
   4. Adam on rank r's slice of the flat parameters, on copies of its moment shards:

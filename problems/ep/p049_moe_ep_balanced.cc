@@ -37,13 +37,8 @@ Rank d hosts expert d and applies its own SwiGLU MLP to every token routed to d.
   Closed form: out[t] = sum_j w[t,j] * MLP_{sel[t,j]}(x[t]), MLP_d with rank d's weights.
 - Output: `out` (M, N) dtype. Split sizes are data-dependent (the router is peaked: logit
   spread ~ sqrt(N)); at W = 2 every token goes to both ranks.
-- TIES: any valid tie choice passes. Exact bf16 ties occur (a few tokens per rank):
-  where a token's k-th probability equals that of an expert left out, torch.topk
-  may pick any of the tied experts (its CUDA and CPU kernels may differ), and the
-  token goes to that expert's rank. The harness computes the output row of every
-  such choice and accepts a row that matches any one of them within the tolerance.
-  A token sent to an expert below the k-th probability, or to every tied one, fails.
-- Numerics: routing must be computed as above (dtype logits, softmax, topk): it decides
+)md" + std::string(kMoeTiesText) +
+            R"md(- Numerics: routing must be computed as above (dtype logits, softmax, topk): it decides
   the destination. The MLP and the combine may use fp32
   intermediates: |out| <~ 1, and atol = rtol = 1e-2 (PKB's) absorbs that.
 - Needs W >= 2 (top_k = 2 of E = W experts).

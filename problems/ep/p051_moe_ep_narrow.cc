@@ -44,13 +44,8 @@ class MoeEpNarrow : public MoeEpProblem {
   Closed form: out[t] = sum_j w[t,j] * MLP_{g E + sel[t,j]}(x[t]). With E = 1 nothing
   is communicated and out = 1.0 * MLP_r(x) (softmax of one logit is exactly 1).
 - Output: `out` (M, N) dtype. Split sizes depend on the data.
-- TIES: any valid tie choice passes. Exact bf16 ties occur (a few tokens per rank):
-  where a token's k-th probability equals that of an expert left out, torch.topk
-  may pick any of the tied experts (its CUDA and CPU kernels may differ), and the
-  token goes to that expert's rank. The harness computes the output row of every
-  such choice and accepts a row that matches any one of them within the tolerance.
-  A token sent to an expert below the k-th probability, or to every tied one, fails.
-- Numerics: routing must be computed exactly as above (dtype logits, softmax, topk:
+)md" + std::string(kMoeTiesText) +
+            R"md(- Numerics: routing must be computed exactly as above (dtype logits, softmax, topk:
   it decides the destination). The MLP and combine may use fp32 intermediates:
   |out| <~ 1, and PKB's atol = rtol = 1e-2 admits that.
 - Traffic per rank: dispatch and combine ~ (E-1)/E * 2 M N b bytes each (inside the

@@ -19,6 +19,14 @@ constexpr double kHistoryFill = 1e-8;  // PKB fills it with bf16(1e-8) on every 
 // The largest finite E4M3FN value.
 constexpr float kE4m3Max = 448.0f;
 
+// The statements' rule for the history and the scale (52, 53), after a = fp32(max |x|).
+inline constexpr char kScalingText[] =
+    R"md(  hist'[15] = bf16(a) (round to nearest even); s = fp32(max(max(hist'), 1e-12)) *
+  fp32(1/448): a MULTIPLICATION by the rounded reciprocal 0x3B124925, because PKB's
+  `fp32_tensor / 448.0` is computed that way by PyTorch on CUDA (an IEEE division
+  gives another scale for 71 of the 128 bf16 significands, 4.5 among them).
+)md";
+
 // The updated history and the scale it gives.
 struct Scaling {
   at::Tensor history;  // (16,) bf16: hist'[i] = hist[i + 1], hist'[15] = bf16(fp32(max |x|))

@@ -46,11 +46,8 @@ and divided by W.
   entry, and the oldest entry, which the roll drops, is the largest).
 - Quantization, on each rank with its OWN values (the amax is not all-reduced):
   a = fp32(max |g|) (max in the run dtype); hist'[i] = hist[i + 1] for i < 15,
-  hist'[15] = bf16(a) (round to nearest even); s = fp32(max(max(hist'), 1e-12)) *
-  fp32(1/448): a MULTIPLICATION by the rounded reciprocal 0x3B124925, because PKB's
-  `fp32_tensor / 448.0` is computed that way by PyTorch on CUDA (an IEEE division
-  gives another scale for 71 of the 128 bf16 significands, 4.5 among them).
-  code = e4m3fn(fp32(g) / s): an IEEE fp32 division (not g * (1/s), not an
+)md" + std::string(fp8::kScalingText) +
+            R"md(  code = e4m3fn(fp32(g) / s): an IEEE fp32 division (not g * (1/s), not an
   approximate division), round to nearest even, subnormals kept (|g / s| <= 449.8).
   recon = dt(fp32(code) * s).
 - Reduction: shard[j] = dt(sum over ranks q of recon_q[r P + j]) * (1/W), the product

@@ -35,11 +35,8 @@ run dtype, and the dequantized shards are gathered over WORLD.
   from an older entry, and the oldest entry, which the roll drops, is the largest).
 - Computation, on each rank with its own values (nothing is reduced across ranks):
   a = fp32(max |x|) (max in the run dtype); hist'[i] = hist[i + 1] for i < 15,
-  hist'[15] = bf16(a) (round to nearest even); s = fp32(max(max(hist'), 1e-12)) *
-  fp32(1/448): a MULTIPLICATION by the rounded reciprocal 0x3B124925, because PKB's
-  `fp32_tensor / 448.0` is computed that way by PyTorch on CUDA (an IEEE division
-  gives another scale for 71 of the 128 bf16 significands, 4.5 among them).
-  code = e4m3fn(fp32(x) / s): an IEEE fp32 division (not x * (1/s), not an
+)md" + std::string(fp8::kScalingText) +
+            R"md(  code = e4m3fn(fp32(x) / s): an IEEE fp32 division (not x * (1/s), not an
   approximate division), round to nearest even, subnormals kept (|x / s| <= 449.8,
   which rounds to 448 at most). recon = dt(fp32(code) * s) (the product rounded to
   fp32, then to the run dtype). full = concatenation of every rank's recon in rank

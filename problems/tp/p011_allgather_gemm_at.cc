@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "problems/harness/common.h"
 #include "problems/harness/registry.h"
+#include "problems/tp/allgather_gemm.h"
 
 namespace pkb {
 namespace {
@@ -22,13 +23,8 @@ class AllGatherGemmAT : public Problem {
 gathers the transposed shards (A^T is row-sharded, so the gather is along dim 0) and
 computes (B^T A^T)^T; any route to the same C is fine.
 
-- W must divide K = 512.
-- Inputs per rank r (drawn in this order on the device):
-  `A_local` (M, 512/W) run dtype, randn; `B` (512, N) run dtype, randn. Both differ on every
-  rank (B too: it is drawn from the rank's seed).
-- Computation: A (M, 512) = [A_0 | A_1 | ... | A_{W-1}] (rank s's columns at K-block s);
-  C_r = A @ B_r (fp32 accumulation, one rounding to the run dtype).
-- Output: `C` (M, N) run dtype, different on every rank. PKB's reference returns a strided
+)md" + std::string(tp::kInputsAndProduct) +
+            R"md(- Output: `C` (M, N) run dtype, different on every rank. PKB's reference returns a strided
   (transposed) view; layout does not matter, only values.
 - Numerics: |C| ~ sqrt(512) ~ 23; one GEMM with fp32 accumulation. PKB's tolerance
   |got - ref| <= 0.01 + 0.01 |ref| admits any accumulation order (<= 1 bf16 ulp, 0.8 %).
