@@ -28,6 +28,9 @@ at::Tensor CausalConv(const at::Tensor& halo, const at::Tensor& chunk, const at:
 
 class HyenaConv1dBoundaryExchange : public Problem {
  public:
+  // At W = 1 PKB's reference raises (batch_isend_irecv with no operations): W >= 2.
+  std::vector<int> WorldSizes() const override { return {2, 4, 8}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         71,

@@ -11,6 +11,9 @@ constexpr int64_t kTopK = 2;
 
 class MoeEpBalanced : public MoeEpProblem {
  public:
+  // One expert per rank and top_k = 2: W >= 2 (CanImplement).
+  std::vector<int> WorldSizes() const override { return {2, 4, 8}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         49,

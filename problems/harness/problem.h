@@ -144,6 +144,11 @@ class Problem {
   // that shape or make it trivial; an override says why beside it.
   virtual TestShape CpuTestShape() const { return {}; }
 
+  // The world sizes among 1, 2, 4, 8 that the problem runs at, at the default shape: what
+  // CanImplement accepts there, said where agents and schedulers can read it (the catalog's
+  // world_sizes); a test holds the two to agreement.
+  virtual std::vector<int> WorldSizes() const { return {1, 2, 4, 8}; }
+
   // Sub-groups besides WORLD (TP, EP, CP, ...). The harness builds one communicator per group.
   virtual std::vector<GroupLayout> Groups(const RunConfig& cfg) const { return {}; }
 

@@ -36,6 +36,7 @@ v1::ProblemCatalog BuildCatalog() {
     spec->set_default_n(1024);
     spec->set_default_dtype("bfloat16");
     spec->set_candidate_api_version(PKB_API_VERSION);
+    for (int w : p->WorldSizes()) spec->add_world_sizes(w);
     const ShapeLimits limits = LimitsOf(*p);
     spec->set_max_m(limits.max_m);
     spec->set_max_n(limits.max_n);
