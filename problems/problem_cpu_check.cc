@@ -139,7 +139,7 @@ void CheckProblem(const Problem& p, RunConfig cfg, int sets, bool staged) {
     }
 
     // The tolerance's strength does not depend on how the collectives travel, and needs each
-    // problem's own test shape (CMakeLists.txt): the plain runs check it.
+    // problem's own test shape (Problem::CpuTestShape): the plain runs check it.
     if (staged) {
       oracle_by_set.push_back(std::move(*oracle));
       continue;
@@ -203,12 +203,15 @@ void CheckProblem(const Problem& p, RunConfig cfg, int sets, bool staged) {
 int main(int argc, char** argv) {
   CLI::App app{"Checks problem references against their oracles through MPI (run under mpirun)."};
   int problem = 0;
-  int64_t m = 64, n = 64;
-  int sets = 2;
+  int64_t m = 0, n = 0;
+  int sets = 0;
   app.add_option("--problem", problem, "problem id (0: all)");
-  app.add_option("--m", m, "base rows");
-  app.add_option("--n", n, "base columns");
-  app.add_option("--sets", sets, "input sets to check");
+  CLI::Option* m_given =
+      app.add_option("--m", m, "base rows (default: the problem's CpuTestShape)");
+  CLI::Option* n_given =
+      app.add_option("--n", n, "base columns (default: the problem's CpuTestShape)");
+  CLI::Option* sets_given =
+      app.add_option("--sets", sets, "input sets to check (default: the problem's CpuTestShape)");
   bool staged = false;
   app.add_flag("--staged", staged,
                "run the references through StagedComm (ranks sharing a GPU); the wrong answers "
@@ -243,12 +246,13 @@ int main(int argc, char** argv) {
   }
   at::set_num_threads(1);
   for (const auto* p : todo) {
+    const pkb::TestShape shape = p->CpuTestShape();
     pkb::RunConfig cfg;
-    cfg.m = m;
-    cfg.n = n;
+    cfg.m = m_given->count() > 0 ? m : shape.m;
+    cfg.n = n_given->count() > 0 ? n : shape.n;
     cfg.world = world;
     cfg.device = where;
-    pkb::CheckProblem(*p, cfg, sets, staged);
+    pkb::CheckProblem(*p, cfg, sets_given->count() > 0 ? sets : shape.sets, staged);
   }
   int local[2] = {pkb::passes, pkb::failures}, total[2] = {0, 0};
   MPI_Reduce(local, total, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);

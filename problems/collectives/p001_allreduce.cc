@@ -8,15 +8,19 @@ namespace {
 class AllReduce : public Problem {
  public:
   const ProblemInfo& info() const override {
-    static const ProblemInfo i{
-        1, "1_allreduce", 1, "generic", "collective",
-        "All-reduce SUM over WORLD.\n\n"
-        "- Input `x`: (M, N) run dtype. Set 0 (PKB's input): every element = rank + 1. Other sets:\n"
-        "  seeded random integers in [-8, 8), so the sum is exact and depends on the data.\n"
-        "- Output: (M, N) run dtype, the element-wise sum over ranks (W(W+1)/2 for set 0),\n"
-        "  identical on all ranks.\n"
-        "- Exact in bf16 for W <= 22; compared bit for bit.\n"
-        "- Traffic: 2(W-1)/W * M*N*b bytes each way per rank (ring); busbw factor 2(W-1)/W."};
+    static const ProblemInfo i{1,
+                               "1_allreduce",
+                               1,
+                               "generic",
+                               "collective",
+                               R"md(All-reduce SUM over WORLD.
+
+- Input `x`: (M, N) run dtype. Set 0 (PKB's input): every element = rank + 1. Other sets:
+  seeded random integers in [-8, 8), so the sum is exact and depends on the data.
+- Output: (M, N) run dtype, the element-wise sum over ranks (W(W+1)/2 for set 0),
+  identical on all ranks.
+- Exact in bf16 for W <= 22; compared bit for bit.
+- Traffic: 2(W-1)/W * M*N*b bytes each way per rank (ring); busbw factor 2(W-1)/W.)md"};
     return i;
   }
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {
@@ -33,8 +37,8 @@ class AllReduce : public Problem {
     PKB_RETURN_IF_ERROR(comm.AllReduce(out, ReduceOp::kSum));
     return std::vector<at::Tensor>{out};
   }
-  absl::StatusOr<std::vector<std::vector<at::Tensor>>> Oracle(
-      const std::vector<Inputs>& all, const RunConfig& cfg) const override {
+  absl::StatusOr<std::vector<std::vector<at::Tensor>>> Oracle(const std::vector<Inputs>& all,
+                                                              const RunConfig& cfg) const override {
     at::Tensor sum = at::zeros_like(all[0][0], at::kFloat);
     for (const auto& in : all) sum += in[0].to(at::kFloat);
     return std::vector<std::vector<at::Tensor>>(all.size(), {sum.to(cfg.dtype)});

@@ -14,17 +14,15 @@ class AllGather : public Problem {
         1,
         "generic",
         "collective",
-        "All-gather over WORLD into a new tensor (dist.all_gather_into_tensor).\n\n"
-        "- Input `x`: (M, N) run dtype. Set 0 (PKB's input): every element = rank + 1. Other "
-        "sets:\n"
-        "  seeded random integers in [-8, 8), different on every rank.\n"
-        "- Output: (W, M, N) run dtype; slice s is rank s's `x` (all s + 1 in set 0); identical "
-        "on\n"
-        "  all ranks.\n"
-        "- Pure data movement: compared bit for bit.\n"
-        "- Traffic: (W-1) * M*N*b bytes each way per rank (ring or direct); algbw size S = "
-        "W*M*N*b\n"
-        "  (the gathered tensor), busbw factor (W-1)/W."};
+        R"md(All-gather over WORLD into a new tensor (dist.all_gather_into_tensor).
+
+- Input `x`: (M, N) run dtype. Set 0 (PKB's input): every element = rank + 1. Other sets:
+  seeded random integers in [-8, 8), different on every rank.
+- Output: (W, M, N) run dtype; slice s is rank s's `x` (all s + 1 in set 0); identical on
+  all ranks.
+- Pure data movement: compared bit for bit.
+- Traffic: (W-1) * M*N*b bytes each way per rank (ring or direct); algbw size S = W*M*N*b
+  (the gathered tensor), busbw factor (W-1)/W.)md"};
     return i;
   }
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

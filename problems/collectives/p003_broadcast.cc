@@ -14,16 +14,15 @@ class Broadcast : public Problem {
         1,
         "generic",
         "collective",
-        "Broadcast from rank 0 over WORLD (dist.broadcast on a copy of the input, src = 0).\n\n"
-        "- Input `x`: (M, N) run dtype. Set 0 (PKB's input): every element = rank + 1. Other "
-        "sets:\n"
-        "  seeded random integers in [-8, 8), different on every rank.\n"
-        "- Output: (M, N) run dtype on every rank: rank 0's `x` (all ones in set 0). The input "
-        "must\n"
-        "  not be modified.\n"
-        "- Pure data movement: compared bit for bit.\n"
-        "- Traffic: the root sends M*N*b; every other rank receives M*N*b (and forwards about as\n"
-        "  much in a pipelined chain/ring); algbw size S = M*N*b, busbw factor 1."};
+        R"md(Broadcast from rank 0 over WORLD (dist.broadcast on a copy of the input, src = 0).
+
+- Input `x`: (M, N) run dtype. Set 0 (PKB's input): every element = rank + 1. Other sets:
+  seeded random integers in [-8, 8), different on every rank.
+- Output: (M, N) run dtype on every rank: rank 0's `x` (all ones in set 0). The input must
+  not be modified.
+- Pure data movement: compared bit for bit.
+- Traffic: the root sends M*N*b; every other rank receives M*N*b (and forwards about as
+  much in a pipelined chain/ring); algbw size S = M*N*b, busbw factor 1.)md"};
     return i;
   }
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

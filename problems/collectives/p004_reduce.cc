@@ -14,19 +14,17 @@ class Reduce : public Problem {
         1,
         "generic",
         "collective",
-        "Reduce SUM onto rank `dst` = 0 over WORLD (dist.reduce on a copy of the input).\n\n"
-        "- Input `x`: (M, N) run dtype. Set 0 (PKB's input): every element = rank + 1. Other "
-        "sets:\n"
-        "  seeded random integers in [-8, 8), so the sum is exact and depends on the data.\n"
-        "- Non-tensor argument `dst` = 0 (passed explicitly).\n"
-        "- Output: (M, N) run dtype. Rank 0: the element-wise sum over ranks (W(W+1)/2 in set 0).\n"
-        "  Other ranks: their own copy of `x`, unchanged (NCCL does not write the buffer on "
-        "non-root\n"
-        "  ranks, and every rank's output is compared). The input must not be modified.\n"
-        "- Exact in bf16 for W <= 22; compared bit for bit.\n"
-        "- Traffic: about M*N*b sent per rank (chain/ring), M*N*b received by the root; algbw "
-        "size\n"
-        "  S = M*N*b, busbw factor 1."};
+        R"md(Reduce SUM onto rank `dst` = 0 over WORLD (dist.reduce on a copy of the input).
+
+- Input `x`: (M, N) run dtype. Set 0 (PKB's input): every element = rank + 1. Other sets:
+  seeded random integers in [-8, 8), so the sum is exact and depends on the data.
+- Non-tensor argument `dst` = 0 (passed explicitly).
+- Output: (M, N) run dtype. Rank 0: the element-wise sum over ranks (W(W+1)/2 in set 0).
+  Other ranks: their own copy of `x`, unchanged (NCCL does not write the buffer on non-root
+  ranks, and every rank's output is compared). The input must not be modified.
+- Exact in bf16 for W <= 22; compared bit for bit.
+- Traffic: about M*N*b sent per rank (chain/ring), M*N*b received by the root; algbw size
+  S = M*N*b, busbw factor 1.)md"};
     return i;
   }
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

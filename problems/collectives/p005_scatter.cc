@@ -8,28 +8,23 @@ namespace {
 class Scatter : public Problem {
  public:
   const ProblemInfo& info() const override {
-    static const ProblemInfo i{
-        5,
-        "5_scatter",
-        1,
-        "generic",
-        "collective",
-        "Scatter from rank 0 over WORLD (dist.scatter, src = 0).\n\n"
-        "- Input `x`, rank-dependent shape. Rank 0: (W, M, N) run dtype; set 0 (PKB's input): "
-        "slice\n"
-        "  i filled with i + 1; other sets: seeded random integers in [-8, 8). Other ranks: (M, "
-        "N)\n"
-        "  run dtype; zeros in set 0, seeded random integers in [-8, 8) in other sets (their "
-        "values\n"
-        "  never reach the output).\n"
-        "- Output: (M, N) run dtype on every rank r: slice r of rank 0's `x` (all r + 1 in set "
-        "0).\n"
-        "  PKB's reference receives into a fresh buffer on rank 0 and into a copy of `x` "
-        "elsewhere;\n"
-        "  either way the whole buffer is overwritten. The input must not be modified.\n"
-        "- Pure data movement: compared bit for bit.\n"
-        "- Traffic: the root sends (W-1)*M*N*b, every other rank receives M*N*b; algbw size\n"
-        "  S = W*M*N*b (the root's tensor), busbw factor (W-1)/W."};
+    static const ProblemInfo i{5,
+                               "5_scatter",
+                               1,
+                               "generic",
+                               "collective",
+                               R"md(Scatter from rank 0 over WORLD (dist.scatter, src = 0).
+
+- Input `x`, rank-dependent shape. Rank 0: (W, M, N) run dtype; set 0 (PKB's input): slice
+  i filled with i + 1; other sets: seeded random integers in [-8, 8). Other ranks: (M, N)
+  run dtype; zeros in set 0, seeded random integers in [-8, 8) in other sets (their values
+  never reach the output).
+- Output: (M, N) run dtype on every rank r: slice r of rank 0's `x` (all r + 1 in set 0).
+  PKB's reference receives into a fresh buffer on rank 0 and into a copy of `x` elsewhere;
+  either way the whole buffer is overwritten. The input must not be modified.
+- Pure data movement: compared bit for bit.
+- Traffic: the root sends (W-1)*M*N*b, every other rank receives M*N*b; algbw size
+  S = W*M*N*b (the root's tensor), busbw factor (W-1)/W.)md"};
     return i;
   }
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

@@ -14,16 +14,16 @@ class Gather : public Problem {
         1,
         "generic",
         "collective",
-        "Gather onto rank 0 over WORLD (dist.gather, dst = 0), then stack.\n\n"
-        "- Input `x`: (M, N) run dtype. Set 0 (PKB's input): every element = rank + 1. Other "
-        "sets:\n"
-        "  seeded random integers in [-8, 8), different on every rank.\n"
-        "- Output, rank-dependent shape. Rank 0: (W, M, N) run dtype, slice s = rank s's `x` (all\n"
-        "  s + 1 in set 0). Other ranks: (M, N), their own `x` unchanged (PKB returns the input\n"
-        "  tensor itself there). The input must not be modified.\n"
-        "- Pure data movement: compared bit for bit.\n"
-        "- Traffic: every other rank sends M*N*b, the root receives (W-1)*M*N*b; algbw size\n"
-        "  S = W*M*N*b (the gathered tensor), busbw factor (W-1)/W."};
+        R"md(Gather onto rank 0 over WORLD (dist.gather, dst = 0), then stack.
+
+- Input `x`: (M, N) run dtype. Set 0 (PKB's input): every element = rank + 1. Other sets:
+  seeded random integers in [-8, 8), different on every rank.
+- Output, rank-dependent shape. Rank 0: (W, M, N) run dtype, slice s = rank s's `x` (all
+  s + 1 in set 0). Other ranks: (M, N), their own `x` unchanged (PKB returns the input
+  tensor itself there). The input must not be modified.
+- Pure data movement: compared bit for bit.
+- Traffic: every other rank sends M*N*b, the root receives (W-1)*M*N*b; algbw size
+  S = W*M*N*b (the gathered tensor), busbw factor (W-1)/W.)md"};
     return i;
   }
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

@@ -8,21 +8,20 @@ namespace {
 class ReduceScatter : public Problem {
  public:
   const ProblemInfo& info() const override {
-    static const ProblemInfo i{
-        7,
-        "7_reducescatter",
-        1,
-        "generic",
-        "collective",
-        "Reduce-scatter SUM over WORLD (dist.reduce_scatter_tensor).\n\n"
-        "- Input `x`: (W*M, N) run dtype. Set 0 (PKB's input): every element = rank + 1. Other\n"
-        "  sets: seeded random integers in [-8, 8), so the sum is exact and depends on the data.\n"
-        "- Output: (M, N) run dtype on rank r: the element-wise sum over ranks of rows\n"
-        "  [r*M, (r+1)*M) of `x` (W(W+1)/2 everywhere in set 0).\n"
-        "- Exact in bf16 for W <= 22; compared bit for bit.\n"
-        "- Traffic: (W-1) * M*N*b bytes each way per rank (ring); algbw size S = W*M*N*b (the "
-        "full\n"
-        "  input), busbw factor (W-1)/W."};
+    static const ProblemInfo i{7,
+                               "7_reducescatter",
+                               1,
+                               "generic",
+                               "collective",
+                               R"md(Reduce-scatter SUM over WORLD (dist.reduce_scatter_tensor).
+
+- Input `x`: (W*M, N) run dtype. Set 0 (PKB's input): every element = rank + 1. Other
+  sets: seeded random integers in [-8, 8), so the sum is exact and depends on the data.
+- Output: (M, N) run dtype on rank r: the element-wise sum over ranks of rows
+  [r*M, (r+1)*M) of `x` (W(W+1)/2 everywhere in set 0).
+- Exact in bf16 for W <= 22; compared bit for bit.
+- Traffic: (W-1) * M*N*b bytes each way per rank (ring); algbw size S = W*M*N*b (the full
+  input), busbw factor (W-1)/W.)md"};
     return i;
   }
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

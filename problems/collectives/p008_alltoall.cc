@@ -14,15 +14,15 @@ class AllToAll : public Problem {
         1,
         "generic",
         "collective",
-        "All-to-all with equal splits along dim 0 over WORLD (dist.all_to_all_single).\n\n"
-        "- Input `x`: (W, M, N) run dtype. Set 0 (PKB's input): slice d filled with 10*rank + d.\n"
-        "  Other sets: seeded random integers in [-8, 8), different on every rank.\n"
-        "- Output: (W, M, N) run dtype on rank r: slice s = slice r of rank s's `x` (all 10*s + r "
-        "in\n"
-        "  set 0).\n"
-        "- Pure data movement: compared bit for bit.\n"
-        "- Traffic: (W-1) * M*N*b bytes each way per rank; algbw size S = W*M*N*b (one rank's\n"
-        "  tensor), busbw factor (W-1)/W."};
+        R"md(All-to-all with equal splits along dim 0 over WORLD (dist.all_to_all_single).
+
+- Input `x`: (W, M, N) run dtype. Set 0 (PKB's input): slice d filled with 10*rank + d.
+  Other sets: seeded random integers in [-8, 8), different on every rank.
+- Output: (W, M, N) run dtype on rank r: slice s = slice r of rank s's `x` (all 10*s + r in
+  set 0).
+- Pure data movement: compared bit for bit.
+- Traffic: (W-1) * M*N*b bytes each way per rank; algbw size S = W*M*N*b (one rank's
+  tensor), busbw factor (W-1)/W.)md"};
     return i;
   }
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

@@ -19,30 +19,28 @@ class LayerNormBackward : public Problem {
         1,
         "generic (LayerNorm parameter gradients under sequence/data parallelism)",
         "context parallel",
-        "Parameter-gradient half of a LayerNorm backward with rows split across ranks: column "
-        "sums of\n"
-        "dY and dY * X_hat on every rank, summed over WORLD.\n\n"
-        "- Inputs per rank r (seed 42 + 9000 + r + 1000003*set, drawn in this order on the "
-        "device):\n"
-        "  `X_hat` (M, N) run dtype: randn (M, N), then each row divided by (its L2 norm + 1e-5),\n"
-        "  computed in the run dtype (rows of unit norm, entries ~ +-1/sqrt(N));\n"
-        "  `dY` (M, N) run dtype, randn. Both differ on every rank.\n"
-        "- Computation: d_beta[j] = sum over ranks and rows of dY[i, j];\n"
-        "  d_gamma[j] = sum over ranks and rows of (dY * X_hat)[i, j]. The reference rounds the\n"
-        "  product to the dtype, sums each column in fp32, rounds the per-rank column sums to the\n"
-        "  dtype, then all-reduces (SUM) d_beta first and d_gamma second.\n"
-        "- Outputs (note the order, gamma first): `d_gamma` (N,) and `d_beta` (N,), run dtype,\n"
-        "  identical on all ranks.\n"
-        "- Numerics (bf16-SUM hazard): a rank's partial d_beta is ~N(0, M) (std 32 at M = 1024),\n"
-        "  its partial d_gamma ~N(0, M/N). Summing W dtype-rounded partials in another order than\n"
-        "  the reference's all-reduce (fp32 partials rounded once, a tree, a fused kernel) "
-        "differs\n"
-        "  by several bf16 ulps of the partial sums at W >= 4, so each output is checked with\n"
-        "  |got - ref| <= atol + 0.01 |ref|, atol = max(0.01, 2 u s W sqrt(W)), s = std of one\n"
-        "  rank's partial (sqrt(M) for d_beta, sqrt(M/N) for d_gamma), u = 2^-8 for bf16. Any\n"
-        "  summation order passes; one rank's rows missing does not.\n"
-        "- Traffic: two all-reduces of N elements: 2 * 2(W-1)/W * N*b bytes each way per rank\n"
-        "  (latency-bound at the defaults). FLOPs ~ 3MN; memory: read 2*M*N*b."};
+        R"md(Parameter-gradient half of a LayerNorm backward with rows split across ranks: column sums of
+dY and dY * X_hat on every rank, summed over WORLD.
+
+- Inputs per rank r (drawn in this order on the device):
+  `X_hat` (M, N) run dtype: randn (M, N), then each row divided by (its L2 norm + 1e-5),
+  computed in the run dtype (rows of unit norm, entries ~ +-1/sqrt(N));
+  `dY` (M, N) run dtype, randn. Both differ on every rank.
+- Computation: d_beta[j] = sum over ranks and rows of dY[i, j];
+  d_gamma[j] = sum over ranks and rows of (dY * X_hat)[i, j]. The reference rounds the
+  product to the dtype, sums each column in fp32, rounds the per-rank column sums to the
+  dtype, then all-reduces (SUM) d_beta first and d_gamma second.
+- Outputs (note the order, gamma first): `d_gamma` (N,) and `d_beta` (N,), run dtype,
+  identical on all ranks.
+- Numerics (bf16-SUM hazard): a rank's partial d_beta is ~N(0, M) (std 32 at M = 1024),
+  its partial d_gamma ~N(0, M/N). Summing W dtype-rounded partials in another order than
+  the reference's all-reduce (fp32 partials rounded once, a tree, a fused kernel) differs
+  by several bf16 ulps of the partial sums at W >= 4, so each output is checked with
+  |got - ref| <= atol + 0.01 |ref|, atol = max(0.01, 2 u s W sqrt(W)), s = std of one
+  rank's partial (sqrt(M) for d_beta, sqrt(M/N) for d_gamma), u = 2^-8 for bf16. Any
+  summation order passes; one rank's rows missing does not.
+- Traffic: two all-reduces of N elements: 2 * 2(W-1)/W * N*b bytes each way per rank
+  (latency-bound at the defaults). FLOPs ~ 3MN; memory: read 2*M*N*b.)md"};
     return i;
   }
 

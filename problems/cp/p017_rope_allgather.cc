@@ -44,31 +44,28 @@ class RopeAllGather : public Problem {
         1,
         "generic (HF-style rotary embedding on a sequence shard, then gather along the sequence)",
         "context parallel",
-        "Rotary position embedding (rotate-half) applied to each rank's sequence shard of q and "
-        "k,\n"
-        "then both are gathered along the sequence dimension over WORLD.\n\n"
-        "- Requires W | 8 (PKB asserts it): W in {1, 2, 4, 8}.\n"
-        "- Dims: B = max(1, M/64), T = max(1, N/64), 8 heads, D = 64, S = max(1, T/W) (integer\n"
-        "  division; B = T = 16 at M = N = 1024).\n"
-        "- Inputs per rank r (seed 42 + 17000 + r + 1000003*set, drawn in this order on the "
-        "device):\n"
-        "  `q` (B, S, 8, 64), `k` (B, S, 8, 64), `cos` (B, S, 64), `sin` (B, S, 64); all run "
-        "dtype,\n"
-        "  randn, different per rank (cos/sin are plain Gaussians, not trigonometric tables).\n"
-        "- Computation: rot(x) = concat(-x[..., 32:64], x[..., 0:32]) on the last dim;\n"
-        "  q' = q * cos + rot(q) * sin and k' likewise, cos/sin broadcast over the head dim. In\n"
-        "  the dtype each product is rounded, then the sum is rounded. Then q' of every rank is\n"
-        "  concatenated along dim 1 (sequence) in rank order, and the same for k'.\n"
-        "- Outputs: `q_global`, `k_global`, each (B, W*S, 8, 64) run dtype, identical on all "
-        "ranks.\n"
-        "- Numerics: the products are ~N(0,1)*N(0,1) and can nearly cancel, so a fused fp32\n"
-        "  q*cos + rot(q)*sin rounded once differs from the reference's per-op rounding by up to\n"
-        "  the two product roundings (about 1/16 at products of magnitude < 16); it would miss\n"
-        "  PKB's 1e-2 on ~5e-5 of elements. The check is |got - ref| <= atol + 0.01 |ref| with\n"
-        "  atol = max(0.01, 16 u) (u = 2^-8 for bf16: atol = 1/16), which admits either\n"
-        "  rounding scheme; output entries have std ~1.4, so a wrong sign, half-swap, missing\n"
-        "  rotation or misplaced rank block still fails.\n"
-        "- Traffic: two all-gathers, 2 (W-1) * B*S*512*b bytes each way per rank."};
+        R"md(Rotary position embedding (rotate-half) applied to each rank's sequence shard of q and k,
+then both are gathered along the sequence dimension over WORLD.
+
+- Requires W | 8 (PKB asserts it): W in {1, 2, 4, 8}.
+- Dims: B = max(1, M/64), T = max(1, N/64), 8 heads, D = 64, S = max(1, T/W) (integer
+  division; B = T = 16 at M = N = 1024).
+- Inputs per rank r (drawn in this order on the device):
+  `q` (B, S, 8, 64), `k` (B, S, 8, 64), `cos` (B, S, 64), `sin` (B, S, 64); all run dtype,
+  randn, different per rank (cos/sin are plain Gaussians, not trigonometric tables).
+- Computation: rot(x) = concat(-x[..., 32:64], x[..., 0:32]) on the last dim;
+  q' = q * cos + rot(q) * sin and k' likewise, cos/sin broadcast over the head dim. In
+  the dtype each product is rounded, then the sum is rounded. Then q' of every rank is
+  concatenated along dim 1 (sequence) in rank order, and the same for k'.
+- Outputs: `q_global`, `k_global`, each (B, W*S, 8, 64) run dtype, identical on all ranks.
+- Numerics: the products are ~N(0,1)*N(0,1) and can nearly cancel, so a fused fp32
+  q*cos + rot(q)*sin rounded once differs from the reference's per-op rounding by up to
+  the two product roundings (about 1/16 at products of magnitude < 16); it would miss
+  PKB's 1e-2 on ~5e-5 of elements. The check is |got - ref| <= atol + 0.01 |ref| with
+  atol = max(0.01, 16 u) (u = 2^-8 for bf16: atol = 1/16), which admits either
+  rounding scheme; output entries have std ~1.4, so a wrong sign, half-swap, missing
+  rotation or misplaced rank block still fails.
+- Traffic: two all-gathers, 2 (W-1) * B*S*512*b bytes each way per rank.)md"};
     return i;
   }
 

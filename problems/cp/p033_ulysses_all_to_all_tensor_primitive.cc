@@ -19,19 +19,20 @@ class UlyssesAllToAllTensor : public Problem {
         1,
         "VeOmni / verl Ulysses sequence parallel: the list all-to-all of one tensor",
         "context parallel",
-        "One list all-to-all over WORLD (dist.all_to_all of equal pieces). Requires W | M.\n\n"
-        "- Inputs per rank r (seed 42 + 33000 + r + 1000003*set, on the device): `x` (M, N)\n"
-        "  run dtype, randn, different on every rank; int scalars `scatter_dim` = 0 and\n"
-        "  `gather_dim` = 1.\n"
-        "- Computation: cut x into W blocks of M/W consecutive rows; block j goes to rank j.\n"
-        "  Rank r places the block received from rank s in columns [s N, (s+1) N):\n"
-        "  out[i, s N + c] = x_s[r M/W + i, c]. At W = 1 the result is x.\n"
-        "- Output on every rank: `out` (M/W, W N) run dtype (different on every rank).\n"
-        "- Tolerance: bit-exact. Every output element is a copy of one input element, so a\n"
-        "  correct kernel reproduces its bits; a tolerance would only admit rounding through\n"
-        "  a narrower type or a neighbour copied from the wrong place.\n"
-        "- Traffic: (W-1)/W * M N b bytes each way per rank (nccl-tests alltoall, S = M N b).\n"
-        "  FLOPs: 0."};
+        R"md(One list all-to-all over WORLD (dist.all_to_all of equal pieces). Requires W | M.
+
+- Inputs per rank r (on the device): `x` (M, N)
+  run dtype, randn, different on every rank; int scalars `scatter_dim` = 0 and
+  `gather_dim` = 1.
+- Computation: cut x into W blocks of M/W consecutive rows; block j goes to rank j.
+  Rank r places the block received from rank s in columns [s N, (s+1) N):
+  out[i, s N + c] = x_s[r M/W + i, c]. At W = 1 the result is x.
+- Output on every rank: `out` (M/W, W N) run dtype (different on every rank).
+- Tolerance: bit-exact. Every output element is a copy of one input element, so a
+  correct kernel reproduces its bits; a tolerance would only admit rounding through
+  a narrower type or a neighbour copied from the wrong place.
+- Traffic: (W-1)/W * M N b bytes each way per rank (nccl-tests alltoall, S = M N b).
+  FLOPs: 0.)md"};
     return i;
   }
 

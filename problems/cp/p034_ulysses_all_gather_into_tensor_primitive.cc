@@ -14,15 +14,16 @@ class UlyssesAllGatherIntoTensor : public Problem {
         1,
         "VeOmni / verl Ulysses sequence parallel: all_gather_into_tensor",
         "context parallel",
-        "All-gather over WORLD along dim 0 (dist.all_gather_into_tensor). Any W.\n\n"
-        "- Inputs per rank r (seed 42 + 34000 + r + 1000003*set, on the device): `x` (M, N)\n"
-        "  run dtype, randn, different on every rank.\n"
-        "- Computation: out rows [s M, (s+1) M) = rank s's x. At W = 1 the result is x.\n"
-        "- Output on every rank: `out` (W M, N) run dtype, identical on all ranks.\n"
-        "- Tolerance: bit-exact. Every output element is a copy of one input element, so a\n"
-        "  correct kernel reproduces its bits.\n"
-        "- Traffic: (W-1) M N b bytes received per rank (ring or direct); nccl-tests allgather\n"
-        "  with S = W M N b, busbw factor (W-1)/W. FLOPs: 0."};
+        R"md(All-gather over WORLD along dim 0 (dist.all_gather_into_tensor). Any W.
+
+- Inputs per rank r (on the device): `x` (M, N)
+  run dtype, randn, different on every rank.
+- Computation: out rows [s M, (s+1) M) = rank s's x. At W = 1 the result is x.
+- Output on every rank: `out` (W M, N) run dtype, identical on all ranks.
+- Tolerance: bit-exact. Every output element is a copy of one input element, so a
+  correct kernel reproduces its bits.
+- Traffic: (W-1) M N b bytes received per rank (ring or direct); nccl-tests allgather
+  with S = W M N b, busbw factor (W-1)/W. FLOPs: 0.)md"};
     return i;
   }
 

@@ -19,25 +19,26 @@ class UlyssesAllGatherVariable : public Problem {
         1,
         "VeOmni / verl Ulysses sequence parallel: all_gather of tensors that may differ in size",
         "context parallel",
-        "All-gather over WORLD of tensors whose sizes may differ per rank, concatenated along\n"
-        "`gather_dim` = 0. Any W.\n\n"
-        "- Inputs per rank r (seed 42 + 35000 + r + 1000003*set, on the device): `x` (M, N)\n"
-        "  run dtype, randn, different on every rank; int scalar `gather_dim` = 0.\n"
-        "- Computation (PKB's reference): (1) all-gather every rank's shape (2 int64 values)\n"
-        "  and read them back to the host (a device sync); (2) allocate one buffer per source\n"
-        "  rank of that shape; (3) all-gather x into them (list form); (4) concatenate along\n"
-        "  dim 0. At W = 1 the result is x.\n"
-        "- Output on every rank: `out` (W M, N) run dtype, identical on all ranks: rows\n"
-        "  [s M, (s+1) M) are rank s's x. In this problem every rank's x is (M, N), so the\n"
-        "  output shape is fixed by the run's M, N and W; the harness allocates it before the\n"
-        "  call (the candidate does not choose it).\n"
-        "- A candidate may keep the shape exchange or skip it. Host synchronizations and\n"
-        "  shape exchanges inside the call are legal; they are part of the timed work, as in\n"
-        "  the reference, which pays for the extra collective and the host read.\n"
-        "- Tolerance: bit-exact. Every output element is a copy of one input element, so a\n"
-        "  correct kernel reproduces its bits.\n"
-        "- Traffic: (W-1) M N b bytes received per rank plus 16 (W-1) bytes of shapes;\n"
-        "  nccl-tests allgather with S = W M N b, busbw factor (W-1)/W. FLOPs: 0."};
+        R"md(All-gather over WORLD of tensors whose sizes may differ per rank, concatenated along
+`gather_dim` = 0. Any W.
+
+- Inputs per rank r (on the device): `x` (M, N)
+  run dtype, randn, different on every rank; int scalar `gather_dim` = 0.
+- Computation (PKB's reference): (1) all-gather every rank's shape (2 int64 values)
+  and read them back to the host (a device sync); (2) allocate one buffer per source
+  rank of that shape; (3) all-gather x into them (list form); (4) concatenate along
+  dim 0. At W = 1 the result is x.
+- Output on every rank: `out` (W M, N) run dtype, identical on all ranks: rows
+  [s M, (s+1) M) are rank s's x. In this problem every rank's x is (M, N), so the
+  output shape is fixed by the run's M, N and W; the harness allocates it before the
+  call (the candidate does not choose it).
+- A candidate may keep the shape exchange or skip it. Host synchronizations and
+  shape exchanges inside the call are legal; they are part of the timed work, as in
+  the reference, which pays for the extra collective and the host read.
+- Tolerance: bit-exact. Every output element is a copy of one input element, so a
+  correct kernel reproduces its bits.
+- Traffic: (W-1) M N b bytes received per rank plus 16 (W-1) bytes of shapes;
+  nccl-tests allgather with S = W M N b, busbw factor (W-1)/W. FLOPs: 0.)md"};
     return i;
   }
 

@@ -11,6 +11,9 @@ constexpr int64_t kSeqDim = 1, kHeadDim = 2;
 
 class UlyssesGatherSeqScatterHeads : public Problem {
  public:
+  // 128 x 256: at 64 x 64 PKB's B = M/64 and T = N/64 would be 1.
+  TestShape CpuTestShape() const override { return {128, 256}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         36,
@@ -18,20 +21,21 @@ class UlyssesGatherSeqScatterHeads : public Problem {
         1,
         "VeOmni / verl Ulysses sequence parallel: gather_seq_scatter_heads",
         "context parallel",
-        "The Ulysses all-to-all before attention, over WORLD: scatter heads, gather sequence.\n"
-        "Sizes: B = max(1, M/64), T = max(1, N/64) (the local sequence), H = 8, D = 64 (B = T =\n"
-        "16 at M = N = 1024). Requires W | 8 (PKB's builder asserts it).\n\n"
-        "- Inputs per rank r (seed 42 + 36000 + r + 1000003*set, on the device): `x` (B, T, H,\n"
-        "  D) run dtype, randn, different on every rank; int scalars `seq_dim` = 1, `head_dim` =\n"
-        "  2, `unpadded_dim_size` = 0 (no unpadding).\n"
-        "- Computation: one list all-to-all. Rank r sends heads [j H/W, (j+1) H/W) (consecutive\n"
-        "  heads) of every position to rank j and concatenates what it receives along the\n"
-        "  sequence in source-rank order:\n"
-        "  out[b, s T + t, h, d] = x_s[b, t, r H/W + h, d]. At W = 1 the result is x.\n"
-        "- Output on every rank: `out` (B, W T, H/W, D) run dtype (different on every rank).\n"
-        "- Tolerance: bit-exact. Every output element is a copy of one input element, so a\n"
-        "  correct kernel reproduces its bits.\n"
-        "- Traffic: (W-1)/W * B T H D b bytes each way per rank (224 KiB at W = 8). FLOPs: 0."};
+        R"md(The Ulysses all-to-all before attention, over WORLD: scatter heads, gather sequence.
+Sizes: B = max(1, M/64), T = max(1, N/64) (the local sequence), H = 8, D = 64 (B = T =
+16 at M = N = 1024). Requires W | 8 (PKB's builder asserts it).
+
+- Inputs per rank r (on the device): `x` (B, T, H,
+  D) run dtype, randn, different on every rank; int scalars `seq_dim` = 1, `head_dim` =
+  2, `unpadded_dim_size` = 0 (no unpadding).
+- Computation: one list all-to-all. Rank r sends heads [j H/W, (j+1) H/W) (consecutive
+  heads) of every position to rank j and concatenates what it receives along the
+  sequence in source-rank order:
+  out[b, s T + t, h, d] = x_s[b, t, r H/W + h, d]. At W = 1 the result is x.
+- Output on every rank: `out` (B, W T, H/W, D) run dtype (different on every rank).
+- Tolerance: bit-exact. Every output element is a copy of one input element, so a
+  correct kernel reproduces its bits.
+- Traffic: (W-1)/W * B T H D b bytes each way per rank (224 KiB at W = 8). FLOPs: 0.)md"};
     return i;
   }
 

@@ -22,6 +22,10 @@ at::Tensor PadSeq(const at::Tensor& x, int64_t w) {
 
 class UlyssesGatherHeadsScatterSeq : public Problem {
  public:
+  // 128 x 384: at 64 x 64 PKB's B = M/64 and T = N/64 would be 1; T = 6 pads
+  // at W = 4, 8.
+  TestShape CpuTestShape() const override { return {128, 384}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         37,
@@ -29,22 +33,23 @@ class UlyssesGatherHeadsScatterSeq : public Problem {
         1,
         "VeOmni / verl Ulysses sequence parallel: gather_heads_scatter_seq",
         "context parallel",
-        "The Ulysses all-to-all after attention, over WORLD: scatter sequence, gather heads.\n"
-        "Sizes: B = max(1, M/64), T = max(1, N/64), H = 8, D = 64 (B = T = 16 at M = N =\n"
-        "1024). Requires W | 8 (PKB's builder asserts it).\n\n"
-        "- Inputs per rank r (seed 42 + 37000 + r + 1000003*set, on the device): `x` (B, T, H,\n"
-        "  D) run dtype, randn, different on every rank; int scalars `seq_dim` = 1, `head_dim` =\n"
-        "  2.\n"
-        "- Computation: (1) if W does not divide T, zero-pad the sequence at its end to Tp =\n"
-        "  ceil(T/W) W positions (never at the default shape; e.g. T = 6 at W = 4); (2) rank r\n"
-        "  sends positions [j Tp/W, (j+1) Tp/W) of every head to rank j; (3) it concatenates\n"
-        "  what it receives along the heads in source-rank order:\n"
-        "  out[b, t, s H + h, d] = x_s[b, r Tp/W + t, h, d] (zero for padded positions).\n"
-        "  At W = 1 the result is x.\n"
-        "- Output on every rank: `out` (B, Tp/W, W H, D) run dtype (different on every rank).\n"
-        "- Tolerance: bit-exact. Every output element is a copy of one input element or a\n"
-        "  padding zero, so a correct kernel reproduces its bits.\n"
-        "- Traffic: (W-1)/W * B Tp H D b bytes each way per rank. FLOPs: 0."};
+        R"md(The Ulysses all-to-all after attention, over WORLD: scatter sequence, gather heads.
+Sizes: B = max(1, M/64), T = max(1, N/64), H = 8, D = 64 (B = T = 16 at M = N =
+1024). Requires W | 8 (PKB's builder asserts it).
+
+- Inputs per rank r (on the device): `x` (B, T, H,
+  D) run dtype, randn, different on every rank; int scalars `seq_dim` = 1, `head_dim` =
+  2.
+- Computation: (1) if W does not divide T, zero-pad the sequence at its end to Tp =
+  ceil(T/W) W positions (never at the default shape; e.g. T = 6 at W = 4); (2) rank r
+  sends positions [j Tp/W, (j+1) Tp/W) of every head to rank j; (3) it concatenates
+  what it receives along the heads in source-rank order:
+  out[b, t, s H + h, d] = x_s[b, r Tp/W + t, h, d] (zero for padded positions).
+  At W = 1 the result is x.
+- Output on every rank: `out` (B, Tp/W, W H, D) run dtype (different on every rank).
+- Tolerance: bit-exact. Every output element is a copy of one input element or a
+  padding zero, so a correct kernel reproduces its bits.
+- Traffic: (W-1)/W * B Tp H D b bytes each way per rank. FLOPs: 0.)md"};
     return i;
   }
 

@@ -14,6 +14,9 @@ at::Tensor AsQkv(const at::Tensor& x) { return x.view({x.size(0), x.size(1), 3, 
 
 class UlyssesGatherSeqScatterHeadsQkv : public Problem {
  public:
+  // 128 x 256: at 64 x 64 PKB's B = M/64 and T = N/64 would be 1.
+  TestShape CpuTestShape() const override { return {128, 256}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         38,
@@ -21,23 +24,24 @@ class UlyssesGatherSeqScatterHeadsQkv : public Problem {
         1,
         "VeOmni / verl Ulysses sequence parallel: gather_seq_scatter_heads_qkv",
         "context parallel",
-        "The Ulysses all-to-all of a fused QKV projection, over WORLD. Sizes: B = max(1, M/64),\n"
-        "T = max(1, N/64) (the local sequence), H = 8, D = 64, so H D = 512 (B = T = 16 at M =\n"
-        "N = 1024). Requires W | 8 (PKB's builder asserts it), so each rank gets whole heads.\n\n"
-        "- Inputs per rank r (seed 42 + 38000 + r + 1000003*set, on the device): `qkv_tensor`\n"
-        "  (B, T, 3 H D) run dtype, randn, different on every rank; features [0, HD) are Q,\n"
-        "  [HD, 2HD) K, [2HD, 3HD) V. Int scalars `seq_dim` = 1, `unpadded_dim_size` = 0 (PKB's\n"
-        "  None: no unpadding), `restore_shape` = 1.\n"
-        "- Computation: view qkv as (B, T, 3, H D); split the last axis into W chunks of c = H\n"
-        "  D / W features (H/W whole heads); chunk j of Q, K and V goes to rank j; concatenate\n"
-        "  along the sequence in source-rank order and view back to 3-D:\n"
-        "  out[b, s T + t, q c + i] = x_s[b, t, q H D + r c + i] for q = 0, 1, 2 and i < c.\n"
-        "  So rank r holds [its Q heads | its K heads | its V heads] for the whole sequence.\n"
-        "  At W = 1 the result is qkv.\n"
-        "- Output on every rank: `out` (B, W T, 3 H D / W) run dtype (different on every rank).\n"
-        "- Tolerance: bit-exact. Every output element is a copy of one input element, so a\n"
-        "  correct kernel reproduces its bits.\n"
-        "- Traffic: (W-1)/W * B T 3 H D b bytes each way per rank. FLOPs: 0."};
+        R"md(The Ulysses all-to-all of a fused QKV projection, over WORLD. Sizes: B = max(1, M/64),
+T = max(1, N/64) (the local sequence), H = 8, D = 64, so H D = 512 (B = T = 16 at M =
+N = 1024). Requires W | 8 (PKB's builder asserts it), so each rank gets whole heads.
+
+- Inputs per rank r (on the device): `qkv_tensor`
+  (B, T, 3 H D) run dtype, randn, different on every rank; features [0, HD) are Q,
+  [HD, 2HD) K, [2HD, 3HD) V. Int scalars `seq_dim` = 1, `unpadded_dim_size` = 0 (PKB's
+  None: no unpadding), `restore_shape` = 1.
+- Computation: view qkv as (B, T, 3, H D); split the last axis into W chunks of c = H
+  D / W features (H/W whole heads); chunk j of Q, K and V goes to rank j; concatenate
+  along the sequence in source-rank order and view back to 3-D:
+  out[b, s T + t, q c + i] = x_s[b, t, q H D + r c + i] for q = 0, 1, 2 and i < c.
+  So rank r holds [its Q heads | its K heads | its V heads] for the whole sequence.
+  At W = 1 the result is qkv.
+- Output on every rank: `out` (B, W T, 3 H D / W) run dtype (different on every rank).
+- Tolerance: bit-exact. Every output element is a copy of one input element, so a
+  correct kernel reproduces its bits.
+- Traffic: (W-1)/W * B T 3 H D b bytes each way per rank. FLOPs: 0.)md"};
     return i;
   }
 

@@ -28,6 +28,9 @@ at::Tensor LocalAttention(const at::Tensor& q, const at::Tensor& k, const at::Te
 
 class UlyssesAttentionE2e : public Problem {
  public:
+  // 128 x 256: at 64 x 64 PKB's B = M/64 and T = N/64 would be 1.
+  TestShape CpuTestShape() const override { return {128, 256}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         39,
@@ -35,51 +38,52 @@ class UlyssesAttentionE2e : public Problem {
         1,
         "VeOmni / verl Ulysses attention layer, end to end",
         "context parallel",
-        "A Ulysses attention layer over WORLD. Sizes: B = max(1, M/64), T = max(1, N/64) (the\n"
-        "global sequence), H = 8 heads, Dh = 64, Hd = 512, S = max(1, T/W) local positions\n"
-        "(B = T = 16 at M = N = 1024). Requires W | 8 (PKB's builder asserts it). g = H/W heads\n"
-        "per rank; dt = the run dtype.\n\n"
-        "- Inputs per rank r (seed 42 + 39000 + r + 1000003*set, on the device, randn in dt,\n"
-        "  in this order): `hidden_states` h (B, S, 512); `w_qkv` (1536, 512), unscaled;\n"
-        "  `w_o` (512, 512), unscaled. Int scalars `num_heads` = 8, `causal` = 0. Every rank's\n"
-        "  weights differ (they are not replicated).\n"
-        "- Computation (PKB's reference):\n"
-        "  1. qkv = h w_qkv^T (dt GEMM), viewed (B, S, 3, H, Dh): feature f = which*512 +\n"
-        "     head*64 + d gives q, k, v, each (B, S, H, Dh).\n"
-        "  2. Heads [j g, (j+1) g) of q go to rank j, the sequence gathered in source order\n"
-        "     (problem 36's all-to-all): (B, W S, g, Dh). k and v are interleaved per head\n"
-        "     (channel 2h = k_h, 2h+1 = v_h), sent the same way, and split back.\n"
-        "  3. 'Attention' at each (b, position) over the g local heads (the reference's quirk:\n"
-        "     not over the sequence): scores[i, j] = q_i . k_j (a dt GEMM: rounded to dt), times\n"
-        "     0.125; P = softmax over j; ctx_i = sum_j P[i, j] v_j. No mask.\n"
-        "  4. The sequence goes back (problem 37's all-to-all): (B, S, H, Dh), head s g + i\n"
-        "     from rank s; ctx reshaped to (B, S, 512); out = ctx w_o^T (dt GEMM).\n"
-        "  The all-to-alls are a round trip: rank r's output depends only on rank r's inputs,\n"
-        "  so a rank may compute its own tokens locally (head groups of g consecutive heads) and\n"
-        "  skip all communication. At W = 8 each group is one head, so P = 1 and ctx = v.\n"
-        "- Output on every rank: `out` (B, S, 512) dt (its own tokens).\n"
-        "- Numerics: |qkv| ~ 22, raw scores q.k ~ 4096 (a dt ulp there is 32, i.e. 4 after the\n"
-        "  scale), scaled scores spread ~ 512, so the softmax is one-hot except near ties;\n"
-        "  |out| ~ 500 (median ~ 340, max ~ 2.2e3), a sum of 512 products of magnitude ~ 22.\n"
-        "- Rounding points that belong to the problem: qkv and the raw scores q.k are rounded\n"
-        "  to dt (each is a dt GEMM's output) before the scale. Near a tie a score's rounding\n"
-        "  moves P by O(1) and out by hundreds, so a kernel that keeps fp32 scores computes\n"
-        "  another function on PKB's inputs and fails every trial at W < 8 (measured: 300-7000\n"
-        "  of 131072 elements; it needs an atol as large as a softmax without its scale does,\n"
-        "  so no elementwise tolerance could accept it and still reject that). Everything\n"
-        "  after the rounded scores is free: softmax in fp32 or dt, P rounded or not, flash-style\n"
-        "  online softmax (running max and sum), P V accumulated in any order, ctx rounded to dt\n"
-        "  or fed to the output GEMM in fp32, any GEMM accumulation order.\n"
-        "- Tolerance: |got - ref| <= atol + 0.01 |ref| with atol = max(0.01, 4 u Hd) (u = 2^-8\n"
-        "  for bf16: atol = 8). PKB's 1e-2 rejects almost any kernel but the reference's own\n"
-        "  calls: out is ~500 with cancellation, and an fp32 rounding difference in ctx moves it\n"
-        "  by ~1 (measured: fp32 intermediates fail 1e-2 on 10-18% of elements; the correct\n"
-        "  variants above need atol <= 2.7 over 5 trials at each W). Wrong layouts,\n"
-        "  a missing all-to-all, one group of all 8 heads, sequence attention, or a softmax\n"
-        "  without the 0.125 scale (at W < 8) move out by hundreds and fail.\n"
-        "- Traffic: q once, k and v twice, out once: 4 (W-1)/W B S 512 b bytes each way per\n"
-        "  rank (0 if computed locally). FLOPs per rank: 2 B S 512 (1536 + 512) for the\n"
-        "  projections (0.54/W GFLOP at the defaults) plus 4 B W S g^2 Dh for the attention."};
+        R"md(A Ulysses attention layer over WORLD. Sizes: B = max(1, M/64), T = max(1, N/64) (the
+global sequence), H = 8 heads, Dh = 64, Hd = 512, S = max(1, T/W) local positions
+(B = T = 16 at M = N = 1024). Requires W | 8 (PKB's builder asserts it). g = H/W heads
+per rank; dt = the run dtype.
+
+- Inputs per rank r (on the device, randn in dt,
+  in this order): `hidden_states` h (B, S, 512); `w_qkv` (1536, 512), unscaled;
+  `w_o` (512, 512), unscaled. Int scalars `num_heads` = 8, `causal` = 0. Every rank's
+  weights differ (they are not replicated).
+- Computation (PKB's reference):
+  1. qkv = h w_qkv^T (dt GEMM), viewed (B, S, 3, H, Dh): feature f = which*512 +
+     head*64 + d gives q, k, v, each (B, S, H, Dh).
+  2. Heads [j g, (j+1) g) of q go to rank j, the sequence gathered in source order
+     (problem 36's all-to-all): (B, W S, g, Dh). k and v are interleaved per head
+     (channel 2h = k_h, 2h+1 = v_h), sent the same way, and split back.
+  3. 'Attention' at each (b, position) over the g local heads (the reference's quirk:
+     not over the sequence): scores[i, j] = q_i . k_j (a dt GEMM: rounded to dt), times
+     0.125; P = softmax over j; ctx_i = sum_j P[i, j] v_j. No mask.
+  4. The sequence goes back (problem 37's all-to-all): (B, S, H, Dh), head s g + i
+     from rank s; ctx reshaped to (B, S, 512); out = ctx w_o^T (dt GEMM).
+  The all-to-alls are a round trip: rank r's output depends only on rank r's inputs,
+  so a rank may compute its own tokens locally (head groups of g consecutive heads) and
+  skip all communication. At W = 8 each group is one head, so P = 1 and ctx = v.
+- Output on every rank: `out` (B, S, 512) dt (its own tokens).
+- Numerics: |qkv| ~ 22, raw scores q.k ~ 4096 (a dt ulp there is 32, i.e. 4 after the
+  scale), scaled scores spread ~ 512, so the softmax is one-hot except near ties;
+  |out| ~ 500 (median ~ 340, max ~ 2.2e3), a sum of 512 products of magnitude ~ 22.
+- Rounding points that belong to the problem: qkv and the raw scores q.k are rounded
+  to dt (each is a dt GEMM's output) before the scale. Near a tie a score's rounding
+  moves P by O(1) and out by hundreds, so a kernel that keeps fp32 scores computes
+  another function on PKB's inputs and fails every trial at W < 8 (measured: 300-7000
+  of 131072 elements; it needs an atol as large as a softmax without its scale does,
+  so no elementwise tolerance could accept it and still reject that). Everything
+  after the rounded scores is free: softmax in fp32 or dt, P rounded or not, flash-style
+  online softmax (running max and sum), P V accumulated in any order, ctx rounded to dt
+  or fed to the output GEMM in fp32, any GEMM accumulation order.
+- Tolerance: |got - ref| <= atol + 0.01 |ref| with atol = max(0.01, 4 u Hd) (u = 2^-8
+  for bf16: atol = 8). PKB's 1e-2 rejects almost any kernel but the reference's own
+  calls: out is ~500 with cancellation, and an fp32 rounding difference in ctx moves it
+  by ~1 (measured: fp32 intermediates fail 1e-2 on 10-18% of elements; the correct
+  variants above need atol <= 2.7 over 5 trials at each W). Wrong layouts,
+  a missing all-to-all, one group of all 8 heads, sequence attention, or a softmax
+  without the 0.125 scale (at W < 8) move out by hundreds and fail.
+- Traffic: q once, k and v twice, out once: 4 (W-1)/W B S 512 b bytes each way per
+  rank (0 if computed locally). FLOPs per rank: 2 B S 512 (1536 + 512) for the
+  projections (0.54/W GFLOP at the defaults) plus 4 B W S g^2 Dh for the attention.)md"};
     return i;
   }
 

@@ -20,6 +20,10 @@ double Scale() { return ring::DefaultScale(kD); }
 
 class RingAttention : public Problem {
  public:
+  // 128 x 512: B = M/64, T = N/64; 64 x 64 leaves one position per rank, so T = 8
+  // positions and B = 2.
+  TestShape CpuTestShape() const override { return {128, 512}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         54,
@@ -27,29 +31,25 @@ class RingAttention : public Problem {
         2,  // 2: B and T follow M and N as in PKB (version 1 fixed them at 16)
         "ring-flash-attention (zhuzilin): RingComm + lse merge",
         "context parallel",
-        "Causal ring attention forward over WORLD (context parallel). Sizes from M and N as PKB "
-        "derives them:\n"
-        "B = max(1, M / 64), T = max(1, N / 64) (global sequence; 16 and 16 at M = N = 1024), "
-        "H = 8,\nDh = 64, S = max(1, T / W) local positions per rank.\n"
-        "Rank r owns global positions [r S, (r+1) S) (contiguous, no zig-zag).\n\n"
-        "- Inputs per rank r (seed 42 + 54000 + r + 1000003*set), randn in the run dtype on the\n"
-        "  device, in order: `q`, `k`, `v`, each (B, S, H, Dh). softmax_scale = Dh^-0.5 = 0.125,\n"
-        "  causal = true.\n"
-        "- Computation: exact causal softmax attention of the local queries over all keys at "
-        "global\n"
-        "  positions <= the query's, in fp32 (q, k, v upcast), cast to the dtype at the end. The\n"
-        "  reference runs the ring: W steps; at step s the rank holds rank (r - s) mod W's k, v "
-        "and\n"
-        "  forwards them to r + 1 (batched isend/irecv, receiving from r - 1); for s <= r it\n"
-        "  computes one block (s = 0 diagonal and masked, s >= 1 full) with its logsumexp and "
-        "merges\n"
-        "  it: o -= sigmoid(lse_b - lse) (o - o_b); lse -= logsigmoid(lse - lse_b).\n"
-        "- Output: `out` (B, S, H, Dh) dtype.\n"
-        "- Numerics: fp32 throughout, |out| <~ 1; merge order changes only fp32 rounding, and a\n"
-        "  flash kernel with bf16 probabilities passes atol = rtol = 1e-2.\n"
-        "- Load: rank r computes r + 1 blocks (imbalanced); ring traffic 2 (W-1) B S H Dh b "
-        "bytes.\n"
-        "- Needs 8 % W == 0 (PKB's builder)."};
+        R"md(Causal ring attention forward over WORLD (context parallel). Sizes from M and N as PKB derives them:
+B = max(1, M / 64), T = max(1, N / 64) (global sequence; 16 and 16 at M = N = 1024), H = 8,
+Dh = 64, S = max(1, T / W) local positions per rank.
+Rank r owns global positions [r S, (r+1) S) (contiguous, no zig-zag).
+
+- Inputs per rank r, randn in the run dtype on the
+  device, in order: `q`, `k`, `v`, each (B, S, H, Dh). softmax_scale = Dh^-0.5 = 0.125,
+  causal = true.
+- Computation: exact causal softmax attention of the local queries over all keys at global
+  positions <= the query's, in fp32 (q, k, v upcast), cast to the dtype at the end. The
+  reference runs the ring: W steps; at step s the rank holds rank (r - s) mod W's k, v and
+  forwards them to r + 1 (batched isend/irecv, receiving from r - 1); for s <= r it
+  computes one block (s = 0 diagonal and masked, s >= 1 full) with its logsumexp and merges
+  it: o -= sigmoid(lse_b - lse) (o - o_b); lse -= logsigmoid(lse - lse_b).
+- Output: `out` (B, S, H, Dh) dtype.
+- Numerics: fp32 throughout, |out| <~ 1; merge order changes only fp32 rounding, and a
+  flash kernel with bf16 probabilities passes atol = rtol = 1e-2.
+- Load: rank r computes r + 1 blocks (imbalanced); ring traffic 2 (W-1) B S H Dh b bytes.
+- Needs 8 % W == 0 (PKB's builder).)md"};
     return i;
   }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "problems/cp/ring_attention.h"
 #include "problems/harness/common.h"
+#include "problems/harness/mesh_groups.h"
 #include "problems/harness/registry.h"
 
 namespace pkb {
@@ -37,6 +38,10 @@ uint64_t PkbSeed(uint64_t offset, int set) { return 42 + 56 * 1000ull + offset +
 
 class RingAttentionTp : public Problem {
  public:
+  // 128 x 512: B = M/64, T = N/64; 64 x 64 leaves one position per rank, so T = 8
+  // positions and B = 2.
+  TestShape CpuTestShape() const override { return {128, 512}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         55,
@@ -44,30 +49,31 @@ class RingAttentionTp : public Problem {
         1,
         "ring-flash-attention inside a Megatron-LM attention layer, TP x CP, order tp-cp",
         "context parallel",
-        "An attention layer: heads split over a TP group, the sequence over a CP group with\n"
-        "causal ring attention (problem 54's ring), outputs summed over TP.\n\n"
-        "- Layout: tp = min(2, W), cp = W / tp (W = 1 or even). Global rank r has\n"
-        "  tp_rank = r % tp and cp_rank = r / tp. Group `tp` = {c tp, ..., c tp + tp - 1}\n"
-        "  (contiguous pairs), group `cp` = {t, t + tp, t + 2 tp, ...} (strided). W = 8: tp\n"
-        "  {0,1},{2,3},{4,5},{6,7}; cp {0,2,4,6},{1,3,5,7}.\n"
-        "- Sizes: H = 8 heads, Dh = 64, hidden 512, Hl = 8 / tp heads per rank,\n"
-        "  B = max(1, M/64), T = max(1, N/64), S = max(1, T/cp) local positions; cp rank c\n"
-        "  owns global positions [c S, (c+1) S).\n"
-        "- Inputs (PKB seeds with 56's base): seed 42 + 56000 + cp_rank + 1000003*set, then\n"
-        "  `hidden_states` (B, S, 512) randn (same on both TP ranks); seed\n"
-        "  42 + 56000 + 10000 + tp_rank + 1000003*set, then `w_qkv` (3 Hl 64, 512) = randn * 0.02\n"
-        "  and `w_o` (512, Hl 64) = randn * 0.02 (same on CP ranks of one tp_rank). All in the\n"
-        "  run dtype on the device. Scalars: `num_heads` = 8, `softmax_scale` = 0.125, `causal` =\n"
-        "  1.\n"
-        "- Computation: qkv = hidden w_qkv^T (dtype), viewed (B, S, 3, Hl, 64) -> q, k, v; causal\n"
-        "  attention of the local queries over every key at a global position <= the query's\n"
-        "  within the CP group (fp32 math, as 54's ring: blocks merged by their logsumexp), cast\n"
-        "  to dtype -> ctx (B, S, Hl, 64); out = ctx (B, S, Hl 64) w_o^T (dtype); all-reduce SUM\n"
-        "  over the tp group (dtype).\n"
-        "- Output: `out` (B, S, 512) dtype, identical within a TP pair.\n"
-        "- Tolerance: see the output's rationale. Weights are 0.02-scaled, so attention is nearly\n"
-        "  uniform and |out| ~ 0.05; PKB's atol 1e-2 would be ~20% of a typical value.\n"
-        "- Traffic: ring 2 (cp-1) B S Hl 64 b bytes; TP all-reduce of B S 512 b bytes."};
+        R"md(An attention layer: heads split over a TP group, the sequence over a CP group with
+causal ring attention (problem 54's ring), outputs summed over TP.
+
+- Layout: tp = min(2, W), cp = W / tp (W = 1 or even). Global rank r has
+  tp_rank = r % tp and cp_rank = r / tp. Group `tp` = {c tp, ..., c tp + tp - 1}
+  (contiguous pairs), group `cp` = {t, t + tp, t + 2 tp, ...} (strided). W = 8: tp
+  {0,1},{2,3},{4,5},{6,7}; cp {0,2,4,6},{1,3,5,7}.
+- Sizes: H = 8 heads, Dh = 64, hidden 512, Hl = 8 / tp heads per rank,
+  B = max(1, M/64), T = max(1, N/64), S = max(1, T/cp) local positions; cp rank c
+  owns global positions [c S, (c+1) S).
+- Inputs (PKB seeds with 56's base): seed 42 + 56000 + cp_rank + 1000003*set, then
+  `hidden_states` (B, S, 512) randn (same on both TP ranks); seed
+  42 + 56000 + 10000 + tp_rank + 1000003*set, then `w_qkv` (3 Hl 64, 512) = randn * 0.02
+  and `w_o` (512, Hl 64) = randn * 0.02 (same on CP ranks of one tp_rank). All in the
+  run dtype on the device. Scalars: `num_heads` = 8, `softmax_scale` = 0.125, `causal` =
+  1.
+- Computation: qkv = hidden w_qkv^T (dtype), viewed (B, S, 3, Hl, 64) -> q, k, v; causal
+  attention of the local queries over every key at a global position <= the query's
+  within the CP group (fp32 math, as 54's ring: blocks merged by their logsumexp), cast
+  to dtype -> ctx (B, S, Hl, 64); out = ctx (B, S, Hl 64) w_o^T (dtype); all-reduce SUM
+  over the tp group (dtype).
+- Output: `out` (B, S, 512) dtype, identical within a TP pair.
+- Tolerance: see the output's rationale. Weights are 0.02-scaled, so attention is nearly
+  uniform and |out| ~ 0.05; PKB's atol 1e-2 would be ~20% of a typical value.
+- Traffic: ring 2 (cp-1) B S Hl 64 b bytes; TP all-reduce of B S 512 b bytes.)md"};
     return i;
   }
 
@@ -83,16 +89,7 @@ class RingAttentionTp : public Problem {
 
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override {
     const Layout l = LayoutOf(cfg);
-    GroupLayout tp{"tp", {}}, cp{"cp", {}};
-    for (int c = 0; c < l.cp; ++c) {
-      tp.partition.emplace_back();
-      for (int t = 0; t < l.tp; ++t) tp.partition.back().push_back(c * l.tp + t);
-    }
-    for (int t = 0; t < l.tp; ++t) {
-      cp.partition.emplace_back();
-      for (int c = 0; c < l.cp; ++c) cp.partition.back().push_back(t + c * l.tp);
-    }
-    return {tp, cp};
+    return MeshGroups(l.cp, l.tp, "tp", "cp");
   }
 
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "problems/cp/ring_attention.h"
 #include "problems/harness/common.h"
+#include "problems/harness/mesh_groups.h"
 #include "problems/harness/registry.h"
 
 namespace pkb {
@@ -36,6 +37,10 @@ uint64_t PkbSeed(uint64_t offset, int set) { return 42 + 57 * 1000ull + offset +
 
 class RingAttentionPp : public Problem {
  public:
+  // 128 x 512: B = M/64, T = N/64; 64 x 64 leaves one position per rank, so T = 8
+  // positions and B = 2.
+  TestShape CpuTestShape() const override { return {128, 512}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         56,
@@ -43,30 +48,31 @@ class RingAttentionPp : public Problem {
         1,
         "ring-flash-attention with 2-stage pipeline parallelism, Megatron-LM order (TP = DP = 1)",
         "context parallel",
-        "Two pipeline stages, each one attention layer with causal ring attention (problem 54's\n"
-        "ring) over its CP group; stage 1 runs on stage 0's output.\n\n"
-        "- Layout: pp = min(2, W), cp = W / pp (W = 1 or even). Global rank r has\n"
-        "  cp_rank = r % cp and pp_rank (stage) = r / cp. Group `cp` = {p cp, ..., p cp + cp - 1}\n"
-        "  (contiguous, one per stage), group `pp` = {c, c + cp} (strided). W = 8: cp {0-3},\n"
-        "  {4-7}; pp {0,4},{1,5},{2,6},{3,7}. W = 2: cp {0},{1}; pp {0,1}. W = 1: one stage.\n"
-        "- Sizes: H = 8 heads on every rank, Dh = 64, hidden 512, B = max(1, M/64),\n"
-        "  T = max(1, N/64), S = max(1, T/cp); cp rank c owns positions [c S, (c+1) S).\n"
-        "- Inputs (PKB seeds with 57's base): seed 42 + 57000 + cp_rank + 1000003*set, then\n"
-        "  `hidden_states` (B, S, 512) randn (same on both stages); seed\n"
-        "  42 + 57000 + 20000 + pp_rank + 1000003*set, then `w_qkv` (1536, 512) = randn * 0.02\n"
-        "  and `w_o` (512, 512) = randn * 0.02 (one pair per stage). All in the run dtype on the\n"
-        "  device. Scalars: `num_heads` = 8, `softmax_scale` = 0.125, `causal` = 1.\n"
-        "- Computation per stage: x = hidden_states on stage 0; on stage 1, x = the output of\n"
-        "  global rank r - cp (received point-to-point over `pp`; stage 1's own hidden_states is\n"
-        "  ignored). qkv = x w_qkv^T (dtype) viewed (B, S, 3, 8, 64) -> q, k, v; causal attention\n"
-        "  over the stage's CP group in fp32 (54's ring), cast to dtype -> ctx; out =\n"
-        "  ctx (B, S, 512) w_o^T (dtype). Stage 0 sends out to rank r + cp.\n"
-        "- Output: `out` (B, S, 512) dtype: every rank returns its own stage's output (stage 0\n"
-        "  ranks the intermediate).\n"
-        "- Tolerance: see the output's rationale. Stage 1's outputs are ~0.013 (max ~0.16), so\n"
-        "  PKB's atol 1e-2 would pass zeros there; atol is 1e-3 for every rank.\n"
-        "- Traffic: ring 2 (cp-1) B S 512 b bytes per stage, the stage hop B S 512 b bytes;\n"
-        "  stage 1 waits for stage 0."};
+        R"md(Two pipeline stages, each one attention layer with causal ring attention (problem 54's
+ring) over its CP group; stage 1 runs on stage 0's output.
+
+- Layout: pp = min(2, W), cp = W / pp (W = 1 or even). Global rank r has
+  cp_rank = r % cp and pp_rank (stage) = r / cp. Group `cp` = {p cp, ..., p cp + cp - 1}
+  (contiguous, one per stage), group `pp` = {c, c + cp} (strided). W = 8: cp {0-3},
+  {4-7}; pp {0,4},{1,5},{2,6},{3,7}. W = 2: cp {0},{1}; pp {0,1}. W = 1: one stage.
+- Sizes: H = 8 heads on every rank, Dh = 64, hidden 512, B = max(1, M/64),
+  T = max(1, N/64), S = max(1, T/cp); cp rank c owns positions [c S, (c+1) S).
+- Inputs (PKB seeds with 57's base): seed 42 + 57000 + cp_rank + 1000003*set, then
+  `hidden_states` (B, S, 512) randn (same on both stages); seed
+  42 + 57000 + 20000 + pp_rank + 1000003*set, then `w_qkv` (1536, 512) = randn * 0.02
+  and `w_o` (512, 512) = randn * 0.02 (one pair per stage). All in the run dtype on the
+  device. Scalars: `num_heads` = 8, `softmax_scale` = 0.125, `causal` = 1.
+- Computation per stage: x = hidden_states on stage 0; on stage 1, x = the output of
+  global rank r - cp (received point-to-point over `pp`; stage 1's own hidden_states is
+  ignored). qkv = x w_qkv^T (dtype) viewed (B, S, 3, 8, 64) -> q, k, v; causal attention
+  over the stage's CP group in fp32 (54's ring), cast to dtype -> ctx; out =
+  ctx (B, S, 512) w_o^T (dtype). Stage 0 sends out to rank r + cp.
+- Output: `out` (B, S, 512) dtype: every rank returns its own stage's output (stage 0
+  ranks the intermediate).
+- Tolerance: see the output's rationale. Stage 1's outputs are ~0.013 (max ~0.16), so
+  PKB's atol 1e-2 would pass zeros there; atol is 1e-3 for every rank.
+- Traffic: ring 2 (cp-1) B S 512 b bytes per stage, the stage hop B S 512 b bytes;
+  stage 1 waits for stage 0.)md"};
     return i;
   }
 
@@ -82,16 +88,7 @@ class RingAttentionPp : public Problem {
 
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override {
     const Layout l = LayoutOf(cfg);
-    GroupLayout cp{"cp", {}}, pp{"pp", {}};
-    for (int p = 0; p < l.pp; ++p) {
-      cp.partition.emplace_back();
-      for (int c = 0; c < l.cp; ++c) cp.partition.back().push_back(p * l.cp + c);
-    }
-    for (int c = 0; c < l.cp; ++c) {
-      pp.partition.emplace_back();
-      for (int p = 0; p < l.pp; ++p) pp.partition.back().push_back(c + p * l.cp);
-    }
-    return {cp, pp};
+    return MeshGroups(l.pp, l.cp, "cp", "pp");
   }
 
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "problems/cp/ring_attention.h"
 #include "problems/harness/common.h"
+#include "problems/harness/mesh_groups.h"
 #include "problems/harness/registry.h"
 
 namespace pkb {
@@ -38,6 +39,10 @@ ring::Shard ShardOf(const Inputs& in) { return {in[0], in[1], in[2], in[3], in[4
 
 class RingAttentionBackwardDp : public Problem {
  public:
+  // 128 x 512: B = M/64, T = N/64; 64 x 64 leaves one position per rank (the local
+  // softmax is then exactly 1, and dq, dk vanish), so T = 8 positions and B = 2.
+  TestShape CpuTestShape() const override { return {128, 512}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         57,
@@ -46,38 +51,36 @@ class RingAttentionBackwardDp : public Problem {
         "ring-flash-attention backward (ring_flash_attn_backward schedule), Megatron order "
         "cp-dp, then a DP gradient average",
         "context parallel",
-        "Non-causal ring attention backward over a CP group, then dq, dk, dv averaged over a DP\n"
-        "group.\n\n"
-        "- Layout: dp = min(2, W), cp = W / dp; W must divide 8 (1, 2, 4, 8). Global rank r has\n"
-        "  cp_rank = r % cp and dp_rank = r / cp. Group `cp` = {d cp, ..., d cp + cp - 1}\n"
-        "  (contiguous, one per replica), group `dp` = {c, c + cp} (strided). W = 8: cp {0-3},\n"
-        "  {4-7}; dp {0,4},{1,5},{2,6},{3,7}. W = 2: cp {0},{1} (local backward), dp {0,1}.\n"
-        "  (PKB also builds a WORLD-sized group that it never uses.)\n"
-        "- Sizes: B = max(1, M/64), T = max(1, N/64), H = 8, Dh = 64, S = max(1, T/cp); cp rank\n"
-        "  c owns key/query shard c.\n"
-        "- Inputs (PKB seeds with 58's base): seed 42 + 58000 + 100 dp_rank + cp_rank +\n"
-        "  1000003*set, then q, k, v, dout, each (B, S, H, Dh) randn in the run dtype on the\n"
-        "  device. Then, locally in fp32 from those, with NO mask and only the local keys:\n"
-        "  lse = logsumexp(q k^T 0.125) (B, H, S) float32 and out = softmax(.) v cast to dtype.\n"
-        "  Argument order: `dout`, `q`, `k`, `v`, `out`, `softmax_lse`; scalars\n"
-        "  `softmax_scale` = 0.125, `causal` = 0.\n"
-        "- Computation, fp32 throughout (inputs upcast): for query shard c and key shard j in the\n"
-        "  CP group, P_cj = exp(q_c k_j^T 0.125 - lse_c) (the given local lse: for j != c P is\n"
-        "  unnormalised and can exceed 1), delta_c = rowsum(dout_c * out_c),\n"
-        "  dS_cj = P_cj * (dout_c v_j^T - delta_c); dq_c = 0.125 sum_j dS_cj k_j,\n"
-        "  dk_j = 0.125 sum_c dS_cj^T q_c, dv_j = sum_c P_cj^T dout_c. The reference rotates k, v\n"
-        "  forward around the ring with fp32 dk, dv accumulators one hop behind, so each rank "
-        "ends\n"
-        "  with its own shard's dk, dv. Then each gradient is cast to dtype; if dp = 2, "
-        "all-reduce\n"
-        "  SUM over `dp` (dtype) and divide by 2 (dtype).\n"
-        "- Outputs: `dq`, `dk`, `dv`, each (B, S, H, Dh) dtype, identical across DP peers.\n"
-        "- Tolerance: atol = 0.25, rtol = 1e-2 on each (PKB: atol 1e-2, which rejects correct\n"
-        "  kernels: each replica's |dq| reaches ~96 and is rounded before the DP sum, where the\n"
-        "  replicas often cancel, so another fp32 order moves the average by up to 0.25).\n"
-        "- Traffic: k, v ring 2 (cp-1) B S H Dh b bytes; dk, dv ring 2 cp B S H Dh 4 bytes "
-        "(fp32);\n"
-        "  DP all-reduce of 3 B S H Dh b bytes."};
+        R"md(Non-causal ring attention backward over a CP group, then dq, dk, dv averaged over a DP
+group.
+
+- Layout: dp = min(2, W), cp = W / dp; W must divide 8 (1, 2, 4, 8). Global rank r has
+  cp_rank = r % cp and dp_rank = r / cp. Group `cp` = {d cp, ..., d cp + cp - 1}
+  (contiguous, one per replica), group `dp` = {c, c + cp} (strided). W = 8: cp {0-3},
+  {4-7}; dp {0,4},{1,5},{2,6},{3,7}. W = 2: cp {0},{1} (local backward), dp {0,1}.
+  (PKB also builds a WORLD-sized group that it never uses.)
+- Sizes: B = max(1, M/64), T = max(1, N/64), H = 8, Dh = 64, S = max(1, T/cp); cp rank
+  c owns key/query shard c.
+- Inputs (PKB seeds with 58's base): seed 42 + 58000 + 100 dp_rank + cp_rank +
+  1000003*set, then q, k, v, dout, each (B, S, H, Dh) randn in the run dtype on the
+  device. Then, locally in fp32 from those, with NO mask and only the local keys:
+  lse = logsumexp(q k^T 0.125) (B, H, S) float32 and out = softmax(.) v cast to dtype.
+  Argument order: `dout`, `q`, `k`, `v`, `out`, `softmax_lse`; scalars
+  `softmax_scale` = 0.125, `causal` = 0.
+- Computation, fp32 throughout (inputs upcast): for query shard c and key shard j in the
+  CP group, P_cj = exp(q_c k_j^T 0.125 - lse_c) (the given local lse: for j != c P is
+  unnormalised and can exceed 1), delta_c = rowsum(dout_c * out_c),
+  dS_cj = P_cj * (dout_c v_j^T - delta_c); dq_c = 0.125 sum_j dS_cj k_j,
+  dk_j = 0.125 sum_c dS_cj^T q_c, dv_j = sum_c P_cj^T dout_c. The reference rotates k, v
+  forward around the ring with fp32 dk, dv accumulators one hop behind, so each rank ends
+  with its own shard's dk, dv. Then each gradient is cast to dtype; if dp = 2, all-reduce
+  SUM over `dp` (dtype) and divide by 2 (dtype).
+- Outputs: `dq`, `dk`, `dv`, each (B, S, H, Dh) dtype, identical across DP peers.
+- Tolerance: atol = 0.25, rtol = 1e-2 on each (PKB: atol 1e-2, which rejects correct
+  kernels: each replica's |dq| reaches ~96 and is rounded before the DP sum, where the
+  replicas often cancel, so another fp32 order moves the average by up to 0.25).
+- Traffic: k, v ring 2 (cp-1) B S H Dh b bytes; dk, dv ring 2 cp B S H Dh 4 bytes (fp32);
+  DP all-reduce of 3 B S H Dh b bytes.)md"};
     return i;
   }
 
@@ -93,16 +96,7 @@ class RingAttentionBackwardDp : public Problem {
 
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override {
     const Layout l = LayoutOf(cfg);
-    GroupLayout cp{"cp", {}}, dp{"dp", {}};
-    for (int d = 0; d < l.dp; ++d) {
-      cp.partition.emplace_back();
-      for (int c = 0; c < l.cp; ++c) cp.partition.back().push_back(d * l.cp + c);
-    }
-    for (int c = 0; c < l.cp; ++c) {
-      dp.partition.emplace_back();
-      for (int d = 0; d < l.dp; ++d) dp.partition.back().push_back(c + d * l.cp);
-    }
-    return {cp, dp};
+    return MeshGroups(l.dp, l.cp, "cp", "dp");
   }
 
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

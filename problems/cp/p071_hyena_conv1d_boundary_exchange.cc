@@ -28,6 +28,9 @@ at::Tensor CausalConv(const at::Tensor& halo, const at::Tensor& chunk, const at:
 
 class HyenaConv1dBoundaryExchange : public Problem {
  public:
+  // At W = 1 PKB's reference raises (batch_isend_irecv with no operations): W >= 2.
+  std::vector<int> WorldSizes() const override { return {2, 4, 8}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         71,
@@ -35,29 +38,30 @@ class HyenaConv1dBoundaryExchange : public Problem {
         1,
         "Savanna / Evo 2 Hyena short conv1d, zigzag context parallelism (halo exchange)",
         "context parallel",
-        "Depthwise causal convolution (kernel 7, no bias) of a sequence laid out zigzag over\n"
-        "WORLD.\n\n"
-        "- Layout: the global sequence is cut into 2W chunks of Lc = 1024 positions. Rank r holds\n"
-        "  chunk r (\"A\") then chunk 2W-1-r (\"B\"), so its local sequence is 2 Lc long. The\n"
-        "  ranks form a chain (no wrap-around): A's predecessor is chunk r-1, rank r-1's A\n"
-        "  (none for rank 0: zeros); B's predecessor is chunk 2W-2-r, rank r+1's B, except on\n"
-        "  rank W-1 whose B (chunk W) follows its own A (chunk W-1).\n"
-        "- W >= 2: PKB's reference posts an empty batch_isend_irecv at W = 1 and raises.\n"
-        "- Sizes: 1024 channels, Lc = 1024 (PKB ignores M, N; here M, N < 1024 shrink them to\n"
-        "  M and N for quick tests; M, N >= 1024, the default, is PKB's problem).\n"
-        "- Inputs per rank r (seed 42 + 71000 + r + 1000003*set), randn in the run dtype on the\n"
-        "  device, in order: `x` (1, 1024, 2 Lc), `weight` (1024, 1, 7). Every rank uses its own\n"
-        "  weight for both of its chunks.\n"
-        "- Computation: tA, tB = the last 6 positions of A and B. Rank r sends tA to r+1 and tB\n"
-        "  to r-1 (batched isend/irecv) and receives prevA from r-1 (zeros on rank 0) and nextB\n"
-        "  from r+1 (its own tA on rank W-1). y_A = conv1d(prevA ++ A, weight, groups = 1024),\n"
-        "  y_B = conv1d(nextB ++ B, ...): y[c,t] = sum_{j<7} w[c,j] xpad[c, t+j].\n"
-        "- Output: `y` (1, 1024, 2 Lc) run dtype, the two chunks in place: the causal conv of\n"
-        "  the natural-order sequence at this rank's positions.\n"
-        "- Tolerance: PKB's atol = rtol = 1e-2 (7 products accumulated in fp32 and rounded once:\n"
-        "  within an ulp). Zero, wrapped or swapped halos change the first 6 positions of a\n"
-        "  chunk by O(1) and fail.\n"
-        "- Traffic: 2 x 1024 x 6 elements each way; ~29 MFLOP; memory-bound on x and y."};
+        R"md(Depthwise causal convolution (kernel 7, no bias) of a sequence laid out zigzag over
+WORLD.
+
+- Layout: the global sequence is cut into 2W chunks of Lc = 1024 positions. Rank r holds
+  chunk r ("A") then chunk 2W-1-r ("B"), so its local sequence is 2 Lc long. The
+  ranks form a chain (no wrap-around): A's predecessor is chunk r-1, rank r-1's A
+  (none for rank 0: zeros); B's predecessor is chunk 2W-2-r, rank r+1's B, except on
+  rank W-1 whose B (chunk W) follows its own A (chunk W-1).
+- W >= 2: PKB's reference posts an empty batch_isend_irecv at W = 1 and raises.
+- Sizes: 1024 channels, Lc = 1024 (PKB ignores M, N; here M, N < 1024 shrink them to
+  M and N for quick tests; M, N >= 1024, the default, is PKB's problem).
+- Inputs per rank r, randn in the run dtype on the
+  device, in order: `x` (1, 1024, 2 Lc), `weight` (1024, 1, 7). Every rank uses its own
+  weight for both of its chunks.
+- Computation: tA, tB = the last 6 positions of A and B. Rank r sends tA to r+1 and tB
+  to r-1 (batched isend/irecv) and receives prevA from r-1 (zeros on rank 0) and nextB
+  from r+1 (its own tA on rank W-1). y_A = conv1d(prevA ++ A, weight, groups = 1024),
+  y_B = conv1d(nextB ++ B, ...): y[c,t] = sum_{j<7} w[c,j] xpad[c, t+j].
+- Output: `y` (1, 1024, 2 Lc) run dtype, the two chunks in place: the causal conv of
+  the natural-order sequence at this rank's positions.
+- Tolerance: PKB's atol = rtol = 1e-2 (7 products accumulated in fp32 and rounded once:
+  within an ulp). Zero, wrapped or swapped halos change the first 6 positions of a
+  chunk by O(1) and fail.
+- Traffic: 2 x 1024 x 6 elements each way; ~29 MFLOP; memory-bound on x and y.)md"};
     return i;
   }
 

@@ -66,45 +66,46 @@ class HyenaForwardCp : public Problem {
         1,
         "Savanna / Evo 2 Hyena long convolution, all-to-all context parallelism, zigzag layout",
         "context parallel",
-        "Hyena operator z = x1 * (h (*) (x2 * v) + bias * x2 * v) with a long causal filter,\n"
-        "sequence sharded zigzag over WORLD.\n\n"
-        "- Sizes: C = 1024 channels, chunk Lc = 1024, local sequence L = 2 Lc = 2048, filter\n"
-        "  F = 4 Lc = 4096 taps, global sequence S = W L (PKB ignores M, N; here M, N < 1024\n"
-        "  shrink C to M and Lc to N, F staying 4 Lc, for quick tests). W must divide C.\n"
-        "- Layout: the global sequence is 2W chunks of Lc; rank r holds chunk r then chunk\n"
-        "  2W-1-r (zigzag), as in problem 71.\n"
-        "- Inputs per rank r (seed 42 + 72000 + r + 1000003*set), in order: `x1`, `x2`, `v`,\n"
-        "  each randn (1, C, L) in the run dtype on the device; `h` (C, F) = arange(C F) in\n"
-        "  bfloat16, reshaped, / F, cast to the run dtype (so h[c, tau] ~ c, in steps of the\n"
-        "  bf16 spacing); `conv_bias` (C,) = arange(C) in bfloat16 / C, cast to the run dtype.\n"
-        "  h and conv_bias are the same on every rank. Scalars num_groups = C, group_dim = 1.\n"
-        "  Input sets t >= 1 (not PKB's trials: PKB's h makes the bias and the filter's shape\n"
-        "  invisible) keep the x1, x2, v draws and replace h and conv_bias by\n"
-        "  randn(C, F) * C/2 and randn(C) * C/2 (fp32, then the run dtype) from a CPU generator\n"
-        "  seeded with 42 + 72000 + 999 + 1000003*t, identical on every rank.\n"
-        "- Computation: all-to-all so that rank r holds channels [r C/W, (r+1) C/W) over the\n"
-        "  whole natural-order sequence (un-zigzagged). u = float(x2 * v) (product in the run\n"
-        "  dtype). y[t] = sum_{tau < F} h[c, tau] u[(t - tau) mod 2S] for t < S with u zero-\n"
-        "  padded to 2S: PKB's rfft/irfft of size 2S (irfft(rfft(u) * rfft(h) / 2S,\n"
-        "  norm=\"forward\")). For W >= 2 this is the causal linear convolution; at W = 1\n"
-        "  (2S = F) the taps tau > t + L wrap around and pick up u[t - tau + 2S], i.e. LATER\n"
-        "  positions: that is the reference's result and must be reproduced. Then\n"
-        "  y += u * conv_bias[c] (fp32), y is rounded to the run dtype, z = x1 * y in the run\n"
-        "  dtype; re-zigzag and all-to-all back.\n"
-        "- Output: `z` (1, L, C) run dtype: rank r's zigzag positions (chunk r, then chunk\n"
-        "  2W-1-r) times all channels, i.e. the (1, C, L) result transposed.\n"
-        "- Tolerance: atol = 24 * 2^-24 * C sqrt(F S), rtol = 5 u (u = 2^-8 in bf16). |y|\n"
-        "  reaches ~2e5 in the high channels, and PKB's 1e-2 (under 2 bf16 ulps) rejects a\n"
-        "  correct direct convolution, or an FFT of another size or precision, where bf16(y)\n"
-        "  and the final product each round the other way or where y is near zero. See\n"
-        "  GetTolerance for the derivation. Missing the previous ranks' part of the sequence,\n"
-        "  a contiguous instead of zigzag layout, a W = 1 result without the wrap-around, a\n"
-        "  length-S circular convolution, a filter shifted by one tap or a missing bias term\n"
-        "  fail (the last two only on sets t >= 1).\n"
-        "- Run dtype: bf16, fp32 or fp64 (the convolution is fp32 in every case, as PKB's).\n"
-        "  float16 is rejected: y exceeds 65504 and PKB's reference returns inf there.\n"
-        "- Traffic: 4 all-to-alls of C L e (W-1)/W bytes; ~3 real FFTs of length 2S per local\n"
-        "  channel."};
+        R"md(Hyena operator z = x1 * (h (*) (x2 * v) + bias * x2 * v) with a long causal filter,
+sequence sharded zigzag over WORLD.
+
+- Sizes: C = 1024 channels, chunk Lc = 1024, local sequence L = 2 Lc = 2048, filter
+  F = 4 Lc = 4096 taps, global sequence S = W L (PKB ignores M, N; here M, N < 1024
+  shrink C to M and Lc to N, F staying 4 Lc, for quick tests). W must divide C.
+- Layout: the global sequence is 2W chunks of Lc; rank r holds chunk r then chunk
+  2W-1-r (zigzag), as in problem 71.
+- Inputs per rank r, in order: `x1`, `x2`, `v`,
+  each randn (1, C, L) in the run dtype on the device; `h` (C, F) = arange(C F) in
+  bfloat16, reshaped, / F, cast to the run dtype (so h[c, tau] ~ c, in steps of the
+  bf16 spacing); `conv_bias` (C,) = arange(C) in bfloat16 / C, cast to the run dtype.
+  h and conv_bias are the same on every rank. Scalars num_groups = C, group_dim = 1.
+  Input sets t >= 1 (not PKB's trials: PKB's h makes the bias and the filter's shape
+  invisible) keep the x1, x2, v draws and replace h and conv_bias by
+  randn(C, F) * C/2 and randn(C) * C/2 (fp32, then the run dtype) from a CPU generator
+  seeded with 42 + 72000 + 999 + 1000003*t, identical on every rank.
+- Computation: all-to-all so that rank r holds channels [r C/W, (r+1) C/W) over the
+  whole natural-order sequence (un-zigzagged). u = float(x2 * v) (product in the run
+  dtype). y[t] = sum_{tau < F} h[c, tau] u[(t - tau) mod 2S] for t < S with u zero-
+  padded to 2S: PKB's rfft/irfft of size 2S (irfft(rfft(u) * rfft(h) / 2S,
+  norm="forward")). For W >= 2 this is the causal linear convolution; at W = 1
+  (2S = F) the taps tau > t + L wrap around and pick up u[t - tau + 2S], i.e. LATER
+  positions: that is the reference's result and must be reproduced. Then
+  y += u * conv_bias[c] (fp32), y is rounded to the run dtype, z = x1 * y in the run
+  dtype; re-zigzag and all-to-all back.
+- Output: `z` (1, L, C) run dtype: rank r's zigzag positions (chunk r, then chunk
+  2W-1-r) times all channels, i.e. the (1, C, L) result transposed.
+- Tolerance: atol = 24 * 2^-24 * C sqrt(F S), rtol = 5 u (u = 2^-8 in bf16). |y|
+  reaches ~2e5 in the high channels, and PKB's 1e-2 (under 2 bf16 ulps) rejects a
+  correct direct convolution, or an FFT of another size or precision, where bf16(y)
+  and the final product each round the other way or where y is near zero. See
+  GetTolerance for the derivation. Missing the previous ranks' part of the sequence,
+  a contiguous instead of zigzag layout, a W = 1 result without the wrap-around, a
+  length-S circular convolution, a filter shifted by one tap or a missing bias term
+  fail (the last two only on sets t >= 1).
+- Run dtype: bf16, fp32 or fp64 (the convolution is fp32 in every case, as PKB's).
+  float16 is rejected: y exceeds 65504 and PKB's reference returns inf there.
+- Traffic: 4 all-to-alls of C L e (W-1)/W bytes; ~3 real FFTs of length 2S per local
+  channel.)md"};
     return i;
   }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "problems/cp/delta_rule.h"
 #include "problems/harness/common.h"
+#include "problems/harness/mesh_groups.h"
 #include "problems/harness/registry.h"
 
 namespace pkb {
@@ -68,36 +69,37 @@ class FlaKimiDeltaAttentionCpTp : public Problem {
         1,
         "FLA Kimi Delta Attention (naive recurrent form), context parallel x TP pairs",
         "context parallel",
-        "Kimi Delta Attention (a gated delta rule with a per-channel decay) over a sequence\n"
-        "sharded over CP groups, with the outputs of TP pairs summed.\n\n"
-        "- Groups: W >= 4 and even: group `tp` = the pairs {2c, 2c+1}, group `cp` = the strided\n"
-        "  sets {t, t+2, t+4, ...} for t = 0, 1 (PKB's Megatron order tp-cp); cp = W/2,\n"
-        "  cp_rank = r / 2. Otherwise (W = 1, 2 or odd) no sub-groups: CP is WORLD, cp = W,\n"
-        "  cp_rank = r, no TP. W = 8: tp {0,1},{2,3},{4,5},{6,7}; cp {0,2,4,6},{1,3,5,7}.\n"
-        "- Sizes: H = 16 heads, K = V = 128, local sequence 64, T = 64 cp (PKB ignores M, N;\n"
-        "  here M, N < 1024 shrink K to M/8 and V to N/8 for quick tests).\n"
-        "- Inputs per rank r (seed 42 + 74000 + r + 1000003*set), in order: `q`, `k`, `v`, `g`\n"
-        "  randn (1, 64, 16, K or V for v), `beta` randn (1, 64, 16), all in the run dtype;\n"
-        "  `a_log` = linspace(-0.1, 0.1, 16) and `dt_bias` = linspace(-0.1, 0.1, 16 K), both\n"
-        "  bfloat16 whatever the run dtype. CP rank c holds positions [64 c, 64 c + 64) of its\n"
-        "  CP group's sequence; the two CP groups have unrelated sequences. Input sets t >= 1\n"
-        "  (not PKB's trials) draw the same and then subtract 6 from g (in the run dtype): the\n"
-        "  decay becomes ~0.99 a step, so every earlier CP rank's state shows in the outputs\n"
-        "  (PKB's ~0.1-0.6 forgets a rank's chunk within its 64 steps).\n"
-        "- Computation (fp32), per CP group over its whole sequence in cp-rank order:\n"
-        "  decay[t,h,d] = exp(-5 sigmoid(exp(a_log[h]) (g[t,h,d] + dt_bias[h K + d]))),\n"
-        "  b = sigmoid(beta), q^ = q / max(||q||, 1e-12) / sqrt(K), k^ = k / max(||k||, 1e-12).\n"
-        "  Per head, S = 0 (K x V); for each t: S <- diag(decay_t) S; u = (v_t - k^_t^T S) b_t;\n"
-        "  S <- S + k^_t u^T; o_t = q^_t^T S. o is cast to the run dtype (1, T, 16, V).\n"
-        "  With TP: all-reduce SUM over the pair in the run dtype (PKB adds the two CP groups'\n"
-        "  unrelated outputs: that is the reference's result). Rank r returns rows\n"
-        "  [64 cp_rank, 64 cp_rank + 64).\n"
-        "- Output: `o` (1, 64, 16, V) run dtype (identical on both ranks of a TP pair).\n"
-        "- Tolerance: atol = 2^-6 / K (2^-5 / K with TP), rtol = 4u (u = 2^-8 in bf16). |o| is\n"
-        "  ~1/(2K) (rms 0.004, max ~0.06 at PKB's sizes), so PKB's atol = 1e-2 accepts a run\n"
-        "  that drops the state carried from the previous CP ranks. See GetTolerance.\n"
-        "- Traffic: all-gathers of (cp-1) 64 16 (3K + V + 1) e bytes; TP all-reduce of\n"
-        "  64 cp 16 V e bytes; T sequential steps of ~8 K V flops per head (latency-bound)."};
+        R"md(Kimi Delta Attention (a gated delta rule with a per-channel decay) over a sequence
+sharded over CP groups, with the outputs of TP pairs summed.
+
+- Groups: W >= 4 and even: group `tp` = the pairs {2c, 2c+1}, group `cp` = the strided
+  sets {t, t+2, t+4, ...} for t = 0, 1 (PKB's Megatron order tp-cp); cp = W/2,
+  cp_rank = r / 2. Otherwise (W = 1, 2 or odd) no sub-groups: CP is WORLD, cp = W,
+  cp_rank = r, no TP. W = 8: tp {0,1},{2,3},{4,5},{6,7}; cp {0,2,4,6},{1,3,5,7}.
+- Sizes: H = 16 heads, K = V = 128, local sequence 64, T = 64 cp (PKB ignores M, N;
+  here M, N < 1024 shrink K to M/8 and V to N/8 for quick tests).
+- Inputs per rank r, in order: `q`, `k`, `v`, `g`
+  randn (1, 64, 16, K or V for v), `beta` randn (1, 64, 16), all in the run dtype;
+  `a_log` = linspace(-0.1, 0.1, 16) and `dt_bias` = linspace(-0.1, 0.1, 16 K), both
+  bfloat16 whatever the run dtype. CP rank c holds positions [64 c, 64 c + 64) of its
+  CP group's sequence; the two CP groups have unrelated sequences. Input sets t >= 1
+  (not PKB's trials) draw the same and then subtract 6 from g (in the run dtype): the
+  decay becomes ~0.99 a step, so every earlier CP rank's state shows in the outputs
+  (PKB's ~0.1-0.6 forgets a rank's chunk within its 64 steps).
+- Computation (fp32), per CP group over its whole sequence in cp-rank order:
+  decay[t,h,d] = exp(-5 sigmoid(exp(a_log[h]) (g[t,h,d] + dt_bias[h K + d]))),
+  b = sigmoid(beta), q^ = q / max(||q||, 1e-12) / sqrt(K), k^ = k / max(||k||, 1e-12).
+  Per head, S = 0 (K x V); for each t: S <- diag(decay_t) S; u = (v_t - k^_t^T S) b_t;
+  S <- S + k^_t u^T; o_t = q^_t^T S. o is cast to the run dtype (1, T, 16, V).
+  With TP: all-reduce SUM over the pair in the run dtype (PKB adds the two CP groups'
+  unrelated outputs: that is the reference's result). Rank r returns rows
+  [64 cp_rank, 64 cp_rank + 64).
+- Output: `o` (1, 64, 16, V) run dtype (identical on both ranks of a TP pair).
+- Tolerance: atol = 2^-6 / K (2^-5 / K with TP), rtol = 4u (u = 2^-8 in bf16). |o| is
+  ~1/(2K) (rms 0.004, max ~0.06 at PKB's sizes), so PKB's atol = 1e-2 accepts a run
+  that drops the state carried from the previous CP ranks. See GetTolerance.
+- Traffic: all-gathers of (cp-1) 64 16 (3K + V + 1) e bytes; TP all-reduce of
+  64 cp 16 V e bytes; T sequential steps of ~8 K V flops per head (latency-bound).)md"};
     return i;
   }
 
@@ -108,13 +110,7 @@ class FlaKimiDeltaAttentionCpTp : public Problem {
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override {
     const Layout l = LayoutOf(cfg);
     if (!l.tp) return {};
-    GroupLayout tp{"tp", {}}, cp{"cp", {}};
-    for (int c = 0; c < l.cp; ++c) tp.partition.push_back({2 * c, 2 * c + 1});
-    for (int t = 0; t < 2; ++t) {
-      cp.partition.emplace_back();
-      for (int c = 0; c < l.cp; ++c) cp.partition.back().push_back(t + 2 * c);
-    }
-    return {tp, cp};
+    return MeshGroups(l.cp, 2, "tp", "cp");
   }
 
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

@@ -57,30 +57,31 @@ class FlaGatedDeltaNetCp : public Problem {
         1,
         "FLA Gated DeltaNet (naive recurrent form), Ulysses all-to-all context parallelism",
         "context parallel",
-        "Gated delta rule over a sequence sharded over WORLD; the reference trades sequence\n"
-        "shards for head shards (Ulysses) and runs each head's recurrence over the whole\n"
-        "sequence.\n\n"
-        "- Sizes: H = roundup(6, W) heads (Hl = H/W per rank), K = 256, V = 512, local\n"
-        "  sequence 64, global T = 64 W (PKB ignores M, N; here M, N < 1024 shrink K to M/4\n"
-        "  and V to N/2 for quick tests).\n"
-        "- Inputs per rank r (seed 42 + 75000 + r + 1000003*set), in order: `q`, `k` randn\n"
-        "  (1, 64, H, K); `v` randn (1, 64, H, V); `gate` randn (1, 64, H), all in the run\n"
-        "  dtype; `beta` = sigmoid(randn (1, 64, H) in bfloat16) in bfloat16, cast to the run\n"
-        "  dtype; `a_log` = linspace(0, 0.2, H) and `dt_bias` = linspace(-0.1, 0.1, H), both\n"
-        "  bfloat16 whatever the run dtype, sliced to this rank's heads [r Hl, (r+1) Hl).\n"
-        "  Rank r holds positions [64 r, 64 r + 64) of every head.\n"
-        "- Computation (fp32): q^ = q / max(||q||, 1e-6) / sqrt(K), k^ = k / max(||k||, 1e-6),\n"
-        "  alpha_t = exp(-exp(a_log) softplus(gate_t + dt_bias)) (threshold 20), beta as\n"
-        "  given. Per head, S = 0 (K x V), for t = 0 .. T-1 in global order: S <- alpha_t S;\n"
-        "  u = (v_t - k^_t^T S) beta_t; S <- S + k^_t u^T; o_t = q^_t^T S. Rank r's rows\n"
-        "  depend on every earlier rank's positions through S.\n"
-        "- Output: `o` (1, 64, H, V) run dtype: this rank's positions, all heads.\n"
-        "- Tolerance: atol = 2^-6 / K, rtol = 3u (u = 2^-8 in bf16). |o| is ~1/(2K) (rms\n"
-        "  0.0025, max ~0.04 at PKB's sizes), so PKB's atol = 1e-2 is four times the rms: at\n"
-        "  W = 2 it accepts a run that drops the state carried from the previous rank. See\n"
-        "  GetTolerance.\n"
-        "- Traffic: all-to-all of (W-1)/W 64 H (2K + V + 2) e bytes in and (W-1)/W 64 H V e\n"
-        "  out; 64 W sequential steps of ~8 K V flops per head (latency-bound)."};
+        R"md(Gated delta rule over a sequence sharded over WORLD; the reference trades sequence
+shards for head shards (Ulysses) and runs each head's recurrence over the whole
+sequence.
+
+- Sizes: H = roundup(6, W) heads (Hl = H/W per rank), K = 256, V = 512, local
+  sequence 64, global T = 64 W (PKB ignores M, N; here M, N < 1024 shrink K to M/4
+  and V to N/2 for quick tests).
+- Inputs per rank r, in order: `q`, `k` randn
+  (1, 64, H, K); `v` randn (1, 64, H, V); `gate` randn (1, 64, H), all in the run
+  dtype; `beta` = sigmoid(randn (1, 64, H) in bfloat16) in bfloat16, cast to the run
+  dtype; `a_log` = linspace(0, 0.2, H) and `dt_bias` = linspace(-0.1, 0.1, H), both
+  bfloat16 whatever the run dtype, sliced to this rank's heads [r Hl, (r+1) Hl).
+  Rank r holds positions [64 r, 64 r + 64) of every head.
+- Computation (fp32): q^ = q / max(||q||, 1e-6) / sqrt(K), k^ = k / max(||k||, 1e-6),
+  alpha_t = exp(-exp(a_log) softplus(gate_t + dt_bias)) (threshold 20), beta as
+  given. Per head, S = 0 (K x V), for t = 0 .. T-1 in global order: S <- alpha_t S;
+  u = (v_t - k^_t^T S) beta_t; S <- S + k^_t u^T; o_t = q^_t^T S. Rank r's rows
+  depend on every earlier rank's positions through S.
+- Output: `o` (1, 64, H, V) run dtype: this rank's positions, all heads.
+- Tolerance: atol = 2^-6 / K, rtol = 3u (u = 2^-8 in bf16). |o| is ~1/(2K) (rms
+  0.0025, max ~0.04 at PKB's sizes), so PKB's atol = 1e-2 is four times the rms: at
+  W = 2 it accepts a run that drops the state carried from the previous rank. See
+  GetTolerance.
+- Traffic: all-to-all of (W-1)/W 64 H (2K + V + 2) e bytes in and (W-1)/W 64 H V e
+  out; 64 W sequential steps of ~8 K V flops per head (latency-bound).)md"};
     return i;
   }
 

@@ -56,6 +56,10 @@ at::Tensor Attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v)
 
 class Magi1CsoAsyncAttention : public Problem {
  public:
+  // PKB's sizes are fixed and shrink below M, N = 1024: N = 2 shrinks the ranges to
+  // Lc = 42 keys at W = 8 (clipping bites at W = 2, 4, 8).
+  TestShape CpuTestShape() const override { return {64, 2}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         77,
@@ -63,38 +67,38 @@ class Magi1CsoAsyncAttention : public Problem {
         1,
         "MAGI-1 (Sand AI) context-shuffle-overlap attention",
         "context parallel",
-        "Ulysses-style context-parallel attention over WORLD, pipelined over 4 key ranges.\n\n"
-        "- Sizes: R = 4 ranges, d = 128. W <= 4: Hq = 24, Lc = 12150; W > 4: Hq = 48,\n"
-        "  Lc = 21600. If W does not divide Hq, Hq = W * max(1, Hq / W). Hkv = 8, unless\n"
-        "  neither 8 % W nor W % 8 is 0 (then Hkv = W). spb = ceil(Lc / W), T = 4 spb local\n"
-        "  tokens (10800 at W = 8). PKB ignores M, N; here N < 1024 shrinks Lc by N/1024 for\n"
-        "  quick tests (N >= 1024, the default, is PKB's problem).\n"
-        "- Inputs per rank r (seed 42 + 77000 + r + 1000003*set), dtype Da = bf16 (fp32/fp64\n"
-        "  runs use the run dtype), in order: `query` = randn(T, Hq, 128); key = randn(T, Hkv,\n"
-        "  128), value = randn_like(key), `key_value` = cat(key, value, -1) (T, Hkv, 256);\n"
-        "  `k_ranges` int64 (4, 2) = [[i Lc, (i+1) Lc]]. Non-tensor: cp_shuffle_num = 4,\n"
-        "  clip_token_nums = Lc. Input set 0 is PKB's. Sets > 0 multiply `query` by 2 after the\n"
-        "  draw (exact): scores get std 2 and outputs ~0.06 instead of ~0.012 (sqrt(e^4 / Lc)\n"
-        "  vs sqrt(e / Lc)), so that a wrong answer cannot hide in the tolerance.\n"
-        "- Layout: rank r's tokens are 4 blocks of spb; block i holds positions\n"
-        "  [r spb, (r+1) spb) of range i. Range i's keys/values are the rank-order concatenation\n"
-        "  of every rank's block i, clipped to the first Lc tokens.\n"
-        "- Computation (PKB): a2a of the KV head groups (Hkv/W heads each; repeated up to W\n"
-        "  heads first when Hkv < W), regroup by range and clip. For each range i: a2a of the\n"
-        "  query block (head group j to rank j), non-causal softmax(Q K^T / sqrt(128)) V over\n"
-        "  range i's Lc keys with query head h using kv head floor(h Hkv / Hq), a2a of the\n"
-        "  result back. PKB overlaps range i+1's query a2a with range i's output a2a (scheduling\n"
-        "  only).\n"
-        "- Output: `out` Da (T, Hq, 128): out[i spb + s, h] = Attn(query[i spb + s, h]; K_i, "
-        "V_i).\n"
-        "- Tolerance: |d| <= atol + 1e-2 |o|, atol = max(1e-3, 4 u sqrt(min(1, e^4 / Lc)))\n"
-        "  (u = 2^-8; ~1e-3 at PKB's Lc: a flash kernel rounds P to bf16, an error of about\n"
-        "  u sqrt(sum w^2 v^2)). PKB's atol 1e-2 is about one output standard\n"
-        "  deviation on its own inputs (outputs average 12k-22k values); 1e-3 admits fp32 or\n"
-        "  flash-style bf16 attention (P rounded to bf16, any key order) and rejects a 1.5% scale\n"
-        "  error, another range's keys, a wrong GQA head map or unclipped keys.\n"
-        "- Traffic: (W-1)/W (T Hkv' 256 + 2 T Hq 128) e bytes per rank (Hkv' = kv heads after\n"
-        "  the repeat); FLOPs 16 spb Lc Hq 128 per rank (5.7 T at W = 8)."};
+        R"md(Ulysses-style context-parallel attention over WORLD, pipelined over 4 key ranges.
+
+- Sizes: R = 4 ranges, d = 128. W <= 4: Hq = 24, Lc = 12150; W > 4: Hq = 48,
+  Lc = 21600. If W does not divide Hq, Hq = W * max(1, Hq / W). Hkv = 8, unless
+  neither 8 % W nor W % 8 is 0 (then Hkv = W). spb = ceil(Lc / W), T = 4 spb local
+  tokens (10800 at W = 8). PKB ignores M, N; here N < 1024 shrinks Lc by N/1024 for
+  quick tests (N >= 1024, the default, is PKB's problem).
+- Inputs per rank r, dtype Da = bf16 (fp32/fp64
+  runs use the run dtype), in order: `query` = randn(T, Hq, 128); key = randn(T, Hkv,
+  128), value = randn_like(key), `key_value` = cat(key, value, -1) (T, Hkv, 256);
+  `k_ranges` int64 (4, 2) = [[i Lc, (i+1) Lc]]. Non-tensor: cp_shuffle_num = 4,
+  clip_token_nums = Lc. Input set 0 is PKB's. Sets > 0 multiply `query` by 2 after the
+  draw (exact): scores get std 2 and outputs ~0.06 instead of ~0.012 (sqrt(e^4 / Lc)
+  vs sqrt(e / Lc)), so that a wrong answer cannot hide in the tolerance.
+- Layout: rank r's tokens are 4 blocks of spb; block i holds positions
+  [r spb, (r+1) spb) of range i. Range i's keys/values are the rank-order concatenation
+  of every rank's block i, clipped to the first Lc tokens.
+- Computation (PKB): a2a of the KV head groups (Hkv/W heads each; repeated up to W
+  heads first when Hkv < W), regroup by range and clip. For each range i: a2a of the
+  query block (head group j to rank j), non-causal softmax(Q K^T / sqrt(128)) V over
+  range i's Lc keys with query head h using kv head floor(h Hkv / Hq), a2a of the
+  result back. PKB overlaps range i+1's query a2a with range i's output a2a (scheduling
+  only).
+- Output: `out` Da (T, Hq, 128): out[i spb + s, h] = Attn(query[i spb + s, h]; K_i, V_i).
+- Tolerance: |d| <= atol + 1e-2 |o|, atol = max(1e-3, 4 u sqrt(min(1, e^4 / Lc)))
+  (u = 2^-8; ~1e-3 at PKB's Lc: a flash kernel rounds P to bf16, an error of about
+  u sqrt(sum w^2 v^2)). PKB's atol 1e-2 is about one output standard
+  deviation on its own inputs (outputs average 12k-22k values); 1e-3 admits fp32 or
+  flash-style bf16 attention (P rounded to bf16, any key order) and rejects a 1.5% scale
+  error, another range's keys, a wrong GQA head map or unclipped keys.
+- Traffic: (W-1)/W (T Hkv' 256 + 2 T Hq 128) e bytes per rank (Hkv' = kv heads after
+  the repeat); FLOPs 16 spb Lc Hq 128 per rank (5.7 T at W = 8).)md"};
     return i;
   }
 

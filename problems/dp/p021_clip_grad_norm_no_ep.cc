@@ -40,30 +40,31 @@ class ClipGradNormNoEp : public Problem {
         1,
         "generic (FSDP2-style clip_grad_norm_ over a data-parallel / FSDP group)",
         "data parallel",
-        "Gradient-norm clipping over WORLD: the global L2 norm of three gradients held by every\n"
-        "rank, then every gradient scaled by max_norm / norm.\n\n"
-        "- Any W.\n"
-        "- Inputs per rank r (seed 42 + 21000 + r + 1000003*set, drawn in this order on the\n"
-        "  device): `grad_0`, `grad_1`, `grad_2`, each (M, N) run dtype, randn, different per\n"
-        "  rank (PKB passes them as one list); non-tensor `max_norm` = 1.0, `norm_type` = 2.0.\n"
-        "  PKB's group argument is WORLD.\n"
-        "- Computation: local = sum over the three gradients of ||fp32(grad)||_2^2 (fp32);\n"
-        "  all-reduce SUM of that fp32 scalar over WORLD; total = sqrt(sum) (fp32, ~1774 sqrt(W)\n"
-        "  at the default shape). If total > max_norm (always, with these inputs) every gradient\n"
-        "  is scaled by c = max_norm / total (fp32): out = dtype(fp32(grad) * c), one rounding\n"
-        "  (the fp32 coefficient is used as is, not rounded to the dtype first).\n"
-        "- Outputs: `total_norm` () float32, identical on all ranks; `clipped_0`, `clipped_1`,\n"
-        "  `clipped_2` (M, N) run dtype: the scaled gradients. PKB scales its arguments in place\n"
-        "  and returns only the norm; here the inputs are READ-ONLY (modifying one is an error)\n"
-        "  and the clipped gradients are outputs that are checked, so every call does the full\n"
-        "  work (in PKB's timing loop the in-place scaling shrank the inputs call after call).\n"
-        "- Tolerances: total_norm |got - ref| <= 1e-4 |ref| (any fp32 summation order passes; a\n"
-        "  missing rank or gradient is off by >= 6%). Clipped gradients: |got - ref| <= (4u +\n"
-        "  1e-4) |ref|, atol 0 (u = 2^-8 for bf16): admits the coefficient rounded to the dtype\n"
-        "  first and a total that differs within its own tolerance. PKB's atol = 1e-2 would be\n"
-        "  vacuous here (the clipped values are ~6e-4), so there is no absolute slack.\n"
-        "- Traffic: one 4-byte all-reduce (latency); HBM: read 3 M N b for the norms, read and\n"
-        "  write 3 M N b for the scaling (the second read can hit L2 at the default size)."};
+        R"md(Gradient-norm clipping over WORLD: the global L2 norm of three gradients held by every
+rank, then every gradient scaled by max_norm / norm.
+
+- Any W.
+- Inputs per rank r (drawn in this order on the
+  device): `grad_0`, `grad_1`, `grad_2`, each (M, N) run dtype, randn, different per
+  rank (PKB passes them as one list); non-tensor `max_norm` = 1.0, `norm_type` = 2.0.
+  PKB's group argument is WORLD.
+- Computation: local = sum over the three gradients of ||fp32(grad)||_2^2 (fp32);
+  all-reduce SUM of that fp32 scalar over WORLD; total = sqrt(sum) (fp32, ~1774 sqrt(W)
+  at the default shape). If total > max_norm (always, with these inputs) every gradient
+  is scaled by c = max_norm / total (fp32): out = dtype(fp32(grad) * c), one rounding
+  (the fp32 coefficient is used as is, not rounded to the dtype first).
+- Outputs: `total_norm` () float32, identical on all ranks; `clipped_0`, `clipped_1`,
+  `clipped_2` (M, N) run dtype: the scaled gradients. PKB scales its arguments in place
+  and returns only the norm; here the inputs are READ-ONLY (modifying one is an error)
+  and the clipped gradients are outputs that are checked, so every call does the full
+  work (in PKB's timing loop the in-place scaling shrank the inputs call after call).
+- Tolerances: total_norm |got - ref| <= 1e-4 |ref| (any fp32 summation order passes; a
+  missing rank or gradient is off by >= 6%). Clipped gradients: |got - ref| <= (4u +
+  1e-4) |ref|, atol 0 (u = 2^-8 for bf16): admits the coefficient rounded to the dtype
+  first and a total that differs within its own tolerance. PKB's atol = 1e-2 would be
+  vacuous here (the clipped values are ~6e-4), so there is no absolute slack.
+- Traffic: one 4-byte all-reduce (latency); HBM: read 3 M N b for the norms, read and
+  write 3 M N b for the scaling (the second read can hit L2 at the default size).)md"};
     return i;
   }
 

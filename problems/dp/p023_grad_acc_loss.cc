@@ -30,36 +30,37 @@ class GradAccLoss : public Problem {
         "generic (DP-global token normalization of a loss for gradient accumulation, with its "
         "backward)",
         "data parallel",
-        "Loss normalization by the global number of valid tokens across data-parallel ranks,\n"
-        "forward and hand-written backward, on 0-dim tensors.\n\n"
-        "- Any W.\n"
-        "- Inputs per rank r (seed 42 + 23000 + r + 1000003*set, drawn on the device), all 0-dim:\n"
-        "  `loss` run dtype, randn (different per rank); `local_valid` int64 = M N;\n"
-        "  `global_valid` int64 = W M N; `grad_normalized_loss` run dtype: 1 in set 0 (PKB's),\n"
-        "  randn in the other sets; `grad_loss_sum` run dtype: 0 in set 0 (PKB's), randn /\n"
-        "  global_valid in the other sets (drawn after `loss`, in this order), so that both\n"
-        "  backward terms matter and the gradient is not a constant.\n"
-        "- Computation (every op rounds to the dtype; a dtype times or over an int64 0-dim\n"
-        "  tensor computes in fp32 (fp64 for a float64 run) with the integer converted to that\n"
-        "  type, not to the dtype, and rounds once):\n"
-        "  x_r = dtype(loss_r * local_valid) (exact when M N is a power of two); if local_valid\n"
-        "  were 0, NaN/inf in loss would be zeroed first (never here).\n"
-        "  loss_sum = dtype(x_0 + x_1 + ... + x_{W-1}), the CORRECTLY ROUNDED sum: accumulate\n"
-        "  exactly (fp32 is exact for W <= 8 such values unless their magnitudes span more than\n"
-        "  ~2^13; the reference all-reduces fp64) and round once.\n"
-        "  normalized_loss = dtype(loss_sum / global_valid).\n"
-        "  grad_loss = dtype(dtype(dtype(grad_normalized_loss * local_valid) / global_valid) +\n"
-        "  dtype(grad_loss_sum * local_valid)) (PKB's backward, left to right).\n"
-        "- Outputs (identical on all ranks but grad_loss, which uses the rank's own inputs):\n"
-        "  `normalized_loss`, `loss_sum`, `grad_loss`, each () run dtype. All three are compared\n"
-        "  BIT FOR BIT.\n"
-        "- Why exact (bf16-SUM hazard): PKB all-reduces the bf16 x_r with NCCL, which rounds at\n"
-        "  every hop in an order of NCCL's choosing. The x_r are ~M N in magnitude and cancel\n"
-        "  (losses of both signs), so two hop orders differ by up to ~0.19 M N at W = 8 (bf16\n"
-        "  simulation), far beyond 1e-2 of a sum that cancels; no order-independent tolerance on\n"
-        "  a single scalar can then tell a reordering from a rank left out. The exactly rounded\n"
-        "  sum has one answer whatever the order: all-reduce in fp32 or fp64, not in bf16.\n"
-        "- Traffic: one all-reduce of one element (the reference sends 8 bytes): pure latency."};
+        R"md(Loss normalization by the global number of valid tokens across data-parallel ranks,
+forward and hand-written backward, on 0-dim tensors.
+
+- Any W.
+- Inputs per rank r (drawn on the device), all 0-dim:
+  `loss` run dtype, randn (different per rank); `local_valid` int64 = M N;
+  `global_valid` int64 = W M N; `grad_normalized_loss` run dtype: 1 in set 0 (PKB's),
+  randn in the other sets; `grad_loss_sum` run dtype: 0 in set 0 (PKB's), randn /
+  global_valid in the other sets (drawn after `loss`, in this order), so that both
+  backward terms matter and the gradient is not a constant.
+- Computation (every op rounds to the dtype; a dtype times or over an int64 0-dim
+  tensor computes in fp32 (fp64 for a float64 run) with the integer converted to that
+  type, not to the dtype, and rounds once):
+  x_r = dtype(loss_r * local_valid) (exact when M N is a power of two); if local_valid
+  were 0, NaN/inf in loss would be zeroed first (never here).
+  loss_sum = dtype(x_0 + x_1 + ... + x_{W-1}), the CORRECTLY ROUNDED sum: accumulate
+  exactly (fp32 is exact for W <= 8 such values unless their magnitudes span more than
+  ~2^13; the reference all-reduces fp64) and round once.
+  normalized_loss = dtype(loss_sum / global_valid).
+  grad_loss = dtype(dtype(dtype(grad_normalized_loss * local_valid) / global_valid) +
+  dtype(grad_loss_sum * local_valid)) (PKB's backward, left to right).
+- Outputs (identical on all ranks but grad_loss, which uses the rank's own inputs):
+  `normalized_loss`, `loss_sum`, `grad_loss`, each () run dtype. All three are compared
+  BIT FOR BIT.
+- Why exact (bf16-SUM hazard): PKB all-reduces the bf16 x_r with NCCL, which rounds at
+  every hop in an order of NCCL's choosing. The x_r are ~M N in magnitude and cancel
+  (losses of both signs), so two hop orders differ by up to ~0.19 M N at W = 8 (bf16
+  simulation), far beyond 1e-2 of a sum that cancels; no order-independent tolerance on
+  a single scalar can then tell a reordering from a rank left out. The exactly rounded
+  sum has one answer whatever the order: all-reduce in fp32 or fp64, not in bf16.
+- Traffic: one all-reduce of one element (the reference sends 8 bytes): pure latency.)md"};
     return i;
   }
 

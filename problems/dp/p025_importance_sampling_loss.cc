@@ -86,57 +86,58 @@ class ImportanceSamplingLoss : public Problem {
         "generic (RL policy-gradient loss with importance ratios and DP-global token "
         "normalization, PPO/GRPO-like)",
         "data parallel",
-        "Policy-gradient loss with importance-sampling ratios: per-token log-probs from a full-\n"
-        "vocabulary LM head, ratios exp(new - old), token-count normalization over WORLD, and\n"
-        "five metrics reduced over WORLD.\n\n"
-        "- Any W. V = 32000.\n"
-        "- Inputs per rank r (seed 42 + 25000 + r + 1000003*set, drawn in this order on the\n"
-        "  device): `hidden_states` (M, N) run dtype, randn; `weight` (V, N) run dtype, randn\n"
-        "  (the full vocabulary on every rank, values differ per rank); `labels` (M,) int64,\n"
-        "  randint(0, V); `old_logprobs` (M,) and `advantages` (M,) run dtype, randn;\n"
-        "  non-tensor `ignore_index` = -100. That is PKB's set 0, where the logits have std\n"
-        "  sqrt(N) = 32, ce ~ 130 +- 30, and all but a rare token (ce < ~21) clamp their\n"
-        "  log-ratio at -20, so the ratios are exp(-20) ~ 2e-9. The other sets then draw\n"
-        "  u1 = rand(M), u2 = rand(M) (fp32) and set hidden_states *= 0.5/sqrt(N) (logits std\n"
-        "  0.5, ce ~ 10.5), labels = -100 where u1 < 0.1, old_logprobs = old_logprobs * 0.5 -\n"
-        "  10.5 (+ 30 where u2 < 0.05, whose log-ratio then clamps), advantages = advantages *\n"
-        "  0.5 + 1 (each op in the dtype), so that ratios are O(1) and sums do not cancel.\n"
-        "- Computation (PKB's, every op rounding to the dtype unless noted):\n"
-        "  logits = hidden_states @ weight^T, ROUNDED TO THE DTYPE (M, V);\n"
-        "  ce_i = -log_softmax(logits_i)[label_i] (log-softmax in fp32 from the rounded logits,\n"
-        "  rounded to the dtype once), 0 where label_i = -100; new_i = -ce_i;\n"
-        "  valid_i = label_i != -100.\n"
-        "  n = sum over ranks of #valid (fp32); nh = max(n, 1).\n"
-        "  delta_i = clamp(new_i - old_i, -20, 20), 0 where invalid; ratio_i = exp(delta_i);\n"
-        "  pg_i = -(ratio_i * adv_i), 0 where invalid; w_i = -pg_i.\n"
-        "  Local sums over the rank's tokens, each accumulated in fp32 and rounded to the dtype:\n"
-        "  P = sum pg_i, Q = sum w_i * ce_i (the product in the dtype), R = sum of valid ratio_i,\n"
-        "  K = sum of valid (ratio_i - delta_i - 1), E = sum of valid ce_i.\n"
-        "  Cross-rank sums: for X in P, R, K, E, X_g = dtype(exact sum over ranks of X_r), the\n"
-        "  CORRECTLY ROUNDED sum of the ranks' dtype partials (accumulate in fp32 or fp64, never\n"
-        "  in the dtype; the reference all-reduces fp64). PKB all-reduces them in bf16 with\n"
-        "  per-hop rounding, which moves a sum that cancels (P on PKB's inputs) by many ulps.\n"
-        "  loss = (P_g / nh + Q / nh) - Q / nh in fp32, in that order (PKB's detach trick: not\n"
-        "  exactly P_g / nh, and Q is this rank's own); metrics = [R_g / nh, min over all ranks'\n"
-        "  valid ratio_i, max over them, K_g / nh, E_g / nh] (fp32; min/max stay dtype values).\n"
-        "- Outputs: `loss` () float32 (differs per rank through Q); `per_token_logprobs` (M,)\n"
-        "  run dtype = new; `per_token_loss` (M,) run dtype = pg; `metrics` (5,) float32,\n"
-        "  identical on all ranks. (PKB's second return value is None: omitted.)\n"
-        "- Tolerances (atol 0 unless noted; u = 2^-8 for bf16). PKB's atol = 1e-2 is vacuous\n"
-        "  on set 0, where loss, per_token_loss and the ratio metrics are ~1e-9 (all zeros, or\n"
-        "  ratios without the clamp, would pass); these are relative instead:\n"
-        "  loss and metrics rtol 4u + 1e-5 (a correct candidate's per-token values may differ\n"
-        "  by a rounding, which can move a dtype partial or a global sum by one ulp);\n"
-        "  per_token_loss rtol expm1(16u) + 4u (~8%: one ulp of ce ~ 10.5 is 1/16 in bf16, so\n"
-        "  a ce that rounds the other way moves that token's ratio by exp(1/16));\n"
-        "  per_token_logprobs PKB's atol = rtol = 1e-2 (one ulp of ce, not two).\n"
-        "  Keep the logits rounded to the dtype: feeding fp32 logits to the log-softmax (a fused\n"
-        "  kernel) rounds ce the other way on ~1% of tokens in sets > 0 (~25% on set 0), and\n"
-        "  ratio_max, one token's ratio, is then ~6% off when that token is one of them.\n"
-        "- Traffic: 7 scalar all-reduces (n, P, R, min, max, K, E; latency-bound, fusable).\n"
-        "  FLOPs: 2 M N V for the logits (68.7 GFLOP at the default shape) + ~5 M V for the\n"
-        "  log-softmax; HBM at least the weight V N b (65.5 MB) and hidden M N b (the M x V\n"
-        "  logits need not be written)."};
+        R"md(Policy-gradient loss with importance-sampling ratios: per-token log-probs from a full-
+vocabulary LM head, ratios exp(new - old), token-count normalization over WORLD, and
+five metrics reduced over WORLD.
+
+- Any W. V = 32000.
+- Inputs per rank r (drawn in this order on the
+  device): `hidden_states` (M, N) run dtype, randn; `weight` (V, N) run dtype, randn
+  (the full vocabulary on every rank, values differ per rank); `labels` (M,) int64,
+  randint(0, V); `old_logprobs` (M,) and `advantages` (M,) run dtype, randn;
+  non-tensor `ignore_index` = -100. That is PKB's set 0, where the logits have std
+  sqrt(N) = 32, ce ~ 130 +- 30, and all but a rare token (ce < ~21) clamp their
+  log-ratio at -20, so the ratios are exp(-20) ~ 2e-9. The other sets then draw
+  u1 = rand(M), u2 = rand(M) (fp32) and set hidden_states *= 0.5/sqrt(N) (logits std
+  0.5, ce ~ 10.5), labels = -100 where u1 < 0.1, old_logprobs = old_logprobs * 0.5 -
+  10.5 (+ 30 where u2 < 0.05, whose log-ratio then clamps), advantages = advantages *
+  0.5 + 1 (each op in the dtype), so that ratios are O(1) and sums do not cancel.
+- Computation (PKB's, every op rounding to the dtype unless noted):
+  logits = hidden_states @ weight^T, ROUNDED TO THE DTYPE (M, V);
+  ce_i = -log_softmax(logits_i)[label_i] (log-softmax in fp32 from the rounded logits,
+  rounded to the dtype once), 0 where label_i = -100; new_i = -ce_i;
+  valid_i = label_i != -100.
+  n = sum over ranks of #valid (fp32); nh = max(n, 1).
+  delta_i = clamp(new_i - old_i, -20, 20), 0 where invalid; ratio_i = exp(delta_i);
+  pg_i = -(ratio_i * adv_i), 0 where invalid; w_i = -pg_i.
+  Local sums over the rank's tokens, each accumulated in fp32 and rounded to the dtype:
+  P = sum pg_i, Q = sum w_i * ce_i (the product in the dtype), R = sum of valid ratio_i,
+  K = sum of valid (ratio_i - delta_i - 1), E = sum of valid ce_i.
+  Cross-rank sums: for X in P, R, K, E, X_g = dtype(exact sum over ranks of X_r), the
+  CORRECTLY ROUNDED sum of the ranks' dtype partials (accumulate in fp32 or fp64, never
+  in the dtype; the reference all-reduces fp64). PKB all-reduces them in bf16 with
+  per-hop rounding, which moves a sum that cancels (P on PKB's inputs) by many ulps.
+  loss = (P_g / nh + Q / nh) - Q / nh in fp32, in that order (PKB's detach trick: not
+  exactly P_g / nh, and Q is this rank's own); metrics = [R_g / nh, min over all ranks'
+  valid ratio_i, max over them, K_g / nh, E_g / nh] (fp32; min/max stay dtype values).
+- Outputs: `loss` () float32 (differs per rank through Q); `per_token_logprobs` (M,)
+  run dtype = new; `per_token_loss` (M,) run dtype = pg; `metrics` (5,) float32,
+  identical on all ranks. (PKB's second return value is None: omitted.)
+- Tolerances (atol 0 unless noted; u = 2^-8 for bf16). PKB's atol = 1e-2 is vacuous
+  on set 0, where loss, per_token_loss and the ratio metrics are ~1e-9 (all zeros, or
+  ratios without the clamp, would pass); these are relative instead:
+  loss and metrics rtol 4u + 1e-5 (a correct candidate's per-token values may differ
+  by a rounding, which can move a dtype partial or a global sum by one ulp);
+  per_token_loss rtol expm1(16u) + 4u (~8%: one ulp of ce ~ 10.5 is 1/16 in bf16, so
+  a ce that rounds the other way moves that token's ratio by exp(1/16));
+  per_token_logprobs PKB's atol = rtol = 1e-2 (one ulp of ce, not two).
+  Keep the logits rounded to the dtype: feeding fp32 logits to the log-softmax (a fused
+  kernel) rounds ce the other way on ~1% of tokens in sets > 0 (~25% on set 0), and
+  ratio_max, one token's ratio, is then ~6% off when that token is one of them.
+- Traffic: 7 scalar all-reduces (n, P, R, min, max, K, E; latency-bound, fusable).
+  FLOPs: 2 M N V for the logits (68.7 GFLOP at the default shape) + ~5 M V for the
+  log-softmax; HBM at least the weight V N b (65.5 MB) and hidden M N b (the M x V
+  logits need not be written).)md"};
     return i;
   }
 

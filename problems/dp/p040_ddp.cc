@@ -33,6 +33,11 @@ std::vector<at::Tensor> Step(FlatState s, const at::Tensor& mean_grad, const dp:
 
 class Ddp : public Problem {
  public:
+  // N = 256: at N = 64 the biases have 8-32 elements, and a missing Adam step hides
+  // in bf16 wherever |p| > 2 lr / 2u ~ 0.13, so too few elements would show it; N = 256 gives
+  // d_in 256, hid 128, d_out 64.
+  TestShape CpuTestShape() const override { return {64, 256}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         40,
@@ -40,39 +45,40 @@ class Ddp : public Problem {
         1,
         "PyTorch DDP step written by hand: parameter broadcast, gradient all-reduce, Adam",
         "data parallel",
-        "One data-parallel training step of a two-layer MLP: rank 0's parameters and Adam\n"
-        "moments are broadcast, every rank computes the MSE gradient on its rows, the gradients\n"
-        "are averaged over WORLD, and every rank applies the same Adam step.\n\n"
-        "- Any W. Sizes: n_tot = ceil(max(M, W) / W) * W rows, c = n_tot / W per rank;\n"
-        "  d_in = clamp(N, 16, 256), hid = clamp(N / 2, 32, 512), d_out = clamp(N / 4, 8, 256)\n"
-        "  (256, 512, 256 at the default N); P = hid d_in + hid + d_out hid + d_out (262912).\n"
-        "- Inputs (shared seed 42 + 40000 + 1000003*set on EVERY rank, drawn in this order on the\n"
-        "  device, run dtype): X_full (n_tot, d_in) and y_full (n_tot, d_out) randn; rank r gets\n"
-        "  `X_local`, `y_local` = rows [r c, (r+1) c). Then, on rank 0 only, `W1` (hid, d_in),\n"
-        "  `b1` (hid), `W2` (d_out, hid), `b2` (d_out) randn; other ranks hold zeros. Then the\n"
-        "  moments `exp_avg_W1`, `exp_avg_b1`, `exp_avg_W2`, `exp_avg_b2`, `exp_avg_sq_W1`, ...,\n"
-        "  `exp_avg_sq_b2` with the parameters' shapes: zeros in PKB's set 0. In the other sets\n"
-        "  every rank draws the four parameters (ranks > 0 then zero them, keeping the streams\n"
-        "  aligned), then H = randn(P), each tensor's part times the RMS of that tensor's\n"
-        "  gradient over all n_tot rows, and rank 0 holds m = 0.1 H, v = 0.001 H H split into\n"
-        "  the four shapes (the state after one earlier step); ranks > 0 hold zeros, so the\n"
-        "  moments must come from rank 0 like the parameters.\n"
-        "  Scalars: lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, step = 1 + set mod 7.\n"
-        "- Computation (PKB's, every op in the run dtype; the inputs are not modified):\n"
-        "  1. Broadcast from rank 0 the flattened [W1, b1, W2, b2] (P elements), then the four\n"
-        "     m's, then the four v's (each flattened in the same order).\n"
-        "  2. h = relu(X W1^T + b1); o = h W2^T + b2; loss = mean((o - y)^2) over c d_out;\n"
-        "     gradients by autograd in the dtype (G_o = 2(o - y) / (c d_out), gW2 = G_o^T h,\n"
-        "     gb2 = column sums of G_o, G_h = (G_o W2) * [h > 0], gW1 = G_h^T X, gb1 = column\n"
-        "     sums of G_h).\n"
-        "  3. Flatten the gradients in the same order, all-reduce SUM over WORLD, divide by W.\n"
-        "  4. Adam without weight decay on every element:\n" +
-            std::string(dp::kAdamFormula) +
-            "- Outputs (12, run dtype, identical on all ranks): W1', b1', W2', b2', then the four\n"
-            "  updated m's and the four updated v's, with the parameters' shapes.\n" +
-            dp::kStepTolerances +
-            "- Traffic: three broadcasts of P elements and an all-reduce of P; forward and\n"
-            "  backward ~6 c (d_in hid + hid d_out) FLOPs per rank; Adam ~12 P."};
+        R"md(One data-parallel training step of a two-layer MLP: rank 0's parameters and Adam
+moments are broadcast, every rank computes the MSE gradient on its rows, the gradients
+are averaged over WORLD, and every rank applies the same Adam step.
+
+- Any W. Sizes: n_tot = ceil(max(M, W) / W) * W rows, c = n_tot / W per rank;
+  d_in = clamp(N, 16, 256), hid = clamp(N / 2, 32, 512), d_out = clamp(N / 4, 8, 256)
+  (256, 512, 256 at the default N); P = hid d_in + hid + d_out hid + d_out (262912).
+- Inputs (the same on EVERY rank, drawn in this order on the
+  device, run dtype): X_full (n_tot, d_in) and y_full (n_tot, d_out) randn; rank r gets
+  `X_local`, `y_local` = rows [r c, (r+1) c). Then, on rank 0 only, `W1` (hid, d_in),
+  `b1` (hid), `W2` (d_out, hid), `b2` (d_out) randn; other ranks hold zeros. Then the
+  moments `exp_avg_W1`, `exp_avg_b1`, `exp_avg_W2`, `exp_avg_b2`, `exp_avg_sq_W1`, ...,
+  `exp_avg_sq_b2` with the parameters' shapes: zeros in PKB's set 0. In the other sets
+  every rank draws the four parameters (ranks > 0 then zero them, keeping the streams
+  aligned), then H = randn(P), each tensor's part times the RMS of that tensor's
+  gradient over all n_tot rows, and rank 0 holds m = 0.1 H, v = 0.001 H H split into
+  the four shapes (the state after one earlier step); ranks > 0 hold zeros, so the
+  moments must come from rank 0 like the parameters.
+  Scalars: lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, step = 1 + set mod 7.
+- Computation (PKB's, every op in the run dtype; the inputs are not modified):
+  1. Broadcast from rank 0 the flattened [W1, b1, W2, b2] (P elements), then the four
+     m's, then the four v's (each flattened in the same order).
+  2. h = relu(X W1^T + b1); o = h W2^T + b2; loss = mean((o - y)^2) over c d_out;
+     gradients by autograd in the dtype (G_o = 2(o - y) / (c d_out), gW2 = G_o^T h,
+     gb2 = column sums of G_o, G_h = (G_o W2) * [h > 0], gW1 = G_h^T X, gb1 = column
+     sums of G_h).
+  3. Flatten the gradients in the same order, all-reduce SUM over WORLD, divide by W.
+  4. Adam without weight decay on every element:
+)md" + std::string(dp::kAdamFormula) +
+            R"md(- Outputs (12, run dtype, identical on all ranks): W1', b1', W2', b2', then the four
+  updated m's and the four updated v's, with the parameters' shapes.
+)md" + dp::kStepTolerances +
+            R"md(- Traffic: three broadcasts of P elements and an all-reduce of P; forward and
+  backward ~6 c (d_in hid + hid d_out) FLOPs per rank; Adam ~12 P.)md"};
     return i;
   }
 
@@ -85,8 +91,8 @@ class Ddp : public Problem {
 
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {
     const dp::MlpShape s = dp::DdpShape(cfg);
-    dp::MlpDraw d = dp::DrawMlp(cfg, s, rank, set > 0 ? dp::ParamDraw::kAligned
-                                                      : dp::ParamDraw::kPkb);
+    dp::MlpDraw d =
+        dp::DrawMlp(cfg, s, rank, set > 0 ? dp::ParamDraw::kAligned : dp::ParamDraw::kPkb);
     dp::AdamHyper h;
     h.step = dp::PkbStep(set);
     std::vector<at::Tensor> m, v;
@@ -143,8 +149,7 @@ class Ddp : public Problem {
     std::vector<at::Tensor> grads;
     for (const auto& in : all) grads.push_back(dp::LocalGrad(in[0], in[1], params));
     FlatState s{root.params.clone(), root.m.clone(), root.v.clone()};
-    auto out = Step(std::move(s), dp::MeanOfRanks(grads), dp::DdpShape(cfg),
-                    dp::ReadHyper(all[0]));
+    auto out = Step(std::move(s), dp::MeanOfRanks(grads), dp::DdpShape(cfg), dp::ReadHyper(all[0]));
     return std::vector<std::vector<at::Tensor>>(all.size(), out);
   }
 

@@ -18,25 +18,23 @@ class Zero1 : public dp::ZeroProblem {
         1,
         "DeepSpeed ZeRO stage 1 (optimizer state sharded)",
         "ZeRO",
-        "One ZeRO-1 step of a two-layer MLP: the parameters are broadcast from rank 0, the\n"
-        "gradient is all-reduced and averaged, rank r runs Adam on its slice of the flat\n"
-        "parameters with its own moment shards, and the updated slices are all-gathered.\n\n" +
-            std::string(dp::kShardedSizes) + dp::kZeroInputs +
-            "- Computation (PKB's, every op in the run dtype; the inputs are not modified):\n"
-            "  1. Broadcast the flattened [W1, b1, W2, b2] (P elements) from rank 0.\n"
-            "  2. The MLP's MSE forward and backward on this rank's rows, as in problem 40\n"
-            "     (autograd in the dtype); flatten the gradients in the same order.\n"
-            "  3. All-reduce SUM over WORLD, then divide by W.\n"
-            "  4. Rank r takes elements [r P/W, (r+1) P/W) of the flat gradient and of the flat\n"
-            "     parameters (the slice ignores tensor boundaries) and runs Adam on copies of its\n"
-            "     moment shards:\n" +
-            dp::kAdamFormula +
-            "  5. all_gather_into_tensor of the updated slices, unflattened into W1..b2.\n"
-            "- Outputs (6, run dtype): W1', b1', W2', b2' (identical on all ranks), then this\n"
-            "  rank's `exp_avg_part`, `exp_avg_sq_part` (P/W).\n" +
-            dp::kStepTolerances +
-            "- Traffic: broadcast P, all-reduce P, all-gather P elements; forward and backward\n"
-            "  ~6 c (d_in hid + hid d_out) FLOPs per rank; Adam ~12 P/W."};
+        R"md(One ZeRO-1 step of a two-layer MLP: the parameters are broadcast from rank 0, the
+gradient is all-reduced and averaged, rank r runs Adam on its slice of the flat
+parameters with its own moment shards, and the updated slices are all-gathered.
+
+)md" + std::string(dp::kShardedSizes) +
+            dp::kZeroInputs + std::string(dp::kZeroForwardSteps) +
+            R"md(  3. All-reduce SUM over WORLD, then divide by W.
+  4. Rank r takes elements [r P/W, (r+1) P/W) of the flat gradient and of the flat
+     parameters (the slice ignores tensor boundaries) and runs Adam on copies of its
+     moment shards:
+)md" + dp::kAdamFormula +
+            R"md(  5. all_gather_into_tensor of the updated slices, unflattened into W1..b2.
+- Outputs (6, run dtype): W1', b1', W2', b2' (identical on all ranks), then this
+  rank's `exp_avg_part`, `exp_avg_sq_part` (P/W).
+)md" + dp::kStepTolerances +
+            R"md(- Traffic: broadcast P, all-reduce P, all-gather P elements; forward and backward
+  ~6 c (d_in hid + hid d_out) FLOPs per rank; Adam ~12 P/W.)md"};
     return i;
   }
 

@@ -25,28 +25,29 @@ class FusedAdamUnshard : public Problem {
         1,
         "ZeRO-3 / FSDP-style sharded optimizer step followed by a parameter unshard",
         "ZeRO / FSDP",
-        "Adam on this rank's shard of the master weights, then all_gather_into_tensor of the\n"
-        "updated shards.\n\n"
-        "- Any W. Shard size P = clamp(64 M, 64, 4096) (4096 at the default M).\n"
-        "- Inputs (shared seed 42 + 43000 + 1000003*set on EVERY rank, drawn in this order on\n"
-        "  the device, run dtype): full_grad (P W) randn, then full_master (P W) randn; rank r\n"
-        "  gets `grad_shard` and `master_shard` = elements [r P, (r+1) P) of each.\n"
-        "  `exp_avg`, `exp_avg_sq` (P): zeros in PKB's set 0; in the other sets every rank then\n"
-        "  draws H = randn(P W) and holds exp_avg = 0.1 H, exp_avg_sq = 0.001 H H, slice r (the\n"
-        "  state after one earlier step). Scalars: lr = 1e-3, beta1 = 0.9, beta2 = 0.999,\n"
-        "  eps = 1e-8, step = 1 + set mod 7.\n"
-        "- Computation (PKB's, every op in the run dtype, on copies of the inputs):\n" +
-            std::string(dp::kAdamFormula) +
-            "  with p the master shard and g the gradient shard; then all_gather_into_tensor of\n"
-            "  the updated shards.\n"
-            "- Output: (W P,) run dtype, identical on all ranks.\n"
-            "- Tolerance (u = 2^-8 in bf16): |d| <= 16 u lr + 2u |expected|. PKB's atol = 1e-2\n"
-            "  passes the gathered master weights without any update (the step is ~lr = 1e-3);\n"
-            "  here the step itself is checked: the bound admits Adam computed in fp32 and\n"
-            "  rounded once (PKB rounds each of ~8 ops, <= ~8u of the step) and the output's\n"
-            "  rounding either way, and rejects a missing update, a wrong step count or bias\n"
-            "  correction, and ignored incoming moments (sets > 0).\n"
-            "- Traffic: all-gather of (W - 1) P elements sent per rank; ~12 P FLOPs."};
+        R"md(Adam on this rank's shard of the master weights, then all_gather_into_tensor of the
+updated shards.
+
+- Any W. Shard size P = clamp(64 M, 64, 4096) (4096 at the default M).
+- Inputs (the same on EVERY rank, drawn in this order on
+  the device, run dtype): full_grad (P W) randn, then full_master (P W) randn; rank r
+  gets `grad_shard` and `master_shard` = elements [r P, (r+1) P) of each.
+  `exp_avg`, `exp_avg_sq` (P): zeros in PKB's set 0; in the other sets every rank then
+  draws H = randn(P W) and holds exp_avg = 0.1 H, exp_avg_sq = 0.001 H H, slice r (the
+  state after one earlier step). Scalars: lr = 1e-3, beta1 = 0.9, beta2 = 0.999,
+  eps = 1e-8, step = 1 + set mod 7.
+- Computation (PKB's, every op in the run dtype, on copies of the inputs):
+)md" + std::string(dp::kAdamFormula) +
+            R"md(  with p the master shard and g the gradient shard; then all_gather_into_tensor of
+  the updated shards.
+- Output: (W P,) run dtype, identical on all ranks.
+- Tolerance (u = 2^-8 in bf16): |d| <= 16 u lr + 2u |expected|. PKB's atol = 1e-2
+  passes the gathered master weights without any update (the step is ~lr = 1e-3);
+  here the step itself is checked: the bound admits Adam computed in fp32 and
+  rounded once (PKB rounds each of ~8 ops, <= ~8u of the step) and the output's
+  rounding either way, and rejects a missing update, a wrong step count or bias
+  correction, and ignored incoming moments (sets > 0).
+- Traffic: all-gather of (W - 1) P elements sent per rank; ~12 P FLOPs.)md"};
     return i;
   }
 

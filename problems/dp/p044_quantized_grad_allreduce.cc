@@ -46,37 +46,38 @@ class QuantizedGradAllReduce : public Problem {
         1,
         "generic (block-wise INT8 gradient-compression all-reduce)",
         "data parallel",
-        "Gradient all-reduce with block-wise INT8 compression: each rank quantizes its flat\n"
-        "gradient to int8 codes with one fp32 scale per block, and the dequantized values are\n"
-        "averaged over WORLD in fp32.\n\n"
-        "- Any W. n = max(M N, 64 W); bs = min(128, max(16, floor(N/4))) (128 at N = 1024).\n"
-        "- Inputs per rank r (seed 42 + 44000 + r + 1000003*set, on the device): `flat_grad`\n"
-        "  (n,) run dtype, randn, different per rank; non-tensor `block_size` = bs.\n"
-        "- Computation per rank (pad with zeros to a multiple of bs, blocks of bs consecutive\n"
-        "  elements): a = fp32(max |x| over the block) (exact), clamped to >= 1e-8;\n"
-        "  s = fp32(a * fp32(1/127)) (a MULTIPLICATION by the rounded reciprocal 1/127 =\n"
-        "  0x3C010204, which is what PKB's `a / 127.0` computes on CUDA; an IEEE division a/127\n"
-        "  differs on ~4% of the blocks);\n"
-        "  q = clamp(round_half_even(fp32(x) / s), -127, 127) with an IEEE (correctly rounded)\n"
-        "  fp32 division; deq = fp32(q * s), truncated to n.\n"
-        "  Then out = dtype(fp32(sum over ranks of deq_r) * fp32(1/W)): the sum in fp32, in any\n"
-        "  order (PKB all-reduces the fp32 deq; sending the int8 codes and the scales and\n"
-        "  dequantizing on the receiver gives the same deq bit for bit and is the fast path:\n"
-        "  n + 4n/bs bytes instead of 4n).\n"
-        "- Output: `reduced` (n,) run dtype, identical on all ranks.\n"
-        "- Tolerance: |got - ref| <= 1e-5 + 2u |ref| (u = 2^-8 for bf16): one ulp of the dtype,\n"
-        "  so that an fp32 sum in another order (which can flip the final rounding) passes.\n"
-        "  The codes themselves are not compared, but one code one step off moves the output by\n"
-        "  s/W (~0.0025 at W = 8), which is many ulps wherever |out| < ~128 s/W, so in practice\n"
-        "  the codes must be exact: divide with IEEE division (not x * (1/s), not __fdividef),\n"
-        "  round half to even (rintf / __float2int_rn, not roundf), scale with a * fp32(1/127).\n"
-        "  Skipping quantization (a plain mean), truncating, a per-tensor or wrongly sized block\n"
-        "  scale, or summing in bf16 all fail. PKB's atol = rtol = 1e-2 would pass a plain mean.\n"
-        "- Traffic: the reference's fp32 all-reduce sends 2(W-1)/W * 4n bytes per rank; int8\n"
-        "  codes plus scales need about 2(W-1)/W * (n + 4n/bs). FLOPs ~6n per rank.\n"
-        "- Checked on an H200 (torch 2.11): PKB's CUDA quantize-dequantize equals this\n"
-        "  definition bit for bit on 8 ranks x 1M bf16 elements, and its div_(W) equals the\n"
-        "  multiply by fp32(1/W) at W = 2, 6, 8."};
+        R"md(Gradient all-reduce with block-wise INT8 compression: each rank quantizes its flat
+gradient to int8 codes with one fp32 scale per block, and the dequantized values are
+averaged over WORLD in fp32.
+
+- Any W. n = max(M N, 64 W); bs = min(128, max(16, floor(N/4))) (128 at N = 1024).
+- Inputs per rank r (on the device): `flat_grad`
+  (n,) run dtype, randn, different per rank; non-tensor `block_size` = bs.
+- Computation per rank (pad with zeros to a multiple of bs, blocks of bs consecutive
+  elements): a = fp32(max |x| over the block) (exact), clamped to >= 1e-8;
+  s = fp32(a * fp32(1/127)) (a MULTIPLICATION by the rounded reciprocal 1/127 =
+  0x3C010204, which is what PKB's `a / 127.0` computes on CUDA; an IEEE division a/127
+  differs on ~4% of the blocks);
+  q = clamp(round_half_even(fp32(x) / s), -127, 127) with an IEEE (correctly rounded)
+  fp32 division; deq = fp32(q * s), truncated to n.
+  Then out = dtype(fp32(sum over ranks of deq_r) * fp32(1/W)): the sum in fp32, in any
+  order (PKB all-reduces the fp32 deq; sending the int8 codes and the scales and
+  dequantizing on the receiver gives the same deq bit for bit and is the fast path:
+  n + 4n/bs bytes instead of 4n).
+- Output: `reduced` (n,) run dtype, identical on all ranks.
+- Tolerance: |got - ref| <= 1e-5 + 2u |ref| (u = 2^-8 for bf16): one ulp of the dtype,
+  so that an fp32 sum in another order (which can flip the final rounding) passes.
+  The codes themselves are not compared, but one code one step off moves the output by
+  s/W (~0.0025 at W = 8), which is many ulps wherever |out| < ~128 s/W, so in practice
+  the codes must be exact: divide with IEEE division (not x * (1/s), not __fdividef),
+  round half to even (rintf / __float2int_rn, not roundf), scale with a * fp32(1/127).
+  Skipping quantization (a plain mean), truncating, a per-tensor or wrongly sized block
+  scale, or summing in bf16 all fail. PKB's atol = rtol = 1e-2 would pass a plain mean.
+- Traffic: the reference's fp32 all-reduce sends 2(W-1)/W * 4n bytes per rank; int8
+  codes plus scales need about 2(W-1)/W * (n + 4n/bs). FLOPs ~6n per rank.
+- Checked on an H200 (torch 2.11): PKB's CUDA quantize-dequantize equals this
+  definition bit for bit on 8 ranks x 1M bf16 elements, and its div_(W) equals the
+  multiply by fp32(1/W) at W = 2, 6, 8.)md"};
     return i;
   }
 

@@ -22,6 +22,11 @@ std::vector<at::Tensor> StepShard(const at::Tensor& theta0, const Inputs& in,
 
 class FsdpStep : public Problem {
  public:
+  // N = 256: at N = 64 the biases have 8-32 elements, and a missing Adam step hides
+  // in bf16 wherever |p| > 2 lr / 2u ~ 0.13, so too few elements would show it; N = 256 gives
+  // d_in 256, hid 128, d_out 64.
+  TestShape CpuTestShape() const override { return {64, 256}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         47,
@@ -29,44 +34,45 @@ class FsdpStep : public Problem {
         1,
         "PyTorch FSDP / ZeRO-3 full step: unshard, forward and backward, reduce-scatter, AdamW",
         "FSDP",
-        "One FSDP step of a two-layer MLP: all-gather the flat parameter shards, MSE forward\n"
-        "and backward on this rank's rows, reduce-scatter the flat gradient back into shards\n"
-        "and average it, then AdamW on this rank's shard.\n\n" +
-            std::string(dp::kShardedSizes) +
-            "- Inputs (shared seed 42 + 47000 + 1000003*set on EVERY rank, drawn in this order\n"
-            "  on the device, run dtype): X_full (n_tot, d_in) and y_full (n_tot, d_out) randn;\n"
-            "  rank r gets `X_local`, `y_local` = rows [r c, (r+1) c). Then W1 (hid, d_in),\n"
-            "  b1 (hid), W2 (d_out, hid), b2 (d_out) randn on rank 0 only (other ranks hold\n"
-            "  zeros), and `flat_param_shard` = elements [r P/W, (r+1) P/W) of THIS rank's own\n"
-            "  flattened [W1, b1, W2, b2]: in PKB's set 0 only rank 0's shard is nonzero.\n"
-            "  `exp_avg_shard`, `exp_avg_sq_shard` (P/W): zeros in set 0. In the other sets every\n"
-            "  rank keeps the parameters it draws (so every shard is a slice of one real model),\n"
-            "  then draws H = randn(P), each tensor's part times the RMS of that tensor's\n"
-            "  gradient over all n_tot rows, and holds exp_avg_shard = 0.1 H, exp_avg_sq_shard =\n"
-            "  0.001 H H, slice r (the state after one earlier step).\n"
-            "  Scalars: `hid`, `d_in`, `d_out` (PKB's param_shapes = ((hid, d_in), (hid,),\n"
-            "  (d_out, hid), (d_out,))), lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8,\n"
-            "  weight_decay = 0.01, step = 1 + set mod 7.\n"
-            "- Computation (PKB's, every op in the run dtype; the inputs are not modified):\n"
-            "  1. all_gather_into_tensor of the shards, unflattened into W1, b1, W2, b2.\n"
-            "  2. The MLP's MSE forward and backward on this rank's rows, as in problem 40\n"
-            "     (autograd in the dtype); flatten the gradients in the same order.\n"
-            "  3. reduce_scatter_tensor SUM over WORLD into this rank's slice, divide by W.\n"
-            "  4. m = m * beta1 + (1 - beta1) g; v = v * beta2 + (1 - beta2) g g;\n"
-            "     m_hat = m / (1 - beta1^step); v_hat = v / (1 - beta2^step);\n"
-            "     theta = theta0 + (-lr) * (m_hat / (sqrt(v_hat) + eps)) (the quotient rounded,\n"
-            "     then one rounding of the axpy); theta = theta + (-lr * weight_decay) * theta0\n"
-            "     (one rounding), theta0 the input shard.\n"
-            "- Outputs (3, run dtype, this rank's): theta' (`flat_param_shard`), m'\n"
-            "  (`exp_avg_shard`), v' (`exp_avg_sq_shard`), each (P/W).\n"
-            "- In PKB's set 0 at W > 1, W2 = b1 = b2 = 0, so only gW2's columns of hidden units\n"
-            "  with nonzero W1 rows and gb2 are nonzero: most shards keep m = v = 0 and\n"
-            "  theta' = theta, and weight decay (1e-5 theta) vanishes in bf16. The other sets\n"
-            "  exercise the whole step.\n" +
-            dp::kStepTolerances +
-            "  theta' has rtol 3u (two roundings of the update).\n"
-            "- Traffic: all-gather P and reduce-scatter P elements; forward and backward\n"
-            "  ~6 c (d_in hid + hid d_out) FLOPs per rank; AdamW ~14 P/W."};
+        R"md(One FSDP step of a two-layer MLP: all-gather the flat parameter shards, MSE forward
+and backward on this rank's rows, reduce-scatter the flat gradient back into shards
+and average it, then AdamW on this rank's shard.
+
+)md" + std::string(dp::kShardedSizes) +
+            R"md(- Inputs (the same on EVERY rank, drawn in this order
+  on the device, run dtype): X_full (n_tot, d_in) and y_full (n_tot, d_out) randn;
+  rank r gets `X_local`, `y_local` = rows [r c, (r+1) c). Then W1 (hid, d_in),
+  b1 (hid), W2 (d_out, hid), b2 (d_out) randn on rank 0 only (other ranks hold
+  zeros), and `flat_param_shard` = elements [r P/W, (r+1) P/W) of THIS rank's own
+  flattened [W1, b1, W2, b2]: in PKB's set 0 only rank 0's shard is nonzero.
+  `exp_avg_shard`, `exp_avg_sq_shard` (P/W): zeros in set 0. In the other sets every
+  rank keeps the parameters it draws (so every shard is a slice of one real model),
+  then draws H = randn(P), each tensor's part times the RMS of that tensor's
+  gradient over all n_tot rows, and holds exp_avg_shard = 0.1 H, exp_avg_sq_shard =
+  0.001 H H, slice r (the state after one earlier step).
+  Scalars: `hid`, `d_in`, `d_out` (PKB's param_shapes = ((hid, d_in), (hid,),
+  (d_out, hid), (d_out,))), lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8,
+  weight_decay = 0.01, step = 1 + set mod 7.
+- Computation (PKB's, every op in the run dtype; the inputs are not modified):
+  1. all_gather_into_tensor of the shards, unflattened into W1, b1, W2, b2.
+  2. The MLP's MSE forward and backward on this rank's rows, as in problem 40
+     (autograd in the dtype); flatten the gradients in the same order.
+  3. reduce_scatter_tensor SUM over WORLD into this rank's slice, divide by W.
+  4. m = m * beta1 + (1 - beta1) g; v = v * beta2 + (1 - beta2) g g;
+     m_hat = m / (1 - beta1^step); v_hat = v / (1 - beta2^step);
+     theta = theta0 + (-lr) * (m_hat / (sqrt(v_hat) + eps)) (the quotient rounded,
+     then one rounding of the axpy); theta = theta + (-lr * weight_decay) * theta0
+     (one rounding), theta0 the input shard.
+- Outputs (3, run dtype, this rank's): theta' (`flat_param_shard`), m'
+  (`exp_avg_shard`), v' (`exp_avg_sq_shard`), each (P/W).
+- In PKB's set 0 at W > 1, W2 = b1 = b2 = 0, so only gW2's columns of hidden units
+  with nonzero W1 rows and gb2 are nonzero: most shards keep m = v = 0 and
+  theta' = theta, and weight decay (1e-5 theta) vanishes in bf16. The other sets
+  exercise the whole step.
+)md" + dp::kStepTolerances +
+            R"md(  theta' has rtol 3u (two roundings of the update).
+- Traffic: all-gather P and reduce-scatter P elements; forward and backward
+  ~6 c (d_in hid + hid d_out) FLOPs per rank; AdamW ~14 P/W.)md"};
     return i;
   }
 

@@ -55,43 +55,41 @@ class OpenClipContrastiveLoss : public Problem {
         1,
         "OpenCLIP SigLipLoss with bidirectional neighbour exchange (open_clip/loss.py)",
         "data parallel (contrastive loss)",
-        "SigLIP contrastive loss over WORLD: every rank scores its images against its own texts\n"
-        "(positives on the diagonal) and against every other rank's texts (all negatives), the\n"
-        "texts travelling around the ring by neighbour exchange.\n\n"
-        "- Any W. B = max(1, floor(M / W)) (128 at M = 1024, W = 8), D = max(16, N).\n"
-        "- Inputs per rank r (seed 42 + 58000 + r + 1000003*set, drawn in this order on the\n"
-        "  device): image0 (B, D) and text0 (B, D) run dtype, randn. Set 0 (PKB's): image =\n"
-        "  normalize(image0), text = normalize(text0), rows L2-normalized as F.normalize does\n"
-        "  (x / max(||x||, 1e-12), norm and quotient in the dtype). Stronger sets (set > 0) then\n"
-        "  draw c = 3 + rand(2) (fp32) and use normalize(image0 + c[0]), normalize(text0 + c[1])\n"
-        "  (the shift added in the dtype): every feature then leans on the all-ones direction,\n"
-        "  so cos(image of r, text of q) ~ c_r c'_q / sqrt((1 + c_r^2)(1 + c'_q^2)) in [0.9, "
-        "0.94]\n"
-        "  depends on both ranks. Non-tensor `logit_scale` = 10.0, `logit_bias` = -10.0 (every\n"
-        "  set); PKB's `group` None is WORLD.\n"
-        "- Computation (PKB's, every op rounded to the dtype):\n"
-        "  L(I, T, pos) = -(sum over i, j of logsigmoid(l_ij z_ij)) * fp32(1/B), z = (10 I) T^T -\n"
-        "  10 (scale times I first, then a GEMM accumulated in fp32, then the bias), l = +1 on "
-        "the\n"
-        "  diagonal if pos, else -1; the sum accumulates in fp32 and rounds once; the 1/B is a\n"
-        "  product in fp32 rounded to the dtype. Rank r: loss = L(I_r, T_r, pos); then for\n"
-        "  i = 1 .. floor((W - 1) / 2): loss += L(I_r, T_{r+i}, neg), then loss += L(I_r,\n"
-        "  T_{r-i}, neg) (indices mod W); if W is even, loss += L(I_r, T_{r-W/2}, neg). Every\n"
-        "  addition rounds to the dtype, in that order.\n"
-        "- Output: `loss` () run dtype, rank-specific.\n"
-        "- Tolerance: atol 1e-2, rtol max(1e-2, (W + 3) u) (u = 2^-8 for bf16): the reference\n"
-        "  rounds each of its W terms twice and each of its W - 1 additions once, all positive, "
-        "so\n"
-        "  it is within (W + 1) u of the exact loss; a candidate that sums in fp32 (or in another\n"
-        "  order, or from fp32 logits) and rounds once adds u, and the element-wise roundings one\n"
-        "  more u. Hazard: on PKB's inputs every negative pair adds ~softplus(-10) = 4.5e-5, so\n"
-        "  each cross-rank term is ~0.006 at the default shape, below half an ulp of 10: the\n"
-        "  bf16 reference returns 10.0 (exactly, on every rank, in PKB's CUDA measurement; an\n"
-        "  ulp either way on some CPU draws), and a constant, or a loss that\n"
-        "  never looks at another rank's texts, passes set 0. The stronger sets make each\n"
-        "  cross-rank term about 1/W of the loss, so those fail there.\n"
-        "- Traffic: (W - 1) B D b bytes sent and received per rank (the texts); FLOPs W 2 B^2 D\n"
-        "  for the W GEMMs plus ~5 W B^2 element-wise."};
+        R"md(SigLIP contrastive loss over WORLD: every rank scores its images against its own texts
+(positives on the diagonal) and against every other rank's texts (all negatives), the
+texts travelling around the ring by neighbour exchange.
+
+- Any W. B = max(1, floor(M / W)) (128 at M = 1024, W = 8), D = max(16, N).
+- Inputs per rank r (drawn in this order on the
+  device): image0 (B, D) and text0 (B, D) run dtype, randn. Set 0 (PKB's): image =
+  normalize(image0), text = normalize(text0), rows L2-normalized as F.normalize does
+  (x / max(||x||, 1e-12), norm and quotient in the dtype). Stronger sets (set > 0) then
+  draw c = 3 + rand(2) (fp32) and use normalize(image0 + c[0]), normalize(text0 + c[1])
+  (the shift added in the dtype): every feature then leans on the all-ones direction,
+  so cos(image of r, text of q) ~ c_r c'_q / sqrt((1 + c_r^2)(1 + c'_q^2)) in [0.9, 0.94]
+  depends on both ranks. Non-tensor `logit_scale` = 10.0, `logit_bias` = -10.0 (every
+  set); PKB's `group` None is WORLD.
+- Computation (PKB's, every op rounded to the dtype):
+  L(I, T, pos) = -(sum over i, j of logsigmoid(l_ij z_ij)) * fp32(1/B), z = (10 I) T^T -
+  10 (scale times I first, then a GEMM accumulated in fp32, then the bias), l = +1 on the
+  diagonal if pos, else -1; the sum accumulates in fp32 and rounds once; the 1/B is a
+  product in fp32 rounded to the dtype. Rank r: loss = L(I_r, T_r, pos); then for
+  i = 1 .. floor((W - 1) / 2): loss += L(I_r, T_{r+i}, neg), then loss += L(I_r,
+  T_{r-i}, neg) (indices mod W); if W is even, loss += L(I_r, T_{r-W/2}, neg). Every
+  addition rounds to the dtype, in that order.
+- Output: `loss` () run dtype, rank-specific.
+- Tolerance: atol 1e-2, rtol max(1e-2, (W + 3) u) (u = 2^-8 for bf16): the reference
+  rounds each of its W terms twice and each of its W - 1 additions once, all positive, so
+  it is within (W + 1) u of the exact loss; a candidate that sums in fp32 (or in another
+  order, or from fp32 logits) and rounds once adds u, and the element-wise roundings one
+  more u. Hazard: on PKB's inputs every negative pair adds ~softplus(-10) = 4.5e-5, so
+  each cross-rank term is ~0.006 at the default shape, below half an ulp of 10: the
+  bf16 reference returns 10.0 (exactly, on every rank, in PKB's CUDA measurement; an
+  ulp either way on some CPU draws), and a constant, or a loss that
+  never looks at another rank's texts, passes set 0. The stronger sets make each
+  cross-rank term about 1/W of the loss, so those fail there.
+- Traffic: (W - 1) B D b bytes sent and received per rank (the texts); FLOPs W 2 B^2 D
+  for the W GEMMs plus ~5 W B^2 element-wise.)md"};
     return i;
   }
 

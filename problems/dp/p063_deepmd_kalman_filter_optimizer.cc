@@ -70,40 +70,41 @@ class DeepmdKalmanFilterOptimizer : public Problem {
         1,
         "DeePMD-kit layer-wise Kalman filter optimizer (LKF) weight update, data-parallel",
         "data parallel",
-        "One data-parallel step of DeePMD-kit's Kalman-filter optimizer over 8 weight blocks\n"
-        "per rank, all in fp64 whatever the run dtype. Any W; WORLD.\n\n"
-        "- Block length n = 1024 (PKB's, fixed). Here M < 1024 shrinks it to n = M for quick\n"
-        "  tests; M >= 1024 (the default) is PKB's problem.\n"
-        "- Inputs per rank r (seed 42 + 63000 + r + 1000003*set, drawn on the device, fp64):\n"
-        "  for each block i = 0..7 in turn, `H_i` (n, 1) = randn * 0.01, then `weights_i`\n"
-        "  (n, 1) = randn; `P_i` (n, n) = I (no RNG); after the blocks `error` () = randn.\n"
-        "  Non-tensor `kalman_lambda` = 0.98, `kalman_nue` = 0.9987. Call order: H_0..H_7,\n"
-        "  error, weights_0..weights_7, P_0..P_7, kalman_lambda, kalman_nue (PKB passes\n"
-        "  three lists). That is PKB's set 0, where every P_i is the identity. Sets > 0\n"
-        "  then draw G_i = randn(n, n) for i = 0..7 and use P_i = I + G_i G_i^T / n\n"
-        "  (symmetric positive definite, eigenvalues ~[1, 5]), so that K = P h differs from\n"
-        "  h: a candidate may not assume P = I.\n"
-        "- Computation (PKB's): T = all-reduce SUM over ranks of sum_i (lambda + h_i^T P_i\n"
-        "  h_i) (a (1, 1) tensor), A = 1 / T; per block K_i = P_i h_i, w_i' = w_i + A * error\n"
-        "  * K_i, P_i' = (1 / lambda) (P_i - A K_i K_i^T); all-gather the 8 n updated weights\n"
-        "  of every rank; lambda_next = nue * lambda + 1 - nue (= 0.980026).\n"
-        "  PKB's reference overwrites the caller's weights and P; here the inputs must stay\n"
-        "  unchanged (write the outputs only).\n"
-        "- Outputs on rank r, in order: `weights_out_<s>_<i>` (n, 1) float64 for every rank s\n"
-        "  = 0..W-1 and block i = 0..7 (rank s's updated w_i; 8 W outputs, identical on all\n"
-        "  ranks); `P_out_<i>` (n, n) float64, i = 0..7 (this rank's updated P_i);\n"
-        "  `kalman_lambda_next` () float64. PKB returns the first two as lists, whose tensors\n"
-        "  its checker never compares; here every element is compared.\n"
-        "- Tolerance: rtol = 1e-10, atol = 1e-15 on every output. The weight update is ~1e-4\n"
-        "  of a weight and the covariance update ~1e-6 of P's diagonal, so PKB's atol = 1e-2\n"
-        "  passes a step that updates nothing. fp64 in any order (fused, split dot products,\n"
-        "  A folded into K, (P - A K K^T) / lambda or P / lambda - ...) stays within ~1e-14\n"
-        "  relative; the bound still resolves each update to ~1e-6 (weights) and ~1e-4 (P\n"
-        "  diagonal) of its size, and P's off-diagonal entries (~1e-6 on set 0) to 1e-9.\n"
-        "  Computing the update in fp32 fails on those entries.\n"
-        "- Traffic: an 8-byte all-reduce and an all-gather of 8 n fp64 per rank (64 KiB).\n"
-        "  FLOPs ~56 n^2 per rank (P h reused for h^T P h). Memory-bound on P: 8 n^2 fp64 read\n"
-        "  and written at least once (64 MiB each way at n = 1024)."};
+        R"md(One data-parallel step of DeePMD-kit's Kalman-filter optimizer over 8 weight blocks
+per rank, all in fp64 whatever the run dtype. Any W; WORLD.
+
+- Block length n = 1024 (PKB's, fixed). Here M < 1024 shrinks it to n = M for quick
+  tests; M >= 1024 (the default) is PKB's problem.
+- Inputs per rank r (drawn on the device, fp64):
+  for each block i = 0..7 in turn, `H_i` (n, 1) = randn * 0.01, then `weights_i`
+  (n, 1) = randn; `P_i` (n, n) = I (no RNG); after the blocks `error` () = randn.
+  Non-tensor `kalman_lambda` = 0.98, `kalman_nue` = 0.9987. Call order: H_0..H_7,
+  error, weights_0..weights_7, P_0..P_7, kalman_lambda, kalman_nue (PKB passes
+  three lists). That is PKB's set 0, where every P_i is the identity. Sets > 0
+  then draw G_i = randn(n, n) for i = 0..7 and use P_i = I + G_i G_i^T / n
+  (symmetric positive definite, eigenvalues ~[1, 5]), so that K = P h differs from
+  h: a candidate may not assume P = I.
+- Computation (PKB's): T = all-reduce SUM over ranks of sum_i (lambda + h_i^T P_i
+  h_i) (a (1, 1) tensor), A = 1 / T; per block K_i = P_i h_i, w_i' = w_i + A * error
+  * K_i, P_i' = (1 / lambda) (P_i - A K_i K_i^T); all-gather the 8 n updated weights
+  of every rank; lambda_next = nue * lambda + 1 - nue (= 0.980026).
+  PKB's reference overwrites the caller's weights and P; here the inputs must stay
+  unchanged (write the outputs only).
+- Outputs on rank r, in order: `weights_out_<s>_<i>` (n, 1) float64 for every rank s
+  = 0..W-1 and block i = 0..7 (rank s's updated w_i; 8 W outputs, identical on all
+  ranks); `P_out_<i>` (n, n) float64, i = 0..7 (this rank's updated P_i);
+  `kalman_lambda_next` () float64. PKB returns the first two as lists, whose tensors
+  its checker never compares; here every element is compared.
+- Tolerance: rtol = 1e-10, atol = 1e-15 on every output. The weight update is ~1e-4
+  of a weight and the covariance update ~1e-6 of P's diagonal, so PKB's atol = 1e-2
+  passes a step that updates nothing. fp64 in any order (fused, split dot products,
+  A folded into K, (P - A K K^T) / lambda or P / lambda - ...) stays within ~1e-14
+  relative; the bound still resolves each update to ~1e-6 (weights) and ~1e-4 (P
+  diagonal) of its size, and P's off-diagonal entries (~1e-6 on set 0) to 1e-9.
+  Computing the update in fp32 fails on those entries.
+- Traffic: an 8-byte all-reduce and an all-gather of 8 n fp64 per rank (64 KiB).
+  FLOPs ~56 n^2 per rank (P h reused for h^T P h). Memory-bound on P: 8 n^2 fp64 read
+  and written at least once (64 MiB each way at n = 1024).)md"};
     return i;
   }
 

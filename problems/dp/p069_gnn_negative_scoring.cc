@@ -85,37 +85,38 @@ class GnnNegativeScoring : public Problem, public TieRule {
         "link-prediction evaluation ranking (rank of the positive among negatives for MRR and "
         "Hits@k, as in DGL's examples) after gathering the scores to every rank",
         "data parallel",
-        "Gather every rank's link-prediction scores and rank each positive among its\n"
-        "negatives. Any W; WORLD.\n\n"
-        "- Sizes: P_r = max(16, min(M / W, 1280)) + (r mod 3) positives on rank r (rank-\n"
-        "  dependent: 128..130 at M = 1024, W = 8, sum 1031); Nn = max(100, min(N, 1000))\n"
-        "  negatives per positive (1000 at N = 1024).\n"
-        "- Inputs per rank r (seed 42 + 69000 + r + 1000003*set, drawn in this order on the\n"
-        "  device): `local_pos_scores` (P_r,) run dtype, randn; `local_neg_scores` (P_r, Nn)\n"
-        "  run dtype, randn. (PKB's last argument, the group, is WORLD.)\n"
-        "- Computation (PKB's): all-reduce SUM of a W-vector holding P_r in slot r (the\n"
-        "  counts); all-gather-v of pos and neg in rank order (PKB does it as an\n"
-        "  all-to-all-v in which every rank sends its whole tensors to every rank); then per\n"
-        "  gathered row i, s = sigmoid([pos_i, neg_i,1 .. neg_i,Nn]) COMPUTED IN THE RUN DTYPE\n"
-        "  (rounded to bf16 at the default), a descending sort, and rank_i = 1 + the position\n"
-        "  of column 0.\n"
-        "- TIES: any order among equal scores passes. Negatives whose rounded sigmoid EQUALS\n"
-        "  the positive's may sort before or after it (PKB's torch.sort is unstable), so any\n"
-        "  rank_i from 1 + #{j : s_j > s_0} (a stable sort: ties behind the positive) to\n"
-        "  1 + #{j : s_j >= s_0} (ties ahead) is correct. bf16 sigmoids tie often (near x = 0\n"
-        "  a bf16 sigmoid step is 2^-8, 0.016 in x, so several of 1000 negatives share the\n"
-        "  positive's value). Comparing fp32 sigmoids or the raw scores orders those ties one\n"
-        "  way and lands inside the range; a rank outside it is wrong.\n"
-        "- Output on every rank: `ranks` (sum of P_r,) int64, identical on all ranks, rows\n"
-        "  in rank order (rank 0's positives first).\n"
-        "- Tolerance: exact (within the tie range above), except that up to 1% of rows may be\n"
-        "  off by +-1 beyond it. Computing the bf16 sigmoid as round(1 / (1 + exp(-x))) in\n"
-        "  fp32 with another exp (expf, __expf, a tanh form) moves the fp32 value by a few\n"
-        "  ulps, which can round a rare x to the neighbouring bf16 value and move a rank by\n"
-        "  one when that x sits next to the positive's bin.\n"
-        "- Traffic: each rank receives (sum P - P_r)(1 + Nn) b bytes (the reference sends W\n"
-        "  copies of its own data). Work: O(sum P * Nn) comparisons with the counting\n"
-        "  formula (the reference sorts every row)."};
+        R"md(Gather every rank's link-prediction scores and rank each positive among its
+negatives. Any W; WORLD.
+
+- Sizes: P_r = max(16, min(M / W, 1280)) + (r mod 3) positives on rank r (rank-
+  dependent: 128..130 at M = 1024, W = 8, sum 1031); Nn = max(100, min(N, 1000))
+  negatives per positive (1000 at N = 1024).
+- Inputs per rank r (drawn in this order on the
+  device): `local_pos_scores` (P_r,) run dtype, randn; `local_neg_scores` (P_r, Nn)
+  run dtype, randn. (PKB's last argument, the group, is WORLD.)
+- Computation (PKB's): all-reduce SUM of a W-vector holding P_r in slot r (the
+  counts); all-gather-v of pos and neg in rank order (PKB does it as an
+  all-to-all-v in which every rank sends its whole tensors to every rank); then per
+  gathered row i, s = sigmoid([pos_i, neg_i,1 .. neg_i,Nn]) COMPUTED IN THE RUN DTYPE
+  (rounded to bf16 at the default), a descending sort, and rank_i = 1 + the position
+  of column 0.
+- TIES: any order among equal scores passes. Negatives whose rounded sigmoid EQUALS
+  the positive's may sort before or after it (PKB's torch.sort is unstable), so any
+  rank_i from 1 + #{j : s_j > s_0} (a stable sort: ties behind the positive) to
+  1 + #{j : s_j >= s_0} (ties ahead) is correct. bf16 sigmoids tie often (near x = 0
+  a bf16 sigmoid step is 2^-8, 0.016 in x, so several of 1000 negatives share the
+  positive's value). Comparing fp32 sigmoids or the raw scores orders those ties one
+  way and lands inside the range; a rank outside it is wrong.
+- Output on every rank: `ranks` (sum of P_r,) int64, identical on all ranks, rows
+  in rank order (rank 0's positives first).
+- Tolerance: exact (within the tie range above), except that up to 1% of rows may be
+  off by +-1 beyond it. Computing the bf16 sigmoid as round(1 / (1 + exp(-x))) in
+  fp32 with another exp (expf, __expf, a tanh form) moves the fp32 value by a few
+  ulps, which can round a rare x to the neighbouring bf16 value and move a rank by
+  one when that x sits next to the positive's bin.
+- Traffic: each rank receives (sum P - P_r)(1 + Nn) b bytes (the reference sends W
+  copies of its own data). Work: O(sum P * Nn) comparisons with the counting
+  formula (the reference sorts every row).)md"};
     return i;
   }
 

@@ -112,35 +112,35 @@ class DinoV2DistributedKnn : public Problem, public TieRule {
         2,
         "DINOv2 k-NN evaluation (KnnModule): broadcast queries, local top-k, merge on the owner",
         "data parallel (eval)",
-        "Distributed k-nearest-neighbour search by cosine similarity over WORLD (any W).\n\n"
-        "- Sizes: Q = max(32, min(M/64, 256)) queries per rank (32 at M = 1024);\n"
-        "  Nt = max(1024, min(16 N / W, 16384)) train rows per rank (2048 at N = 1024, W = 8);\n"
-        "  Df = 384 (768 if N >= 4096, 1024 if N >= 8192); k = min(200, Nt).\n"
-        "- Inputs per rank r (seed 42 + 79000 + r + 1000003*set), drawn in bf16 on the device:\n"
-        "  test = randn(Q, Df), then train = randn(Nt, Df); each row of both L2-normalized in\n"
-        "  bf16 (x / max(||x||, 1e-12), as F.normalize). Passed in order: `test` (Q, Df) run\n"
-        "  dtype; `train_t` = train transposed, contiguous (Df, Nt) run dtype; `labels` int64\n"
-        "  (1, Nt) = (r*Nt + j) mod 1000; int `max_k` = k.\n"
-        "- Computation: for owner o = 0..W-1, o's queries go to every rank (PKB broadcasts them);\n"
-        "  every rank computes sim = test_o @ train_t in the run dtype (fp32 accumulation, one\n"
-        "  rounding) and its k best with their labels; the owner gathers the W lists, "
-        "concatenates\n"
-        "  them in rank order and keeps the k best.\n"
-        "- Outputs of rank r: `sims` (Q, k) run dtype and `labels` int64 (Q, k) for its own\n"
-        "  queries, best first: the global top-k over all W*Nt train rows.\n"
-        "- TIES: any valid tie order passes. bf16 similarities tie constantly (the top 200\n"
-        "  of 16384 values ~N(0, 1/384) take ~100 distinct bf16 values). Among equal sims the\n"
-        "  labels may come in any order, and where the k-th value ties with train rows left\n"
-        "  out, any of those rows may enter: torch.topk (PKB's, on the GPU or the CPU), a\n"
-        "  stable sort, any merge order. The reference here returns the order by global train\n"
-        "  index r*Nt + j ascending; the harness maps any valid choice onto it before comparing.\n"
-        "- Tolerance: sims |d| <= 1e-4 + 2^-7 |s|: a similarity rounded the other way (a GEMM\n"
-        "  summing in another order) moves the sorted list by at most one bf16 ulp. labels are\n"
-        "  exact up to the tie order above, except for up to 1% of a rank's (Q, k) entries:\n"
-        "  such a one-ulp move carries a label into the next tie group. A label of a train row\n"
-        "  whose similarity is not the one at its place, or a missing merge, fails.\n"
-        "- Traffic: the broadcasts bring (W-1) Q Df e bytes; the gathers send (W-1) Q k (e + 8)\n"
-        "  bytes per rank. FLOPs 2 W Q Df Nt per rank plus the selections."};
+        R"md(Distributed k-nearest-neighbour search by cosine similarity over WORLD (any W).
+
+- Sizes: Q = max(32, min(M/64, 256)) queries per rank (32 at M = 1024);
+  Nt = max(1024, min(16 N / W, 16384)) train rows per rank (2048 at N = 1024, W = 8);
+  Df = 384 (768 if N >= 4096, 1024 if N >= 8192); k = min(200, Nt).
+- Inputs per rank r, drawn in bf16 on the device:
+  test = randn(Q, Df), then train = randn(Nt, Df); each row of both L2-normalized in
+  bf16 (x / max(||x||, 1e-12), as F.normalize). Passed in order: `test` (Q, Df) run
+  dtype; `train_t` = train transposed, contiguous (Df, Nt) run dtype; `labels` int64
+  (1, Nt) = (r*Nt + j) mod 1000; int `max_k` = k.
+- Computation: for owner o = 0..W-1, o's queries go to every rank (PKB broadcasts them);
+  every rank computes sim = test_o @ train_t in the run dtype (fp32 accumulation, one
+  rounding) and its k best with their labels; the owner gathers the W lists, concatenates
+  them in rank order and keeps the k best.
+- Outputs of rank r: `sims` (Q, k) run dtype and `labels` int64 (Q, k) for its own
+  queries, best first: the global top-k over all W*Nt train rows.
+- TIES: any valid tie order passes. bf16 similarities tie constantly (the top 200
+  of 16384 values ~N(0, 1/384) take ~100 distinct bf16 values). Among equal sims the
+  labels may come in any order, and where the k-th value ties with train rows left
+  out, any of those rows may enter: torch.topk (PKB's, on the GPU or the CPU), a
+  stable sort, any merge order. The reference here returns the order by global train
+  index r*Nt + j ascending; the harness maps any valid choice onto it before comparing.
+- Tolerance: sims |d| <= 1e-4 + 2^-7 |s|: a similarity rounded the other way (a GEMM
+  summing in another order) moves the sorted list by at most one bf16 ulp. labels are
+  exact up to the tie order above, except for up to 1% of a rank's (Q, k) entries:
+  such a one-ulp move carries a label into the next tie group. A label of a train row
+  whose similarity is not the one at its place, or a missing merge, fails.
+- Traffic: the broadcasts bring (W-1) Q Df e bytes; the gathers send (W-1) Q k (e + 8)
+  bytes per rank. FLOPs 2 W Q Df Nt per rank plus the selections.)md"};
     return i;
   }
 

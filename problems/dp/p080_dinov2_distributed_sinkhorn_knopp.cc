@@ -52,32 +52,33 @@ class DinoSinkhornKnopp : public Problem {
         1,
         "DINOv2 SinkhornKnoppTeacher (iBOT / DINO centering), distributed",
         "data parallel",
-        "Sinkhorn-Knopp centering of teacher logits (DINOv2), the batch split across WORLD.\n\n"
-        "- Any W. Bl = max(512, min(M, 1024)) samples per rank, Kp = 16384 prototypes (PKB's;\n"
-        "  below M = 512, for quick CPU tests only, Bl = M and Kp = 32 M). N is ignored.\n"
-        "- Inputs per rank r (seed 42 + 80000 + r + 1000003*set, drawn on the device):\n"
-        "  `teacher_output` (Bl, Kp) float32 (whatever the run dtype) = randn * 0.01 (fp32);\n"
-        "  `n_masked_patches_tensor` (1,) int64 = Bl. Non-tensor: `teacher_temp` = 0.07\n"
-        "  and `n_iterations` = 3. PKB's group None is omitted.\n"
-        "- Computation, all fp32 (PKB's order of ops):\n"
-        "  q = exp(teacher_output / 0.07)^T, shape (Kp, Bl);\n"
-        "  Btot = all-reduce SUM of n_masked as fp32 (= W*Bl);\n"
-        "  q /= all-reduce SUM of q.sum();\n"
-        "  3 times: q /= all-reduce SUM of the row sums q.sum(1) (each prototype over the whole\n"
-        "  batch); q /= Kp; q /= q.sum(0) (each sample's own column, local); q /= Btot;\n"
-        "  finally q *= Btot and return q^T.\n"
-        "- Output: `q` (Bl, Kp) float32, this rank's samples; each row sums to 1 and entries\n"
-        "  are ~1/Kp ~ 6e-5.\n"
-        "- Tolerance: rtol = 1e-4, atol = 0. PKB's atol = 1e-2 is ~160 times the entries, so\n"
-        "  all zeros, a uniform 1/Kp or a plain softmax over prototypes would pass it. Every\n"
-        "  entry is positive and ~1/Kp, so a relative bound fits: fp32 sums over 16384 or\n"
-        "  W*Bl positive terms in any order, fused divisions (q * (1 / (s * Kp))) and fp64\n"
-        "  stay within ~1e-6; a local row sum (no all-reduce), a missing rank, a softmax or\n"
-        "  another temperature are off by 1e-3 or more. On these near-uniform inputs the\n"
-        "  iteration has converged within the tolerance after two steps: the third is not\n"
-        "  observable.\n"
-        "- Traffic: two scalar all-reduces and 3 all-reduces of Kp fp32 row sums (64 KiB).\n"
-        "  FLOPs ~10 Bl Kp; HBM ~8 passes over the Bl*Kp*4 B (32 MiB) of teacher logits."};
+        R"md(Sinkhorn-Knopp centering of teacher logits (DINOv2), the batch split across WORLD.
+
+- Any W. Bl = max(512, min(M, 1024)) samples per rank, Kp = 16384 prototypes (PKB's;
+  below M = 512, for quick CPU tests only, Bl = M and Kp = 32 M). N is ignored.
+- Inputs per rank r (drawn on the device):
+  `teacher_output` (Bl, Kp) float32 (whatever the run dtype) = randn * 0.01 (fp32);
+  `n_masked_patches_tensor` (1,) int64 = Bl. Non-tensor: `teacher_temp` = 0.07
+  and `n_iterations` = 3. PKB's group None is omitted.
+- Computation, all fp32 (PKB's order of ops):
+  q = exp(teacher_output / 0.07)^T, shape (Kp, Bl);
+  Btot = all-reduce SUM of n_masked as fp32 (= W*Bl);
+  q /= all-reduce SUM of q.sum();
+  3 times: q /= all-reduce SUM of the row sums q.sum(1) (each prototype over the whole
+  batch); q /= Kp; q /= q.sum(0) (each sample's own column, local); q /= Btot;
+  finally q *= Btot and return q^T.
+- Output: `q` (Bl, Kp) float32, this rank's samples; each row sums to 1 and entries
+  are ~1/Kp ~ 6e-5.
+- Tolerance: rtol = 1e-4, atol = 0. PKB's atol = 1e-2 is ~160 times the entries, so
+  all zeros, a uniform 1/Kp or a plain softmax over prototypes would pass it. Every
+  entry is positive and ~1/Kp, so a relative bound fits: fp32 sums over 16384 or
+  W*Bl positive terms in any order, fused divisions (q * (1 / (s * Kp))) and fp64
+  stay within ~1e-6; a local row sum (no all-reduce), a missing rank, a softmax or
+  another temperature are off by 1e-3 or more. On these near-uniform inputs the
+  iteration has converged within the tolerance after two steps: the third is not
+  observable.
+- Traffic: two scalar all-reduces and 3 all-reduces of Kp fp32 row sums (64 KiB).
+  FLOPs ~10 Bl Kp; HBM ~8 passes over the Bl*Kp*4 B (32 MiB) of teacher logits.)md"};
     return i;
   }
 

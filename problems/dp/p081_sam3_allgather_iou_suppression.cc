@@ -72,40 +72,41 @@ class Sam3AllGatherIouSuppression : public Problem {
         "SAM 3 video tracker: multi-GPU suppression of overlapping object masks by recent "
         "occlusion (objects sharded across GPUs)",
         "data parallel",
-        "All-gather unevenly sharded object masks and scores, then suppress, of every pair of\n"
-        "masks overlapping with IoU >= 0.7, the one occluded more recently. Any W; WORLD.\n\n"
-        "- Object counts: counts[i] = 1 + ((i + set) mod 3) on rank i (PKB's trial t is the\n"
-        "  set): [1, 2, 3, 1, 2, 3, 1, 2] on set 0 at W = 8, Nt = sum = 15. They change with\n"
-        "  the set, and so do the output shapes (the harness allocates the set's shape).\n"
-        "- Mask side S = 256 (PKB's, fixed). Here M < 1024 shrinks it to S = 16 floor(M / 64)\n"
-        "  (at least 16) for quick tests; M >= 1024 (the default) is PKB's problem.\n"
-        "- Inputs per rank r (seed 42 + 81000 + r + 1000003*set, drawn on the device), c =\n"
-        "  counts[r]: `low_res_masks_local` (c, S, S) run dtype; `obj_scores_local` (c,)\n"
-        "  run dtype; int list `num_obj_per_gpu` = counts (scalars `num_obj_per_gpu[i]`);\n"
-        "  `last_occluded` (Nt,) int64 = (arange(Nt) mod 5) - 1 on every rank; float\n"
-        "  `iou_threshold` = 0.7; int `reverse` = 0. (PKB's last argument, the group, is\n"
-        "  WORLD.)\n"
-        "  Set 0 (PKB's): masks = randn(c, S, S), then + 4 pat - 1 (each op in the\n"
-        "  dtype) with pat[i, y, x] = 1 where (y + x + i + r) mod 5 = 0; scores =\n"
-        "  linspace(-5, 5, c). These masks never overlap enough (max IoU ~0.5): nothing is\n"
-        "  suppressed on set 0. Sets > 0, so that the suppression fires: masks = randn(c, S,\n"
-        "  S), then + 6 sq - 3 in the dtype, where sq is 1 on the S/2 x S/2 square at rows\n"
-        "  [S/4, 3S/4), columns [(S/16) (g mod 6), + S/2) (at S = 256: rows [64, 192),\n"
-        "  columns [16 (g mod 6), + 128)) for the object's global index g = sum(counts[:r]) +\n"
-        "  i; then scores = randn(c). Neighbouring objects' squares overlap with IoU ~0.77\n"
-        "  (suppression), others at most ~0.60.\n"
-        "- Computation (PKB's): Mg = all-gather-v of fp32(masks) (Nt, S, S) and Sg of\n"
-        "  fp32(scores) (Nt,), in rank order; b = Mg > 0; IoU[i, j] = |b_i & b_j| /\n"
-        "  max(|b_i| + |b_j| - |b_i & b_j|, 1) in fp32; for every pair i < j with IoU >= 0.7\n"
-        "  (0.7 as fp32): suppress i if last[i] > last[j] and last[j] > -1, suppress j if\n"
-        "  last[j] > last[i] and last[i] > -1; Mg[suppressed] = -10.\n"
-        "- Outputs on every rank, identical: `masks` (Nt, S, S) float32 (Mg after\n"
-        "  suppression), `scores` (Nt,) float32, `suppressed` (Nt,) bool.\n"
-        "- Tolerance: bit-exact for all three: masks and scores are copies (or -10), the\n"
-        "  intersection counts are exact integers in fp32, and the inputs keep every IoU far\n"
-        "  from 0.7, so any exact way of testing IoU >= 0.7 agrees.\n"
-        "- Traffic: each rank receives (Nt - c) S^2 * 4 bytes of masks (gathering bf16 and\n"
-        "  converting after halves it). FLOPs 2 Nt^2 S^2 for the intersections."};
+        R"md(All-gather unevenly sharded object masks and scores, then suppress, of every pair of
+masks overlapping with IoU >= 0.7, the one occluded more recently. Any W; WORLD.
+
+- Object counts: counts[i] = 1 + ((i + set) mod 3) on rank i (PKB's trial t is the
+  set): [1, 2, 3, 1, 2, 3, 1, 2] on set 0 at W = 8, Nt = sum = 15. They change with
+  the set, and so do the output shapes (the harness allocates the set's shape).
+- Mask side S = 256 (PKB's, fixed). Here M < 1024 shrinks it to S = 16 floor(M / 64)
+  (at least 16) for quick tests; M >= 1024 (the default) is PKB's problem.
+- Inputs per rank r (drawn on the device), c =
+  counts[r]: `low_res_masks_local` (c, S, S) run dtype; `obj_scores_local` (c,)
+  run dtype; int list `num_obj_per_gpu` = counts (scalars `num_obj_per_gpu[i]`);
+  `last_occluded` (Nt,) int64 = (arange(Nt) mod 5) - 1 on every rank; float
+  `iou_threshold` = 0.7; int `reverse` = 0. (PKB's last argument, the group, is
+  WORLD.)
+  Set 0 (PKB's): masks = randn(c, S, S), then + 4 pat - 1 (each op in the
+  dtype) with pat[i, y, x] = 1 where (y + x + i + r) mod 5 = 0; scores =
+  linspace(-5, 5, c). These masks never overlap enough (max IoU ~0.5): nothing is
+  suppressed on set 0. Sets > 0, so that the suppression fires: masks = randn(c, S,
+  S), then + 6 sq - 3 in the dtype, where sq is 1 on the S/2 x S/2 square at rows
+  [S/4, 3S/4), columns [(S/16) (g mod 6), + S/2) (at S = 256: rows [64, 192),
+  columns [16 (g mod 6), + 128)) for the object's global index g = sum(counts[:r]) +
+  i; then scores = randn(c). Neighbouring objects' squares overlap with IoU ~0.77
+  (suppression), others at most ~0.60.
+- Computation (PKB's): Mg = all-gather-v of fp32(masks) (Nt, S, S) and Sg of
+  fp32(scores) (Nt,), in rank order; b = Mg > 0; IoU[i, j] = |b_i & b_j| /
+  max(|b_i| + |b_j| - |b_i & b_j|, 1) in fp32; for every pair i < j with IoU >= 0.7
+  (0.7 as fp32): suppress i if last[i] > last[j] and last[j] > -1, suppress j if
+  last[j] > last[i] and last[i] > -1; Mg[suppressed] = -10.
+- Outputs on every rank, identical: `masks` (Nt, S, S) float32 (Mg after
+  suppression), `scores` (Nt,) float32, `suppressed` (Nt,) bool.
+- Tolerance: bit-exact for all three: masks and scores are copies (or -10), the
+  intersection counts are exact integers in fp32, and the inputs keep every IoU far
+  from 0.7, so any exact way of testing IoU >= 0.7 agrees.
+- Traffic: each rank receives (Nt - c) S^2 * 4 bytes of masks (gathering bf16 and
+  converting after halves it). FLOPs 2 Nt^2 S^2 for the intersections.)md"};
     return i;
   }
 

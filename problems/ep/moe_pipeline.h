@@ -148,8 +148,23 @@ TieChoices RoutingTieChoices(const at::Tensor& probs, const Routing& route, int6
 enum : size_t { kMoeX, kMoeGateW, kMoeGateB, kMoeGpW, kMoeGpB, kMoeUpW, kMoeUpB, kMoeDnW, kMoeDnB };
 constexpr int64_t kMoeInter = 128;  // I, the experts' intermediate size
 
+// The statements' paragraph on routing ties (31, 49-51).
+inline constexpr char kMoeTiesText[] =
+    R"md(- TIES: any valid tie choice passes. Exact bf16 ties occur (a few tokens per rank):
+  where a token's k-th probability equals that of an expert left out, torch.topk
+  may pick any of the tied experts (its CUDA and CPU kernels may differ), and the
+  token goes to that expert's rank. The harness computes the output row of every
+  such choice and accepts a row that matches any one of them within the tolerance.
+  A token sent to an expert below the k-th probability, or to every tied one, fails.
+)md";
+
 class MoeEpProblem : public Problem, public TieRule {
  public:
+  // Problems 31, 32, 49-51: M = 1024. There the ranks' routings have exact bf16 ties
+  // at the k-th value, so the tie keys (gathered tied tokens, every member's expert on them) are
+  // compared with the oracle's on real alternatives; at M = 64 most ranks have none.
+  TestShape CpuTestShape() const override { return {1024, 64}; }
+
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override;
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override;
   std::vector<OutputDecl> Outputs(const RunConfig& cfg, int rank) const override;

@@ -25,31 +25,26 @@ class EmbeddingLookup : public Problem {
         1,
         "generic (row-sharded embedding table looked up through all-to-all)",
         "other (sharded embedding / all-to-all lookup)",
-        "Lookup in a row-sharded embedding table: each rank holds M rows of a global (W*M, N) "
-        "table\n"
-        "T (T[s*M + i] = rank s's local_shard[i]) and requests M rows of T by global index.\n\n"
-        "- Inputs per rank r, in call order (`indices`, `local_shard`), but drawn local_shard "
-        "first\n"
-        "  (seed 42 + 10000 + r + 1000003*set, on the device):\n"
-        "  `local_shard` (M, N) run dtype, randn; then `indices` (M,) int64, randint(0, W*M)\n"
-        "  (uniform over the whole table). Both differ on every rank.\n"
-        "- Computation: owner(v) = floor(v / M). The reference buckets this rank's indices by "
-        "owner\n"
-        "  (stable: original relative order inside a bucket), exchanges the counts (all-to-all "
-        "of\n"
-        "  W int64), sends each bucket to its owner (all-to-all-v of int64 indices), the owner\n"
-        "  gathers local_shard[v - owner*M] for each request, and the rows go back (all-to-all-v\n"
-        "  with the splits swapped).\n"
-        "- Output: `rows` (M, N) run dtype. Row k = T[p_k], where p is this rank's index list\n"
-        "  re-ordered STABLY BY OWNER RANK (all indices owned by rank 0 in their original "
-        "relative\n"
-        "  order, then those of rank 1, ...). The original order is never restored; returning "
-        "rows\n"
-        "  in the original index order is wrong (unless every index has the same owner).\n"
-        "- Pure copies: compared bit for bit. The all-to-all-v split sizes are data-dependent\n"
-        "  (the reference reads the counts back to the host).\n"
-        "- Traffic: ~(W-1)/W * M * 8 bytes of indices and ~(W-1)/W * M*N*b bytes of rows each way\n"
-        "  per rank, plus W * 8 bytes of counts. FLOPs: 0."};
+        R"md(Lookup in a row-sharded embedding table: each rank holds M rows of a global (W*M, N) table
+T (T[s*M + i] = rank s's local_shard[i]) and requests M rows of T by global index.
+
+- Inputs per rank r, in call order (`indices`, `local_shard`), but drawn local_shard first
+  (on the device):
+  `local_shard` (M, N) run dtype, randn; then `indices` (M,) int64, randint(0, W*M)
+  (uniform over the whole table). Both differ on every rank.
+- Computation: owner(v) = floor(v / M). The reference buckets this rank's indices by owner
+  (stable: original relative order inside a bucket), exchanges the counts (all-to-all of
+  W int64), sends each bucket to its owner (all-to-all-v of int64 indices), the owner
+  gathers local_shard[v - owner*M] for each request, and the rows go back (all-to-all-v
+  with the splits swapped).
+- Output: `rows` (M, N) run dtype. Row k = T[p_k], where p is this rank's index list
+  re-ordered STABLY BY OWNER RANK (all indices owned by rank 0 in their original relative
+  order, then those of rank 1, ...). The original order is never restored; returning rows
+  in the original index order is wrong (unless every index has the same owner).
+- Pure copies: compared bit for bit. The all-to-all-v split sizes are data-dependent
+  (the reference reads the counts back to the host).
+- Traffic: ~(W-1)/W * M * 8 bytes of indices and ~(W-1)/W * M*N*b bytes of rows each way
+  per rank, plus W * 8 bytes of counts. FLOPs: 0.)md"};
     return i;
   }
 

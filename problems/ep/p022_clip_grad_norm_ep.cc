@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "problems/harness/common.h"
+#include "problems/harness/mesh_groups.h"
 #include "problems/harness/registry.h"
 
 namespace pkb {
@@ -49,33 +50,34 @@ class ClipGradNormEp : public Problem {
         1,
         "generic (FSDP2 + expert-parallel clip_grad_norm_, VeOmni style)",
         "expert parallel",
-        "Gradient-norm clipping with expert parallelism: a non-expert gradient whose squared\n"
-        "norm is summed over WORLD and an expert gradient whose squared norm is summed over two\n"
-        "sub-groups that tile WORLD, then one clip coefficient for both.\n\n"
-        "- Any W. ep_size = max(1, floor(W/2)). When ep_size > 1 and ep_size | W (W = 4, 6, 8):\n"
-        "  group `ep` = contiguous blocks {f ep_size, ..., f ep_size + ep_size - 1} and group\n"
-        "  `ep_fsdp` = strided sets {e, e + ep_size, ...} (W = 4: ep {0,1},{2,3}, ep_fsdp {0,2},\n"
-        "  {1,3}; W = 8: ep {0-3},{4-7}, ep_fsdp {0,4},{1,5},{2,6},{3,7}). Otherwise (W = 1, 2,\n"
-        "  3, 5, 7) there are no sub-groups and the expert term is summed over WORLD.\n"
-        "- Inputs per rank r (seed 42 + 22000 + r + 1000003*set, drawn in this order on the\n"
-        "  device): `non_ep_grad` (M, N) run dtype, randn; `ep_grad` (M, N) run dtype, randn;\n"
-        "  both different per rank (PKB passes each as a one-element list); non-tensor\n"
-        "  `max_norm` = 1.0, `norm_type` = 2.0, `ep_size`.\n"
-        "- Computation: if ep_size > 1, e = dtype(fp32(ep_grad) * fp32(1/ep_size)) (also at\n"
-        "  W = 5, 7), else e = ep_grad. A = ||fp32(non_ep_grad)||^2 (fp32) summed over WORLD;\n"
-        "  B = ||fp32(e)||^2 (fp32) summed over `ep_fsdp`, then over `ep` (or over WORLD when\n"
-        "  there are no sub-groups): both are sums over all ranks. total = sqrt(A + B) (fp32).\n"
-        "  If total > max_norm (always here), c = max_norm / total (fp32) and each of the two\n"
-        "  gradients becomes dtype(fp32(g) * c), one rounding, with e (already divided by\n"
-        "  ep_size) for the expert one.\n"
-        "- Outputs: `total_norm` () float32, identical on all ranks; `clipped_non_ep` and\n"
-        "  `clipped_ep` (M, N) run dtype. PKB scales its arguments in place and returns only the\n"
-        "  norm; here the inputs are READ-ONLY and the clipped gradients are checked outputs.\n"
-        "- Tolerances as in problem 21: total_norm rtol 1e-4 (any fp32 order or grouping of the\n"
-        "  sums passes; forgetting 1/ep_size or one reduction stage does not); clipped\n"
-        "  gradients rtol 4u + 1e-4 (u = 2^-8 for bf16), atol 0.\n"
-        "- Traffic: three 4-byte all-reduces (WORLD, ep_fsdp, ep): latency-bound; they can be\n"
-        "  fused into one WORLD all-reduce of two floats. HBM: read 2 M N b, write 2 M N b."};
+        R"md(Gradient-norm clipping with expert parallelism: a non-expert gradient whose squared
+norm is summed over WORLD and an expert gradient whose squared norm is summed over two
+sub-groups that tile WORLD, then one clip coefficient for both.
+
+- Any W. ep_size = max(1, floor(W/2)). When ep_size > 1 and ep_size | W (W = 4, 6, 8):
+  group `ep` = contiguous blocks {f ep_size, ..., f ep_size + ep_size - 1} and group
+  `ep_fsdp` = strided sets {e, e + ep_size, ...} (W = 4: ep {0,1},{2,3}, ep_fsdp {0,2},
+  {1,3}; W = 8: ep {0-3},{4-7}, ep_fsdp {0,4},{1,5},{2,6},{3,7}). Otherwise (W = 1, 2,
+  3, 5, 7) there are no sub-groups and the expert term is summed over WORLD.
+- Inputs per rank r (drawn in this order on the
+  device): `non_ep_grad` (M, N) run dtype, randn; `ep_grad` (M, N) run dtype, randn;
+  both different per rank (PKB passes each as a one-element list); non-tensor
+  `max_norm` = 1.0, `norm_type` = 2.0, `ep_size`.
+- Computation: if ep_size > 1, e = dtype(fp32(ep_grad) * fp32(1/ep_size)) (also at
+  W = 5, 7), else e = ep_grad. A = ||fp32(non_ep_grad)||^2 (fp32) summed over WORLD;
+  B = ||fp32(e)||^2 (fp32) summed over `ep_fsdp`, then over `ep` (or over WORLD when
+  there are no sub-groups): both are sums over all ranks. total = sqrt(A + B) (fp32).
+  If total > max_norm (always here), c = max_norm / total (fp32) and each of the two
+  gradients becomes dtype(fp32(g) * c), one rounding, with e (already divided by
+  ep_size) for the expert one.
+- Outputs: `total_norm` () float32, identical on all ranks; `clipped_non_ep` and
+  `clipped_ep` (M, N) run dtype. PKB scales its arguments in place and returns only the
+  norm; here the inputs are READ-ONLY and the clipped gradients are checked outputs.
+- Tolerances as in problem 21: total_norm rtol 1e-4 (any fp32 order or grouping of the
+  sums passes; forgetting 1/ep_size or one reduction stage does not); clipped
+  gradients rtol 4u + 1e-4 (u = 2^-8 for bf16), atol 0.
+- Traffic: three 4-byte all-reduces (WORLD, ep_fsdp, ep): latency-bound; they can be
+  fused into one WORLD all-reduce of two floats. HBM: read 2 M N b, write 2 M N b.)md"};
     return i;
   }
 
@@ -87,16 +89,7 @@ class ClipGradNormEp : public Problem {
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override {
     if (!HasEpGroups(cfg.world)) return {};
     const int ep_size = EpSize(cfg.world), replicas = cfg.world / ep_size;
-    GroupLayout ep{"ep", {}}, ep_fsdp{"ep_fsdp", {}};
-    for (int f = 0; f < replicas; ++f) {
-      ep.partition.emplace_back();
-      for (int e = 0; e < ep_size; ++e) ep.partition.back().push_back(f * ep_size + e);
-    }
-    for (int e = 0; e < ep_size; ++e) {
-      ep_fsdp.partition.emplace_back();
-      for (int f = 0; f < replicas; ++f) ep_fsdp.partition.back().push_back(f * ep_size + e);
-    }
-    return {ep, ep_fsdp};
+    return MeshGroups(replicas, ep_size, "ep", "ep_fsdp");
   }
 
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

@@ -33,27 +33,28 @@ class LoadBalancingLoss : public Problem {
         "generic (Switch Transformer / Mixtral auxiliary load-balancing loss, averaged over "
         "data-parallel ranks)",
         "expert parallel",
-        "MoE auxiliary load-balancing loss: each rank scores how evenly its tokens' top-2\n"
-        "routing spreads over 8 experts, and the ranks' losses are averaged over WORLD.\n\n"
-        "- Any W.\n"
-        "- Inputs per rank r (seed 42 + 24000 + r + 1000003*set, on the device): `gate_logits`\n"
-        "  (M, 8) run dtype: randn (M, 8) in set 0 (PKB's); in the other sets randn (M, 8) +\n"
-        "  2 * randn (8,) (a per-expert bias drawn second, rounded to the dtype), so routing is\n"
-        "  imbalanced differently on every rank; non-tensor `num_experts` = 8, `top_k` = 2\n"
-        "  (PKB's attention_mask is None).\n"
-        "- Computation per rank: P = softmax(gate_logits, -1) (fp32 inside, rounded to the\n"
-        "  dtype); the top-2 experts of each token on P; f[k, e] = fraction of the M tokens\n"
-        "  whose k-th choice is e ((2, 8) fp32); pbar[e] = mean over tokens of P[:, e] (fp32\n"
-        "  accumulation, rounded to the dtype); loss_r = 8 * sum_{k,e} f[k, e] * pbar[e] (fp32).\n"
-        "  Output = (sum_r loss_r) / W (fp32 all-reduce SUM, then divided by W).\n"
-        "- Output: `loss` () float32, identical on all ranks.\n"
-        "- Tolerance: PKB's |got - ref| <= 0.01 + 0.01 |ref|, which fits: keeping P or pbar in\n"
-        "  fp32 (a fused kernel) moves the loss by at most 2u relative (u = 2^-8 for bf16;\n"
-        "  0.1% typically), and a bf16 tie for 2nd place (~0.5% of tokens) may go either way,\n"
-        "  each moving loss_r by 8/M |pbar_a - pbar_b|. Top-1 routing, a missing softmax, no\n"
-        "  all-reduce or no division by W fail on the biased sets. On PKB's set 0 every rank's\n"
-        "  loss is 2 + O(1/M) (even routing), so that set alone cannot catch much.\n"
-        "- Traffic: one 4-byte all-reduce (latency); HBM: read M * 8 * b; ~60 M FLOPs."};
+        R"md(MoE auxiliary load-balancing loss: each rank scores how evenly its tokens' top-2
+routing spreads over 8 experts, and the ranks' losses are averaged over WORLD.
+
+- Any W.
+- Inputs per rank r (on the device): `gate_logits`
+  (M, 8) run dtype: randn (M, 8) in set 0 (PKB's); in the other sets randn (M, 8) +
+  2 * randn (8,) (a per-expert bias drawn second, rounded to the dtype), so routing is
+  imbalanced differently on every rank; non-tensor `num_experts` = 8, `top_k` = 2
+  (PKB's attention_mask is None).
+- Computation per rank: P = softmax(gate_logits, -1) (fp32 inside, rounded to the
+  dtype); the top-2 experts of each token on P; f[k, e] = fraction of the M tokens
+  whose k-th choice is e ((2, 8) fp32); pbar[e] = mean over tokens of P[:, e] (fp32
+  accumulation, rounded to the dtype); loss_r = 8 * sum_{k,e} f[k, e] * pbar[e] (fp32).
+  Output = (sum_r loss_r) / W (fp32 all-reduce SUM, then divided by W).
+- Output: `loss` () float32, identical on all ranks.
+- Tolerance: PKB's |got - ref| <= 0.01 + 0.01 |ref|, which fits: keeping P or pbar in
+  fp32 (a fused kernel) moves the loss by at most 2u relative (u = 2^-8 for bf16;
+  0.1% typically), and a bf16 tie for 2nd place (~0.5% of tokens) may go either way,
+  each moving loss_r by 8/M |pbar_a - pbar_b|. Top-1 routing, a missing softmax, no
+  all-reduce or no division by W fail on the biased sets. On PKB's set 0 every rank's
+  loss is 2 + O(1/M) (even routing), so that set alone cannot catch much.
+- Traffic: one 4-byte all-reduce (latency); HBM: read M * 8 * b; ~60 M FLOPs.)md"};
     return i;
   }
 

@@ -28,28 +28,27 @@ class MoeTokenPreprocess : public Problem {
         "generic (MoE expert-parallel dispatch bookkeeping: all-to-all split sizes from routing "
         "counts)",
         "expert parallel",
-        "Bookkeeping before an expert-parallel MoE dispatch: E = 8 experts, top-2, over WORLD.\n"
-        "Rank r owns the L = 8/W experts [r L, (r+1) L). Requires W | 8 (W = 1, 2, 4 or 8).\n\n"
-        "- Inputs per rank r (seed 42 + 26000 + r + 1000003*set, on the device): sel = "
-        "randint(0, 8,\n"
-        "  (M, 2)) int64 (the two slots are independent: a token may pick the same expert "
-        "twice);\n"
-        "  `expert_mask` = one_hot(sel, 8).float().permute(2, 1, 0): (8, 2, M) float32, 0/1, a\n"
-        "  NON-CONTIGUOUS view (strides (1, 8, 16) elements; honour the strides). Scalar\n"
-        "  num_experts = 8. Every rank's mask differs.\n"
-        "- Computation: cnt[e] = sum over slots and tokens of expert_mask[e] (8,) fp32 (a token\n"
-        "  that picked e in both slots counts twice). input_splits[s] = sum of cnt over rank s's\n"
-        "  experts. G (W, 8) = all-gather of cnt over WORLD (row s = rank s's cnt). G_loc =\n"
-        "  G[:, r L:(r+1) L] (W, L). output_splits[s] = sum_l G_loc[s, l]; per_expert_total[l] =\n"
-        "  sum_s G_loc[s, l].\n"
-        "- Outputs, in order: `input_splits` (W,) int64; `output_splits` (W,) int64;\n"
-        "  `num_global_tokens_per_local_expert` = G_loc (W, L) float32;\n"
-        "  `num_global_sum_tokens_per_local_expert` = per_expert_total (L,) float32. PKB returns\n"
-        "  them on the host (the reference reads the counts back with .tolist()); here they are\n"
-        "  device buffers allocated by the harness, so a candidate need not synchronize the host.\n"
-        "  All are exact integers (sum of input_splits = 2M): compared bit for bit.\n"
-        "- Traffic: an all-gather of 8 fp32 per rank ((W-1) * 32 bytes each way): pure latency.\n"
-        "  Reading the mask (64 M bytes) dominates the memory traffic; ~16 M additions."};
+        R"md(Bookkeeping before an expert-parallel MoE dispatch: E = 8 experts, top-2, over WORLD.
+Rank r owns the L = 8/W experts [r L, (r+1) L). Requires W | 8 (W = 1, 2, 4 or 8).
+
+- Inputs per rank r (on the device): sel = randint(0, 8,
+  (M, 2)) int64 (the two slots are independent: a token may pick the same expert twice);
+  `expert_mask` = one_hot(sel, 8).float().permute(2, 1, 0): (8, 2, M) float32, 0/1, a
+  NON-CONTIGUOUS view (strides (1, 8, 16) elements; honour the strides). Scalar
+  num_experts = 8. Every rank's mask differs.
+- Computation: cnt[e] = sum over slots and tokens of expert_mask[e] (8,) fp32 (a token
+  that picked e in both slots counts twice). input_splits[s] = sum of cnt over rank s's
+  experts. G (W, 8) = all-gather of cnt over WORLD (row s = rank s's cnt). G_loc =
+  G[:, r L:(r+1) L] (W, L). output_splits[s] = sum_l G_loc[s, l]; per_expert_total[l] =
+  sum_s G_loc[s, l].
+- Outputs, in order: `input_splits` (W,) int64; `output_splits` (W,) int64;
+  `num_global_tokens_per_local_expert` = G_loc (W, L) float32;
+  `num_global_sum_tokens_per_local_expert` = per_expert_total (L,) float32. PKB returns
+  them on the host (the reference reads the counts back with .tolist()); here they are
+  device buffers allocated by the harness, so a candidate need not synchronize the host.
+  All are exact integers (sum of input_splits = 2M): compared bit for bit.
+- Traffic: an all-gather of 8 fp32 per rank ((W-1) * 32 bytes each way): pure latency.
+  Reading the mask (64 M bytes) dominates the memory traffic; ~16 M additions.)md"};
     return i;
   }
 

@@ -25,18 +25,19 @@ class MoeAll2AllPrimitive : public Problem {
         1,
         "generic (the token all-to-all of an MoE dispatch with explicit split lists)",
         "expert parallel",
-        "The token all-to-all of an MoE dispatch (dist.all_to_all_single with split lists) over\n"
-        "WORLD. Requires W | M: PKB's split lists are mutually inconsistent otherwise.\n\n"
-        "- Inputs per rank r (seed 42 + 27000 + r + 1000003*set, on the device): `local_tensor`\n"
-        "  x (M, N) run dtype, randn, different per rank. PKB's Python lists arrive as int\n"
-        "  scalars: `input_split_sizes[s]` and `output_split_sizes[s]` for s = 0..W-1, all M/W\n"
-        "  (PKB gives floor(M/W) with the remainder added to the last; W | M makes them equal).\n"
-        "- Computation: rank r sends rows [s B, (s+1) B) of x (B = M/W) to rank s and stacks\n"
-        "  the blocks it receives in source-rank order. With W = 1 the reference returns x.\n"
-        "- Output: `out` (M, N) run dtype; rows [s B, (s+1) B) = rank s's rows [r B, (r+1) B).\n"
-        "  Pure copies: compared bit for bit.\n"
-        "- Traffic: (W-1)/W * M N b bytes each way per rank (nccl-tests alltoall: busbw = algbw\n"
-        "  * (W-1)/W with S = M N b). FLOPs: 0."};
+        R"md(The token all-to-all of an MoE dispatch (dist.all_to_all_single with split lists) over
+WORLD. Requires W | M: PKB's split lists are mutually inconsistent otherwise.
+
+- Inputs per rank r (on the device): `local_tensor`
+  x (M, N) run dtype, randn, different per rank. PKB's Python lists arrive as int
+  scalars: `input_split_sizes[s]` and `output_split_sizes[s]` for s = 0..W-1, all M/W
+  (PKB gives floor(M/W) with the remainder added to the last; W | M makes them equal).
+- Computation: rank r sends rows [s B, (s+1) B) of x (B = M/W) to rank s and stacks
+  the blocks it receives in source-rank order. With W = 1 the reference returns x.
+- Output: `out` (M, N) run dtype; rows [s B, (s+1) B) = rank s's rows [r B, (r+1) B).
+  Pure copies: compared bit for bit.
+- Traffic: (W-1)/W * M N b bytes each way per rank (nccl-tests alltoall: busbw = algbw
+  * (W-1)/W with S = M N b). FLOPs: 0.)md"};
     return i;
   }
 

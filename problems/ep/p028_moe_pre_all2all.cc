@@ -32,37 +32,38 @@ class MoePreAll2All : public Problem {
         "generic (MoE all-to-all token dispatcher: permute by expert, all-to-all, regroup by "
         "local expert)",
         "expert parallel",
-        "The dispatch half of an expert-parallel MoE layer over WORLD: E = 8 experts, top-2,\n"
-        "L = 8/W local experts per rank. Requires W | 8 and W | 2M (W = 8: 4 | M).\n\n"
-        "- Inputs per rank r (seed 42 + 28000 + r + 1000003*set), in call order, drawn on the\n"
-        "  device in this order:\n"
-        "  `hidden_states` X (M, N) run dtype, randn;\n"
-        "  `expert_mask` (8, 2, M) float32 0/1: for each token j = 0..M-1 in turn, randperm(8)\n"
-        "  (int64, on the device); its first two entries e0 != e1 give mask[e0, 0, j] = mask[e1,\n"
-        "  1, j] = 1. Every token has exactly two distinct experts;\n"
-        "  scalar num_experts = 8;\n"
-        "  `input_splits[s]`, `output_splits[s]` (int scalars, s = 0..W-1; Python lists in PKB):\n"
-        "  all 2M/W. These are SYNTHETIC balanced splits: they do not follow expert ownership;\n"
-        "  `num_global_tokens_per_local_expert` C (W, L) int64 on the device: the 8 values\n"
-        "  floor(2M/8), the first (2M mod 8) of them (row-major) plus one (also synthetic).\n"
-        "  Every rank's X and mask differ; the splits and C are the same on all ranks.\n"
-        "- Computation: (1) R = expert_mask.sum(dim=1) (8, M) float32. (2) perm = the tokens j\n"
-        "  with R[e, j] != 0, expert-major (e = 0..7), ascending j within an expert: (2M,) int64;\n"
-        "  Xp = X[perm]. (3) all_to_all_single of Xp's rows: rows [s B, (s+1) B) (B = 2M/W) go\n"
-        "  to rank s, received blocks stacked in source-rank order -> Y (2M, N); no exchange at\n"
-        "  W = 1. (4) Cut Y into 8 consecutive chunks of sizes C read row-major (chunk s L + l =\n"
-        "  'from source s, local expert l') and concatenate them in local-expert-major order:\n"
-        "  for l = 0..L-1, for s = 0..W-1, chunk s L + l (W = 2: 0,4,1,5,2,6,3,7; W = 4:\n"
-        "  0,2,4,6,1,3,5,7; W = 1 or 8: identity).\n"
-        "- Outputs, in order: `global_permuted_hidden_states` (2M, N) run dtype; `routing_map`\n"
-        "  R (8, M) float32; `local_input_permutation_mapping` perm (2M,) int64. (PKB's fourth\n"
-        "  return value, the shape (M, N) of the flattened input, is a constant torch.Size, not\n"
-        "  data: it is not asked for.)\n"
-        "- The order of every output is fixed by the steps above (the split sizes cut the\n"
-        "  permuted rows at fixed positions, and the combine step consumes rows by position), so\n"
-        "  all three are compared bit for bit: no other token order is accepted.\n"
-        "- Host sync in PKB's reference: the chunk sizes C are read back (.tolist()).\n"
-        "- Traffic: (W-1)/W * 2M N b bytes each way per rank. FLOPs: 0."};
+        R"md(The dispatch half of an expert-parallel MoE layer over WORLD: E = 8 experts, top-2,
+L = 8/W local experts per rank. Requires W | 8 and W | 2M (W = 8: 4 | M).
+
+- Inputs per rank r, in call order, drawn on the
+  device in this order:
+  `hidden_states` X (M, N) run dtype, randn;
+  `expert_mask` (8, 2, M) float32 0/1: for each token j = 0..M-1 in turn, randperm(8)
+  (int64, on the device); its first two entries e0 != e1 give mask[e0, 0, j] = mask[e1,
+  1, j] = 1. Every token has exactly two distinct experts;
+  scalar num_experts = 8;
+  `input_splits[s]`, `output_splits[s]` (int scalars, s = 0..W-1; Python lists in PKB):
+  all 2M/W. These are SYNTHETIC balanced splits: they do not follow expert ownership;
+  `num_global_tokens_per_local_expert` C (W, L) int64 on the device: the 8 values
+  floor(2M/8), the first (2M mod 8) of them (row-major) plus one (also synthetic).
+  Every rank's X and mask differ; the splits and C are the same on all ranks.
+- Computation: (1) R = expert_mask.sum(dim=1) (8, M) float32. (2) perm = the tokens j
+  with R[e, j] != 0, expert-major (e = 0..7), ascending j within an expert: (2M,) int64;
+  Xp = X[perm]. (3) all_to_all_single of Xp's rows: rows [s B, (s+1) B) (B = 2M/W) go
+  to rank s, received blocks stacked in source-rank order -> Y (2M, N); no exchange at
+  W = 1. (4) Cut Y into 8 consecutive chunks of sizes C read row-major (chunk s L + l =
+  'from source s, local expert l') and concatenate them in local-expert-major order:
+  for l = 0..L-1, for s = 0..W-1, chunk s L + l (W = 2: 0,4,1,5,2,6,3,7; W = 4:
+  0,2,4,6,1,3,5,7; W = 1 or 8: identity).
+- Outputs, in order: `global_permuted_hidden_states` (2M, N) run dtype; `routing_map`
+  R (8, M) float32; `local_input_permutation_mapping` perm (2M,) int64. (PKB's fourth
+  return value, the shape (M, N) of the flattened input, is a constant torch.Size, not
+  data: it is not asked for.)
+- The order of every output is fixed by the steps above (the split sizes cut the
+  permuted rows at fixed positions, and the combine step consumes rows by position), so
+  all three are compared bit for bit: no other token order is accepted.
+- Host sync in PKB's reference: the chunk sizes C are read back (.tolist()).
+- Traffic: (W-1)/W * 2M N b bytes each way per rank. FLOPs: 0.)md"};
     return i;
   }
 

@@ -35,40 +35,39 @@ class MoePostAll2All : public Problem {
         "generic (MoE all-to-all token combiner: undo the local-expert grouping, all-to-all "
         "back, weight and scatter-add to token order)",
         "expert parallel",
-        "The combine half of an expert-parallel MoE layer over WORLD: E = 8 experts, top-2,\n"
-        "L = 8/W local experts per rank. Requires W | 8 and W | 2M (W = 8: 4 | M).\n\n"
-        "- Inputs per rank r (seed 42 + 29000 + r + 1000003*set), drawn on the device in this\n"
-        "  order: (a) for each token j = 0..M-1 in turn, randperm(8) (int64); its first two\n"
-        "  entries are token j's experts: `routing_map` R (8, M) bool, R[e, j] = true for those\n"
-        "  two. (b) For each token j in turn, a fresh randn(2) in the run dtype, softmax over it\n"
-        "  (in the run dtype): `routing_weights` (M, 2) run dtype; `selected_experts` (M, 2)\n"
-        "  int64 = token j's two experts in ascending order, weight k belonging to expert\n"
-        "  selected_experts[j, k]. (c) `expert_outputs` Z (2M, N) run dtype, randn.\n"
-        "  Derived: `input_splits[s]` = `output_splits[s]` = 2M/W (int scalars; Python lists in\n"
-        "  PKB; synthetic: they do not follow expert ownership); `num_global_tokens_per_local_"
-        "expert`\n"
-        "  C (W, L) int64: the 8 values floor(2M/8), the first (2M mod 8) (row-major) plus one;\n"
-        "  `local_input_permutation_mapping` perm (2M,) int64 = the tokens j with R[e, j], "
-        "expert-\n"
-        "  major, ascending j within an expert (pair i = (e_i, perm[i])); scalars\n"
-        "  `org_hidden_states_shape[0]` = M, `[1]` = N; num_experts = 8.\n"
-        "  Tensor call order: expert_outputs, routing_weights, selected_experts,\n"
-        "  num_global_tokens_per_local_expert, routing_map, local_input_permutation_mapping.\n"
-        "  Every rank's R, weights and Z differ; splits and C are the same on all ranks.\n"
-        "- Computation: (1) cut Z into 8 consecutive chunks, chunk l W + s of size C[s, l]\n"
-        "  (C transposed, read row-major), and concatenate them source-major: for s = 0..W-1,\n"
-        "  for l = 0..L-1, chunk l W + s (W = 2: 0,2,4,6,1,3,5,7; W = 4: 0,4,1,5,2,6,3,7;\n"
-        "  identity at W = 1 and 8). (2) all_to_all_single of those rows, rows [s B, (s+1) B)\n"
-        "  (B = 2M/W) to rank s, received blocks stacked by source -> U (2M, N); none at W = 1.\n"
-        "  (3) w_i = routing weight of pair i (token perm[i], expert e_i). (4) out = zeros (M, N)\n"
-        "  run dtype; out[perm[i]] += U[i] * w_i for every i, the product rounded to the run\n"
-        "  dtype, then the sum (every token gets exactly two rows: out[t] = z_a + z_b).\n"
-        "- Output: `out` (M, N) run dtype.\n"
-        "- Tolerance: |got - ref| <= atol + 0.01 |ref|, atol = max(0.01, 4u) (u = 2^-8 for bf16:\n"
-        "  atol = 2^-6). Computing w_a U_a + w_b U_b in fp32 and rounding once passes; wrong\n"
-        "  weights, rows or regrouping do not.\n"
-        "- Host sync in PKB's reference: the chunk sizes C are read back (.tolist()).\n"
-        "- Traffic: (W-1)/W * 2M N b bytes each way per rank. FLOPs: 2 * 2M N."};
+        R"md(The combine half of an expert-parallel MoE layer over WORLD: E = 8 experts, top-2,
+L = 8/W local experts per rank. Requires W | 8 and W | 2M (W = 8: 4 | M).
+
+- Inputs per rank r, drawn on the device in this
+  order: (a) for each token j = 0..M-1 in turn, randperm(8) (int64); its first two
+  entries are token j's experts: `routing_map` R (8, M) bool, R[e, j] = true for those
+  two. (b) For each token j in turn, a fresh randn(2) in the run dtype, softmax over it
+  (in the run dtype): `routing_weights` (M, 2) run dtype; `selected_experts` (M, 2)
+  int64 = token j's two experts in ascending order, weight k belonging to expert
+  selected_experts[j, k]. (c) `expert_outputs` Z (2M, N) run dtype, randn.
+  Derived: `input_splits[s]` = `output_splits[s]` = 2M/W (int scalars; Python lists in
+  PKB; synthetic: they do not follow expert ownership); `num_global_tokens_per_local_expert`
+  C (W, L) int64: the 8 values floor(2M/8), the first (2M mod 8) (row-major) plus one;
+  `local_input_permutation_mapping` perm (2M,) int64 = the tokens j with R[e, j], expert-
+  major, ascending j within an expert (pair i = (e_i, perm[i])); scalars
+  `org_hidden_states_shape[0]` = M, `[1]` = N; num_experts = 8.
+  Tensor call order: expert_outputs, routing_weights, selected_experts,
+  num_global_tokens_per_local_expert, routing_map, local_input_permutation_mapping.
+  Every rank's R, weights and Z differ; splits and C are the same on all ranks.
+- Computation: (1) cut Z into 8 consecutive chunks, chunk l W + s of size C[s, l]
+  (C transposed, read row-major), and concatenate them source-major: for s = 0..W-1,
+  for l = 0..L-1, chunk l W + s (W = 2: 0,2,4,6,1,3,5,7; W = 4: 0,4,1,5,2,6,3,7;
+  identity at W = 1 and 8). (2) all_to_all_single of those rows, rows [s B, (s+1) B)
+  (B = 2M/W) to rank s, received blocks stacked by source -> U (2M, N); none at W = 1.
+  (3) w_i = routing weight of pair i (token perm[i], expert e_i). (4) out = zeros (M, N)
+  run dtype; out[perm[i]] += U[i] * w_i for every i, the product rounded to the run
+  dtype, then the sum (every token gets exactly two rows: out[t] = z_a + z_b).
+- Output: `out` (M, N) run dtype.
+- Tolerance: |got - ref| <= atol + 0.01 |ref|, atol = max(0.01, 4u) (u = 2^-8 for bf16:
+  atol = 2^-6). Computing w_a U_a + w_b U_b in fp32 and rounding once passes; wrong
+  weights, rows or regrouping do not.
+- Host sync in PKB's reference: the chunk sizes C are read back (.tolist()).
+- Traffic: (W-1)/W * 2M N b bytes each way per rank. FLOPs: 2 * 2M N.)md"};
     return i;
   }
 

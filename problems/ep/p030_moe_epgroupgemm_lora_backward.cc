@@ -21,29 +21,29 @@ class MoeEpGroupGemmLoraBackward : public Problem {
         1,
         "VeOmni (ByteDance) EP MoE EPGroupGemm with LoRA: backward sync of the adapter gradients",
         "expert parallel",
-        "Backward-pass sync of LoRA-adapter gradients that are replicated across the expert-\n"
-        "parallel group: each of three gradients is summed over WORLD.\n\n"
-        "- Any W.\n"
-        "- Inputs per rank r (seed 42 + 30000 + r + 1000003*set, drawn in this order on the "
-        "device),\n"
-        "  all run dtype, randn, different per rank: `grad_fc1_1_lora_A` (8, N);\n"
-        "  `grad_fc1_2_lora_A` (8, N); `grad_fc2_lora_B` (N, 8). (PKB's fourth argument, the\n"
-        "  process group, is None: WORLD.)\n"
-        "- Computation: three all-reduce SUMs over WORLD, in argument order. PKB's reference\n"
-        "  reduces in place and returns its (mutated) arguments; here the inputs are READ-ONLY\n"
-        "  and the sums go to three separate output buffers.\n"
-        "- Outputs (identical on all ranks), each the element-wise sum over ranks of the input\n"
-        "  of the same name: `grad_fc1_1_lora_A` (8, N), `grad_fc1_2_lora_A` (8, N),\n"
-        "  `grad_fc2_lora_B` (N, 8), run dtype.\n"
-        "- Numerics: sums of W standard normals (std sqrt(W)). The reference sums with NCCL (bf16\n"
-        "  rounding at every hop, in the ring's order); for W >= 4 another order (a tree, fp32\n"
-        "  accumulation rounded once) differs by a few bf16 ulps of the partial sums, so the\n"
-        "  check is |got - ref| <= atol + 0.01 |ref|, atol = max(0.01, 2 u W sqrt(W)) (u = 2^-8\n"
-        "  for bf16: 0.022 / 0.063 / 0.18 at W = 2 / 4 / 8). Any summation order passes; one\n"
-        "  rank's gradient missing (an error ~N(0, 1)) does not.\n"
-        "- Traffic: three all-reduces of 8 N elements, 2(W-1)/W * 24 N b bytes each way per rank\n"
-        "  (3 x 16 KiB at N = 1024, bf16): latency-bound; fusing the three into one collective is\n"
-        "  the obvious win."};
+        R"md(Backward-pass sync of LoRA-adapter gradients that are replicated across the expert-
+parallel group: each of three gradients is summed over WORLD.
+
+- Any W.
+- Inputs per rank r (drawn in this order on the device),
+  all run dtype, randn, different per rank: `grad_fc1_1_lora_A` (8, N);
+  `grad_fc1_2_lora_A` (8, N); `grad_fc2_lora_B` (N, 8). (PKB's fourth argument, the
+  process group, is None: WORLD.)
+- Computation: three all-reduce SUMs over WORLD, in argument order. PKB's reference
+  reduces in place and returns its (mutated) arguments; here the inputs are READ-ONLY
+  and the sums go to three separate output buffers.
+- Outputs (identical on all ranks), each the element-wise sum over ranks of the input
+  of the same name: `grad_fc1_1_lora_A` (8, N), `grad_fc1_2_lora_A` (8, N),
+  `grad_fc2_lora_B` (N, 8), run dtype.
+- Numerics: sums of W standard normals (std sqrt(W)). The reference sums with NCCL (bf16
+  rounding at every hop, in the ring's order); for W >= 4 another order (a tree, fp32
+  accumulation rounded once) differs by a few bf16 ulps of the partial sums, so the
+  check is |got - ref| <= atol + 0.01 |ref|, atol = max(0.01, 2 u W sqrt(W)) (u = 2^-8
+  for bf16: 0.022 / 0.063 / 0.18 at W = 2 / 4 / 8). Any summation order passes; one
+  rank's gradient missing (an error ~N(0, 1)) does not.
+- Traffic: three all-reduces of 8 N elements, 2(W-1)/W * 24 N b bytes each way per rank
+  (3 x 16 KiB at N = 1024, bf16): latency-bound; fusing the three into one collective is
+  the obvious win.)md"};
     return i;
   }
 

@@ -19,40 +19,36 @@ class FusedMoeFwd : public MoeEpProblem {
         2,
         "VeOmni EP MoE forward (token_pre_all2all / tokens_post_all2all)",
         "expert parallel",
-        "Expert-parallel MoE forward over WORLD: E = 8 experts, top_k = 2, L = 8/W local\n"
-        "experts per rank (rank d hosts experts [d L, (d+1) L)). Requires W | 8.\n\n"
-        "- Inputs per rank r (seed 42 + 31000 + r + 1000003*set), in call order. On the device,\n"
-        "  randn in the run dtype, in this order: `hidden_states` x (M, N); `gate_weight` Wg\n"
-        "  (8, N); `gate_bias` bg (8). Then three default nn.Linear built on the CPU in fp32\n"
-        "  from the CPU generator (weight (out, in) by kaiming_uniform(a = sqrt(5)), i.e.\n"
-        "  U(-1/sqrt(in), 1/sqrt(in)), then bias (out) from the same range), cast to the dtype\n"
-        "  and moved to the device: `gate_proj` N -> 128, `up_proj` N -> 128, `down_proj`\n"
-        "  128 -> N, each passed as its weight and bias. Scalars: num_experts = 8, top_k = 2.\n"
-        "  Every rank's tensors differ. Each rank has ONE set of MLP weights, applied to every\n"
-        "  row it receives whichever of its L experts the row was routed to: the expert id only\n"
-        "  picks the destination rank floor(e / L).\n"
-        "- Computation: logits = x Wg^T + bg in dtype; p = softmax(logits) in dtype;\n"
-        "  (w, sel) = topk(p, 2) (descending, no renormalization). Counts c[e] per expert\n"
-        "  (int64), all-gathered over WORLD into (W, 8). Pairs (e, t) listed expert-major,\n"
-        "  ascending t within e; x[t] rows sent with all_to_all_single (variable splits) to rank\n"
-        "  floor(e / L); received chunks regrouped from (source, local expert) to (local expert,\n"
-        "  source) order; Y = down(silu(gate(X)) * up(X)), every op rounded to dtype; the\n"
-        "  regrouping undone and the rows sent back; row (e, t) times p[t, e] (dtype),\n"
-        "  scatter-added into zeros (M, N) dtype at row t. At W = 1 no all-to-all runs.\n"
-        "  Closed form: out[t] = sum_j w[t,j] * MLP_{floor(sel[t,j] / L)}(x[t]).\n"
-        "- Output: `out` (M, N) dtype. Split sizes depend on the data (about 2M rows received\n"
-        "  per rank on average).\n"
-        "- TIES: any valid tie choice passes. Exact bf16 ties occur (a few tokens per rank):\n"
-        "  where a token's k-th probability equals that of an expert left out, torch.topk\n"
-        "  may pick any of the tied experts (its CUDA and CPU kernels may differ), and the\n"
-        "  token goes to that expert's rank. The harness computes the output row of every\n"
-        "  such choice and accepts a row that matches any one of them within the tolerance.\n"
-        "  A token sent to an expert below the k-th probability, or to every tied one, fails.\n"
-        "- Numerics: routing must be computed exactly as above (dtype logits, softmax, topk).\n"
-        "  The router is peaked (logit spread ~ sqrt(N)). The MLP and combine may\n"
-        "  use fp32 intermediates: |out| <~ 1, and PKB's atol = rtol = 1e-2 admits that.\n"
-        "- Traffic per rank: dispatch and combine ~ (W-1)/W * 2 M N b bytes each; an\n"
-        "  all-gather of 8 int64 counts. FLOPs: router 2 M N 8, experts 6 R N 128 (R ~ 2M)."};
+        R"md(Expert-parallel MoE forward over WORLD: E = 8 experts, top_k = 2, L = 8/W local
+experts per rank (rank d hosts experts [d L, (d+1) L)). Requires W | 8.
+
+- Inputs per rank r, in call order. On the device,
+  randn in the run dtype, in this order: `hidden_states` x (M, N); `gate_weight` Wg
+  (8, N); `gate_bias` bg (8). Then three default nn.Linear built on the CPU in fp32
+  from the CPU generator (weight (out, in) by kaiming_uniform(a = sqrt(5)), i.e.
+  U(-1/sqrt(in), 1/sqrt(in)), then bias (out) from the same range), cast to the dtype
+  and moved to the device: `gate_proj` N -> 128, `up_proj` N -> 128, `down_proj`
+  128 -> N, each passed as its weight and bias. Scalars: num_experts = 8, top_k = 2.
+  Every rank's tensors differ. Each rank has ONE set of MLP weights, applied to every
+  row it receives whichever of its L experts the row was routed to: the expert id only
+  picks the destination rank floor(e / L).
+- Computation: logits = x Wg^T + bg in dtype; p = softmax(logits) in dtype;
+  (w, sel) = topk(p, 2) (descending, no renormalization). Counts c[e] per expert
+  (int64), all-gathered over WORLD into (W, 8). Pairs (e, t) listed expert-major,
+  ascending t within e; x[t] rows sent with all_to_all_single (variable splits) to rank
+  floor(e / L); received chunks regrouped from (source, local expert) to (local expert,
+  source) order; Y = down(silu(gate(X)) * up(X)), every op rounded to dtype; the
+  regrouping undone and the rows sent back; row (e, t) times p[t, e] (dtype),
+  scatter-added into zeros (M, N) dtype at row t. At W = 1 no all-to-all runs.
+  Closed form: out[t] = sum_j w[t,j] * MLP_{floor(sel[t,j] / L)}(x[t]).
+- Output: `out` (M, N) dtype. Split sizes depend on the data (about 2M rows received
+  per rank on average).
+)md" + std::string(kMoeTiesText) +
+            R"md(- Numerics: routing must be computed exactly as above (dtype logits, softmax, topk).
+  The router is peaked (logit spread ~ sqrt(N)). The MLP and combine may
+  use fp32 intermediates: |out| <~ 1, and PKB's atol = rtol = 1e-2 admits that.
+- Traffic per rank: dispatch and combine ~ (W-1)/W * 2 M N b bytes each; an
+  all-gather of 8 int64 counts. FLOPs: router 2 M N 8, experts 6 R N 128 (R ~ 2M).)md"};
     return i;
   }
 

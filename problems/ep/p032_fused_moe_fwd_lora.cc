@@ -32,51 +32,51 @@ class FusedMoeFwdLora : public MoeEpProblem {
         "VeOmni EP MoE forward with LoRA experts (token_pre_all2all / tokens_post_all2all)",
         "expert parallel",
         absl::StrCat(
-            "The expert-parallel MoE forward of 31 over WORLD (E = 8 experts, top_k = 2, L = 8/W\n"
-            "local experts per rank, rank d hosting experts [d L, (d+1) L)) with rank-8 LoRA\n"
-            "adapters on the expert's three projections. Requires W | 8.\n\n"
-            "- Inputs per rank r (seed 42 + 32000 + r + 1000003*set), in call order. On the\n"
-            "  device, randn in the run dtype: `hidden_states` x (M, N); `gate_weight` Wg (8, N);\n"
-            "  `gate_bias` bg (8). Then three default nn.Linear built on the CPU in fp32 from the\n"
-            "  CPU generator (weight (out, in) by kaiming_uniform(a = sqrt(5)), i.e.\n"
-            "  U(-1/sqrt(in), 1/sqrt(in)), then bias (out) from the same range), cast to the\n"
-            "  dtype and moved to the device: `gate_proj` N -> 128, `up_proj` N -> 128,\n"
-            "  `down_proj` 128 -> N, each passed as its weight and bias. Then, continuing the\n"
-            "  device stream, randn in the dtype, UNSCALED N(0, 1): `lora_gate_A` (8, N),\n"
-            "  `lora_gate_B` (128, 8), `lora_up_A` (8, N), `lora_up_B` (128, 8), `lora_down_A`\n"
-            "  (8, 128), `lora_down_B` (N, 8). Scalars: num_experts = 8, top_k = 2. Every rank's\n"
-            "  tensors differ; each rank applies its one expert to every row it receives.\n"
-            "- Computation: the pipeline of 31 (dtype logits, softmax, topk(2) without\n"
-            "  renormalization; counts all-gathered; rows dispatched expert-major with\n"
-            "  all_to_all_single to rank floor(e / L); regrouped by local expert; expert; sent\n"
-            "  back; each row (e, t) times p[t, e] and scatter-added at row t of zeros (M, N)),\n"
-            "  with the expert\n"
-            "    g = gate(X) + (X A_g^T) B_g^T;  u = up(X) + (X A_u^T) B_u^T;  Y = silu(g) * u;\n"
-            "    out = down(Y) + (Y A_d^T) B_d^T,\n"
-            "  every GEMM (width-8 intermediates included), add, silu and product rounded to\n"
-            "  dtype in the reference. No LoRA alpha scaling.\n"
-            "  Closed form: out[t] = sum_j w[t,j] * MLP_{floor(sel[t,j] / L)}(x[t]).\n"
-            "- Output: `out` (M, N) dtype. Split sizes depend on the data.\n"
-            "- Numerics (hard): the unscaled LoRA factors dominate: g, u ~ sqrt(8N) (~90 at\n"
-            "  N = 1024), Y ~ 6N, |out| ~ S = sqrt(r^3 I / 2) N = 181 N (~1.9e5 at N = 1024; max\n"
-            "  ~ 10 S). Every dtype rounding in the chain moves out by ~u S whatever the "
-            "element's\n"
-            "  own size, so PKB's rtol = 1e-2 fails correct kernels near zero crossings.\n"
-            "  Tolerance here: rtol = 1e-2 and atol = ",
+            R"md(The expert-parallel MoE forward of 31 over WORLD (E = 8 experts, top_k = 2, L = 8/W
+local experts per rank, rank d hosting experts [d L, (d+1) L)) with rank-8 LoRA
+adapters on the expert's three projections. Requires W | 8.
+
+- Inputs per rank r, in call order. On the
+  device, randn in the run dtype: `hidden_states` x (M, N); `gate_weight` Wg (8, N);
+  `gate_bias` bg (8). Then three default nn.Linear built on the CPU in fp32 from the
+  CPU generator (weight (out, in) by kaiming_uniform(a = sqrt(5)), i.e.
+  U(-1/sqrt(in), 1/sqrt(in)), then bias (out) from the same range), cast to the
+  dtype and moved to the device: `gate_proj` N -> 128, `up_proj` N -> 128,
+  `down_proj` 128 -> N, each passed as its weight and bias. Then, continuing the
+  device stream, randn in the dtype, UNSCALED N(0, 1): `lora_gate_A` (8, N),
+  `lora_gate_B` (128, 8), `lora_up_A` (8, N), `lora_up_B` (128, 8), `lora_down_A`
+  (8, 128), `lora_down_B` (N, 8). Scalars: num_experts = 8, top_k = 2. Every rank's
+  tensors differ; each rank applies its one expert to every row it receives.
+- Computation: the pipeline of 31 (dtype logits, softmax, topk(2) without
+  renormalization; counts all-gathered; rows dispatched expert-major with
+  all_to_all_single to rank floor(e / L); regrouped by local expert; expert; sent
+  back; each row (e, t) times p[t, e] and scatter-added at row t of zeros (M, N)),
+  with the expert
+    g = gate(X) + (X A_g^T) B_g^T;  u = up(X) + (X A_u^T) B_u^T;  Y = silu(g) * u;
+    out = down(Y) + (Y A_d^T) B_d^T,
+  every GEMM (width-8 intermediates included), add, silu and product rounded to
+  dtype in the reference. No LoRA alpha scaling.
+  Closed form: out[t] = sum_j w[t,j] * MLP_{floor(sel[t,j] / L)}(x[t]).
+- Output: `out` (M, N) dtype. Split sizes depend on the data.
+- Numerics (hard): the unscaled LoRA factors dominate: g, u ~ sqrt(8N) (~90 at
+  N = 1024), Y ~ 6N, |out| ~ S = sqrt(r^3 I / 2) N = 181 N (~1.9e5 at N = 1024; max
+  ~ 10 S). Every dtype rounding in the chain moves out by ~u S whatever the element's
+  own size, so PKB's rtol = 1e-2 fails correct kernels near zero crossings.
+  Tolerance here: rtol = 1e-2 and atol = )md",
             kAtolUlps,
-            " u S (u = 2^-8 for bf16): fp32 accumulation across the chain, merged or fused\n"
-            "  GEMMs and another summation order pass; a wrong expert, a missing LoRA term, LoRA\n"
-            "  scaled by alpha / r, unweighted or swapped routing weights or a missing rank fail.\n"
-            "  The base projections move out by only ~2% of S, below what fp32 chains differ by,\n"
-            "  so the tolerance cannot see them: they are still required. Routing as in 31\n"
-            "  (dtype logits, softmax, topk: it decides the destination).\n"
-            "- TIES: any valid tie choice passes, as in 31. Where a token's k-th probability\n"
-            "  equals that of an expert left out, torch.topk may pick any of the tied experts;\n"
-            "  the harness computes the output row of every such choice and accepts a row that\n"
-            "  matches any one of them within the tolerance. A token sent to an expert below the\n"
-            "  k-th probability fails.\n"
-            "- Traffic per rank: as 31. FLOPs: router 2 M N 8, experts R (6 N 128 + 16 (3N +\n"
-            "  384)) with R ~ 2M rows received.")};
+            R"md( u S (u = 2^-8 for bf16): fp32 accumulation across the chain, merged or fused
+  GEMMs and another summation order pass; a wrong expert, a missing LoRA term, LoRA
+  scaled by alpha / r, unweighted or swapped routing weights or a missing rank fail.
+  The base projections move out by only ~2% of S, below what fp32 chains differ by,
+  so the tolerance cannot see them: they are still required. Routing as in 31
+  (dtype logits, softmax, topk: it decides the destination).
+- TIES: any valid tie choice passes, as in 31. Where a token's k-th probability
+  equals that of an expert left out, torch.topk may pick any of the tied experts;
+  the harness computes the output row of every such choice and accepts a row that
+  matches any one of them within the tolerance. A token sent to an expert below the
+  k-th probability fails.
+- Traffic per rank: as 31. FLOPs: router 2 M N 8, experts R (6 N 128 + 16 (3N +
+  384)) with R ~ 2M rows received.)md")};
     return i;
   }
 

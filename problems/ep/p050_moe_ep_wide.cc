@@ -17,39 +17,35 @@ class MoeEpWide : public MoeEpProblem {
         2,
         "VeOmni EP MoE forward (token_pre_all2all / tokens_post_all2all)",
         "expert parallel",
-        "Expert-parallel MoE forward over WORLD with two experts per rank: E = 2W experts,\n"
-        "top_k = 2, L = 2 (rank d hosts experts 2d and 2d + 1). Any W (W = 1: no all-to-all).\n\n"
-        "- Inputs per rank r (seed 42 + 50000 + r + 1000003*set), in call order. On the device,\n"
-        "  randn in the run dtype, in this order: `hidden_states` x (M, N); `gate_weight` Wg\n"
-        "  (2W, N); `gate_bias` bg (2W). Then three default nn.Linear built on the CPU in fp32\n"
-        "  from the CPU generator (weight (out, in) by kaiming_uniform(a = sqrt(5)), i.e.\n"
-        "  U(-1/sqrt(in), 1/sqrt(in)), then bias (out) from the same range), cast to the dtype\n"
-        "  and moved to the device: `gate_proj` N -> 128, `up_proj` N -> 128, `down_proj`\n"
-        "  128 -> N, each passed as its weight and bias. Scalars: num_experts = 2W, top_k = 2.\n"
-        "  Every rank's tensors differ. Each rank has ONE set of MLP weights for both its\n"
-        "  experts: the expert id only picks the destination rank floor(e / 2).\n"
-        "- Computation (the EP pipeline of 31): logits = x Wg^T + bg in dtype; p = softmax in\n"
-        "  dtype; (w, sel) = topk(p, 2) (no renormalization). Counts per expert all-gathered\n"
-        "  over WORLD into (W, 2W); pairs (e, t) expert-major, ascending t; rows sent with\n"
-        "  all_to_all_single (variable splits) to rank floor(e / 2); received chunks regrouped\n"
-        "  to (local expert, source) order; Y = down(silu(gate(X)) * up(X)), every op rounded\n"
-        "  to dtype; regrouping undone, rows sent back, row (e, t) times p[t, e] (dtype) and\n"
-        "  scatter-added into zeros (M, N) dtype at row t.\n"
-        "  Closed form: out[t] = sum_j w[t,j] * MLP_{floor(sel[t,j] / 2)}(x[t]). When both of a\n"
-        "  token's experts live on one rank, that rank receives the token twice and both\n"
-        "  results are weighted and summed.\n"
-        "- Output: `out` (M, N) dtype. Split sizes depend on the data.\n"
-        "- TIES: any valid tie choice passes. Exact bf16 ties occur (a few tokens per rank):\n"
-        "  where a token's k-th probability equals that of an expert left out, torch.topk\n"
-        "  may pick any of the tied experts (its CUDA and CPU kernels may differ), and the\n"
-        "  token goes to that expert's rank. The harness computes the output row of every\n"
-        "  such choice and accepts a row that matches any one of them within the tolerance.\n"
-        "  A token sent to an expert below the k-th probability, or to every tied one, fails.\n"
-        "- Numerics: routing must be computed exactly as above (dtype logits, softmax, topk:\n"
-        "  it decides the destination). The MLP and combine may use fp32 intermediates:\n"
-        "  |out| <~ 1, and PKB's atol = rtol = 1e-2 admits that.\n"
-        "- Traffic per rank: dispatch and combine ~ (W-1)/W * 2 M N b bytes each; an\n"
-        "  all-gather of 2W int64 counts. FLOPs: router 2 M N 2W, experts 6 R N 128 (R ~ 2M)."};
+        R"md(Expert-parallel MoE forward over WORLD with two experts per rank: E = 2W experts,
+top_k = 2, L = 2 (rank d hosts experts 2d and 2d + 1). Any W (W = 1: no all-to-all).
+
+- Inputs per rank r, in call order. On the device,
+  randn in the run dtype, in this order: `hidden_states` x (M, N); `gate_weight` Wg
+  (2W, N); `gate_bias` bg (2W). Then three default nn.Linear built on the CPU in fp32
+  from the CPU generator (weight (out, in) by kaiming_uniform(a = sqrt(5)), i.e.
+  U(-1/sqrt(in), 1/sqrt(in)), then bias (out) from the same range), cast to the dtype
+  and moved to the device: `gate_proj` N -> 128, `up_proj` N -> 128, `down_proj`
+  128 -> N, each passed as its weight and bias. Scalars: num_experts = 2W, top_k = 2.
+  Every rank's tensors differ. Each rank has ONE set of MLP weights for both its
+  experts: the expert id only picks the destination rank floor(e / 2).
+- Computation (the EP pipeline of 31): logits = x Wg^T + bg in dtype; p = softmax in
+  dtype; (w, sel) = topk(p, 2) (no renormalization). Counts per expert all-gathered
+  over WORLD into (W, 2W); pairs (e, t) expert-major, ascending t; rows sent with
+  all_to_all_single (variable splits) to rank floor(e / 2); received chunks regrouped
+  to (local expert, source) order; Y = down(silu(gate(X)) * up(X)), every op rounded
+  to dtype; regrouping undone, rows sent back, row (e, t) times p[t, e] (dtype) and
+  scatter-added into zeros (M, N) dtype at row t.
+  Closed form: out[t] = sum_j w[t,j] * MLP_{floor(sel[t,j] / 2)}(x[t]). When both of a
+  token's experts live on one rank, that rank receives the token twice and both
+  results are weighted and summed.
+- Output: `out` (M, N) dtype. Split sizes depend on the data.
+)md" + std::string(kMoeTiesText) +
+            R"md(- Numerics: routing must be computed exactly as above (dtype logits, softmax, topk:
+  it decides the destination). The MLP and combine may use fp32 intermediates:
+  |out| <~ 1, and PKB's atol = rtol = 1e-2 admits that.
+- Traffic per rank: dispatch and combine ~ (W-1)/W * 2 M N b bytes each; an
+  all-gather of 2W int64 counts. FLOPs: router 2 M N 2W, experts 6 R N 128 (R ~ 2M).)md"};
     return i;
   }
 

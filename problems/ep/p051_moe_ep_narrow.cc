@@ -19,42 +19,37 @@ class MoeEpNarrow : public MoeEpProblem {
         2,
         "VeOmni EP MoE forward over EP sub-groups (DP over EP)",
         "expert parallel",
-        "Expert-parallel MoE forward inside EP blocks. E = the largest divisor of W in\n"
-        "[2, floor(W/2)], or 1 if there is none (W = 8: 4, W = 4: 2, W = 6: 3; W in {1, 2, 3,\n"
-        "5, 7}: 1); top_k = min(2, E). Any W.\n\n"
-        "- Groups: at W = 1 the EP group is WORLD; otherwise the group \"ep\" splits WORLD into\n"
-        "  the contiguous blocks {g E, ..., g E + E - 1} (W = 8: {0..3}, {4..7}; W = 2: {0}, "
-        "{1}).\n"
-        "  Each rank hosts one expert: expert e of block g lives on global rank g E + e. The\n"
-        "  counts all-gather and both all-to-alls run inside the block; blocks never talk.\n"
-        "- Inputs per rank r (seed 42 + 51000 + r + 1000003*set), in call order. On the device,\n"
-        "  randn in the run dtype, in this order: `hidden_states` x (M, N); `gate_weight` Wg\n"
-        "  (E, N); `gate_bias` bg (E). Then three default nn.Linear built on the CPU in fp32\n"
-        "  from the CPU generator (weight (out, in) by kaiming_uniform(a = sqrt(5)), i.e.\n"
-        "  U(-1/sqrt(in), 1/sqrt(in)), then bias (out) from the same range), cast to the dtype\n"
-        "  and moved to the device: `gate_proj` N -> 128, `up_proj` N -> 128, `down_proj`\n"
-        "  128 -> N, each passed as its weight and bias. Scalars: num_experts = E, top_k.\n"
-        "  Every rank's tensors differ.\n"
-        "- Computation (the EP pipeline of 31, over the block): logits = x Wg^T + bg in dtype;\n"
-        "  p = softmax in dtype; (w, sel) = topk(p, top_k) (no renormalization). Counts per\n"
-        "  expert all-gathered over the block into (E, E); pairs (e, t) expert-major, ascending\n"
-        "  t; rows sent with all_to_all_single (variable splits) to block rank e; Y =\n"
-        "  down(silu(gate(X)) * up(X)), every op rounded to dtype; rows sent back, row (e, t)\n"
-        "  times p[t, e] (dtype) and scatter-added into zeros (M, N) dtype at row t.\n"
-        "  Closed form: out[t] = sum_j w[t,j] * MLP_{g E + sel[t,j]}(x[t]). With E = 1 nothing\n"
-        "  is communicated and out = 1.0 * MLP_r(x) (softmax of one logit is exactly 1).\n"
-        "- Output: `out` (M, N) dtype. Split sizes depend on the data.\n"
-        "- TIES: any valid tie choice passes. Exact bf16 ties occur (a few tokens per rank):\n"
-        "  where a token's k-th probability equals that of an expert left out, torch.topk\n"
-        "  may pick any of the tied experts (its CUDA and CPU kernels may differ), and the\n"
-        "  token goes to that expert's rank. The harness computes the output row of every\n"
-        "  such choice and accepts a row that matches any one of them within the tolerance.\n"
-        "  A token sent to an expert below the k-th probability, or to every tied one, fails.\n"
-        "- Numerics: routing must be computed exactly as above (dtype logits, softmax, topk:\n"
-        "  it decides the destination). The MLP and combine may use fp32 intermediates:\n"
-        "  |out| <~ 1, and PKB's atol = rtol = 1e-2 admits that.\n"
-        "- Traffic per rank: dispatch and combine ~ (E-1)/E * 2 M N b bytes each (inside the\n"
-        "  block); an all-gather of E int64 counts. FLOPs: router 2 M N E, experts 6 R N 128."};
+        R"md(Expert-parallel MoE forward inside EP blocks. E = the largest divisor of W in
+[2, floor(W/2)], or 1 if there is none (W = 8: 4, W = 4: 2, W = 6: 3; W in {1, 2, 3,
+5, 7}: 1); top_k = min(2, E). Any W.
+
+- Groups: at W = 1 the EP group is WORLD; otherwise the group "ep" splits WORLD into
+  the contiguous blocks {g E, ..., g E + E - 1} (W = 8: {0..3}, {4..7}; W = 2: {0}, {1}).
+  Each rank hosts one expert: expert e of block g lives on global rank g E + e. The
+  counts all-gather and both all-to-alls run inside the block; blocks never talk.
+- Inputs per rank r, in call order. On the device,
+  randn in the run dtype, in this order: `hidden_states` x (M, N); `gate_weight` Wg
+  (E, N); `gate_bias` bg (E). Then three default nn.Linear built on the CPU in fp32
+  from the CPU generator (weight (out, in) by kaiming_uniform(a = sqrt(5)), i.e.
+  U(-1/sqrt(in), 1/sqrt(in)), then bias (out) from the same range), cast to the dtype
+  and moved to the device: `gate_proj` N -> 128, `up_proj` N -> 128, `down_proj`
+  128 -> N, each passed as its weight and bias. Scalars: num_experts = E, top_k.
+  Every rank's tensors differ.
+- Computation (the EP pipeline of 31, over the block): logits = x Wg^T + bg in dtype;
+  p = softmax in dtype; (w, sel) = topk(p, top_k) (no renormalization). Counts per
+  expert all-gathered over the block into (E, E); pairs (e, t) expert-major, ascending
+  t; rows sent with all_to_all_single (variable splits) to block rank e; Y =
+  down(silu(gate(X)) * up(X)), every op rounded to dtype; rows sent back, row (e, t)
+  times p[t, e] (dtype) and scatter-added into zeros (M, N) dtype at row t.
+  Closed form: out[t] = sum_j w[t,j] * MLP_{g E + sel[t,j]}(x[t]). With E = 1 nothing
+  is communicated and out = 1.0 * MLP_r(x) (softmax of one logit is exactly 1).
+- Output: `out` (M, N) dtype. Split sizes depend on the data.
+)md" + std::string(kMoeTiesText) +
+            R"md(- Numerics: routing must be computed exactly as above (dtype logits, softmax, topk:
+  it decides the destination). The MLP and combine may use fp32 intermediates:
+  |out| <~ 1, and PKB's atol = rtol = 1e-2 admits that.
+- Traffic per rank: dispatch and combine ~ (E-1)/E * 2 M N b bytes each (inside the
+  block); an all-gather of E int64 counts. FLOPs: router 2 M N E, experts 6 R N 128.)md"};
     return i;
   }
 

@@ -113,6 +113,14 @@ struct Roofline {
   double busbw_factor = 0;
 };
 
+// The shape and input sets the CPU tests check a problem at (problem_cpu_check when no --m, --n
+// or --sets is given).
+struct TestShape {
+  int64_t m = 64;
+  int64_t n = 64;
+  int sets = 2;
+};
+
 struct ProblemInfo {
   int id = 0;
   std::string slug;       // "1_allreduce"
@@ -131,6 +139,15 @@ class Problem {
   // Rejects world sizes and shapes the problem cannot run, before anything starts, with the
   // precise reason (CUTLASS's can_implement). The default accepts everything.
   virtual absl::Status CanImplement(const RunConfig& cfg) const { return absl::OkStatus(); }
+
+  // The CPU tests' shape: 64 x 64 and two input sets, unless the problem's constraints exclude
+  // that shape or make it trivial; an override says why beside it.
+  virtual TestShape CpuTestShape() const { return {}; }
+
+  // The world sizes among 1, 2, 4, 8 that the problem runs at, at the default shape: what
+  // CanImplement accepts there, said where agents and schedulers can read it (the catalog's
+  // world_sizes); a test holds the two to agreement.
+  virtual std::vector<int> WorldSizes() const { return {1, 2, 4, 8}; }
 
   // Sub-groups besides WORLD (TP, EP, CP, ...). The harness builds one communicator per group.
   virtual std::vector<GroupLayout> Groups(const RunConfig& cfg) const { return {}; }

@@ -27,6 +27,9 @@ void Quantize(const at::Tensor& x, at::Tensor* y, at::Tensor* s) {
 
 class BlockedFp8Quantize : public Problem {
  public:
+  // The test shape is 64 x 128: the blocks are 128 wide, so 128 must divide N.
+  TestShape CpuTestShape() const override { return {64, 128}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         19,
@@ -34,31 +37,32 @@ class BlockedFp8Quantize : public Problem {
         1,
         "generic (1x128 block-scaled FP8 E4M3 quantization, DeepSeek-V3 style, then all-gather)",
         "other (FP8 quantize + all-gather)",
-        "Block-scaled FP8 quantization: every rank quantizes its tensor in blocks of 128\n"
-        "consecutive elements to float8_e4m3fn with one fp32 scale per block, then the codes and\n"
-        "the scales of all ranks are gathered along dim 0 over WORLD.\n\n"
-        "- Requires 128 | N (PKB asserts it).\n"
-        "- Inputs per rank r (seed 42 + 19000 + r + 1000003*set, on the device): `x` (M, N) run\n"
-        "  dtype, randn, different per rank; non-tensor `block_size` = 128.\n"
-        "- Computation per block (row i, columns [128 k, 128 k + 128)), all in fp32:\n"
-        "  a = max |fp32(x)| over the block; s = a * fp32(1/448) (a MULTIPLICATION by the\n"
-        "  rounded reciprocal 1/448 = 0x3B124925, as PKB's Triton kernel computes `a / 448.0`);\n"
-        "  s' = s, or 1 where s = 0; y = E4M3(fp32(x) / s') with an IEEE (correctly rounded)\n"
-        "  fp32 division and round-to-nearest-even (|x / s'| <= 448 by construction, so no\n"
-        "  saturation). The stored scale is s (0 for an all-zero block), not s'.\n"
-        "  Then y_global = concat over ranks (in rank order) of y along dim 0 (the reference\n"
-        "  all-gathers the raw bytes) and s_global = concat of s along dim 0.\n"
-        "- Outputs (identical on all ranks): `y_global` (W M, N) float8_e4m3fn;\n"
-        "  `s_global` (W M, N/128) float32.\n"
-        "- Both outputs are compared BIT FOR BIT. Hazards: the scale is a * (1/448), not\n"
-        "  a / 448 (an IEEE division differs by an ulp on ~59% of blocks); the quotient is an\n"
-        "  IEEE division x / s' (CUDA `__fdiv_rn` or `/` without --use_fast_math), not\n"
-        "  x * (1/s') and not an approximate division (__fdividef, div.full.f32, Triton's\n"
-        "  default `/`), any of which moves some codes by one E4M3 step (6-12% of the value);\n"
-        "  round to nearest even, not toward zero; do not store s'. Measured on an H200 over\n"
-        "  5 trials x 8 ranks (42M bf16 elements): PKB's Triton kernel matches this reference\n"
-        "  on every scale and on all but 3 codes (its approximate division).\n"
-        "- Traffic: (W-1) (M N + 4 M N/128) bytes each way per rank; FLOPs ~3 M N."};
+        R"md(Block-scaled FP8 quantization: every rank quantizes its tensor in blocks of 128
+consecutive elements to float8_e4m3fn with one fp32 scale per block, then the codes and
+the scales of all ranks are gathered along dim 0 over WORLD.
+
+- Requires 128 | N (PKB asserts it).
+- Inputs per rank r (on the device): `x` (M, N) run
+  dtype, randn, different per rank; non-tensor `block_size` = 128.
+- Computation per block (row i, columns [128 k, 128 k + 128)), all in fp32:
+  a = max |fp32(x)| over the block; s = a * fp32(1/448) (a MULTIPLICATION by the
+  rounded reciprocal 1/448 = 0x3B124925, as PKB's Triton kernel computes `a / 448.0`);
+  s' = s, or 1 where s = 0; y = E4M3(fp32(x) / s') with an IEEE (correctly rounded)
+  fp32 division and round-to-nearest-even (|x / s'| <= 448 by construction, so no
+  saturation). The stored scale is s (0 for an all-zero block), not s'.
+  Then y_global = concat over ranks (in rank order) of y along dim 0 (the reference
+  all-gathers the raw bytes) and s_global = concat of s along dim 0.
+- Outputs (identical on all ranks): `y_global` (W M, N) float8_e4m3fn;
+  `s_global` (W M, N/128) float32.
+- Both outputs are compared BIT FOR BIT. Hazards: the scale is a * (1/448), not
+  a / 448 (an IEEE division differs by an ulp on ~59% of blocks); the quotient is an
+  IEEE division x / s' (CUDA `__fdiv_rn` or `/` without --use_fast_math), not
+  x * (1/s') and not an approximate division (__fdividef, div.full.f32, Triton's
+  default `/`), any of which moves some codes by one E4M3 step (6-12% of the value);
+  round to nearest even, not toward zero; do not store s'. Measured on an H200 over
+  5 trials x 8 ranks (42M bf16 elements): PKB's Triton kernel matches this reference
+  on every scale and on all but 3 codes (its approximate division).
+- Traffic: (W-1) (M N + 4 M N/128) bytes each way per rank; FLOPs ~3 M N.)md"};
     return i;
   }
 

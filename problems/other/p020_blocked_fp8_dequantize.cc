@@ -30,27 +30,26 @@ class BlockedFp8Dequantize : public Problem {
         1,
         "generic (block dequantization followed by an all-to-all)",
         "other (block dequantize + all-to-all)",
-        "Block dequantization of W chunks, then an all-to-all: rank r dequantizes its chunk c and\n"
-        "sends it to rank c. Despite the name NO FP8 DATA IS INVOLVED: the \"quantized\" values "
-        "and\n"
-        "the scales are ordinary run-dtype tensors.\n\n"
-        "- Requires 128 | M N (a chunk holds whole blocks; PKB asserts it).\n"
-        "- Inputs per rank r (seed 42 + 20000 + r + 1000003*set, drawn in this order on the "
-        "device):\n"
-        "  `y` (W, M, N) run dtype, randn; `s` (W, M N/128) run dtype, randn (scales, can be\n"
-        "  negative); non-tensor `block_size` = 128. Both differ per rank.\n"
-        "- Computation: x[c, i, j] = fp32(y[c, i, j]) * s[c, floor((i N + j) / 128)], the\n"
-        "  product in fp32 (fp64 for float64 runs, then rounded to fp32): blocks are runs of\n"
-        "  128 consecutive elements of chunk c in row-major order, and never straddle chunks.\n"
-        "  Then all-to-all with equal splits along dim 0: chunk c goes to rank c.\n"
-        "- Output: `out` (W, M, N) float32 (whatever the run dtype); out[c] on rank r = chunk r\n"
-        "  as dequantized by rank c.\n"
-        "- Compared bit for bit: a bf16 x bf16 (or fp16 x fp16) product is exact in fp32, and a\n"
-        "  float32 product has one correctly rounded value. (On an H200 this reference matched\n"
-        "  PKB's Triton kernel on every element, 5 trials x 8 ranks, for all four run dtypes.)\n"
-        "- Traffic: the reference sends fp32 results, (W-1) M N 4 bytes each way per rank;\n"
-        "  sending y and s in the run dtype and dequantizing after the exchange needs only\n"
-        "  (W-1) (M N + M N/128) b. FLOPs: W M N multiplies."};
+        R"md(Block dequantization of W chunks, then an all-to-all: rank r dequantizes its chunk c and
+sends it to rank c. Despite the name NO FP8 DATA IS INVOLVED: the "quantized" values and
+the scales are ordinary run-dtype tensors.
+
+- Requires 128 | M N (a chunk holds whole blocks; PKB asserts it).
+- Inputs per rank r (drawn in this order on the device):
+  `y` (W, M, N) run dtype, randn; `s` (W, M N/128) run dtype, randn (scales, can be
+  negative); non-tensor `block_size` = 128. Both differ per rank.
+- Computation: x[c, i, j] = fp32(y[c, i, j]) * s[c, floor((i N + j) / 128)], the
+  product in fp32 (fp64 for float64 runs, then rounded to fp32): blocks are runs of
+  128 consecutive elements of chunk c in row-major order, and never straddle chunks.
+  Then all-to-all with equal splits along dim 0: chunk c goes to rank c.
+- Output: `out` (W, M, N) float32 (whatever the run dtype); out[c] on rank r = chunk r
+  as dequantized by rank c.
+- Compared bit for bit: a bf16 x bf16 (or fp16 x fp16) product is exact in fp32, and a
+  float32 product has one correctly rounded value. (On an H200 this reference matched
+  PKB's Triton kernel on every element, 5 trials x 8 ranks, for all four run dtypes.)
+- Traffic: the reference sends fp32 results, (W-1) M N 4 bytes each way per rank;
+  sending y and s in the run dtype and dequantizing after the exchange needs only
+  (W-1) (M N + M N/128) b. FLOPs: W M N multiplies.)md"};
     return i;
   }
 

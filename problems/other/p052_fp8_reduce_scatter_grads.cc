@@ -33,42 +33,40 @@ class Fp8ReduceScatterGrads : public Problem {
         "Transformer-Engine-style FP8 gradient reduce-scatter (E4M3, delayed scaling with an "
         "amax history)",
         "ZeRO/FSDP (communication)",
-        "FP8 gradient reduce-scatter: every rank updates its own amax history, quantizes its\n"
-        "flat gradients to float8_e4m3fn with the resulting scale and dequantizes them back to\n"
-        "the run dtype; the dequantized gradients are then reduce-scattered (SUM) over WORLD\n"
-        "and divided by W.\n\n"
-        "- Any W. P = clamp(64 M, 64, 4096) (4096 at the default M = 1024).\n"
-        "- Inputs per rank r (seed 42 + 52000 + r + 1000003*set, on the device): `flat_grads`\n"
-        "  (W P,) run dtype, randn, different per rank; `amax_history` (16,) bfloat16. In set 0\n"
-        "  (PKB's) the history is filled with bf16(1e-8); the other sets then draw it as\n"
-        "  bf16(3 + 3 rand(16)) with entry 0 set to 9 (so the scale often comes from an older\n"
-        "  entry, and the oldest entry, which the roll drops, is the largest).\n"
-        "- Quantization, on each rank with its OWN values (the amax is not all-reduced):\n"
-        "  a = fp32(max |g|) (max in the run dtype); hist'[i] = hist[i + 1] for i < 15,\n"
-        "  hist'[15] = bf16(a) (round to nearest even); s = fp32(max(max(hist'), 1e-12)) *\n"
-        "  fp32(1/448): a MULTIPLICATION by the rounded reciprocal 0x3B124925, because PKB's\n"
-        "  `fp32_tensor / 448.0` is computed that way by PyTorch on CUDA (an IEEE division\n"
-        "  gives another scale for 71 of the 128 bf16 significands, 4.5 among them).\n"
-        "  code = e4m3fn(fp32(g) / s): an IEEE fp32 division (not g * (1/s), not an\n"
-        "  approximate division), round to nearest even, subnormals kept (|g / s| <= 449.8).\n"
-        "  recon = dt(fp32(code) * s).\n"
-        "- Reduction: shard[j] = dt(sum over ranks q of recon_q[r P + j]) * (1/W), the product\n"
-        "  in fp32 (fp64 for float64 runs) rounded to the dtype (PyTorch's CUDA `div_(W)`).\n"
-        "  Quantization comes BEFORE the reduction, with per-rank scales, so the codes do not\n"
-        "  depend on any reduction order; reducing first and quantizing the sum is another\n"
-        "  function and fails. Only the dtype sum is order-dependent: the reference's NCCL\n"
-        "  reduce-scatter rounds every hop to the dtype, an fp32 accumulation rounds once.\n"
-        "- Outputs: `shard` (P,) run dtype, rank r's block; `amax_history` (16,) bfloat16 =\n"
-        "  this rank's hist'.\n"
-        "- Tolerance: amax_history bit for bit. shard: see its rationale; it admits any\n"
-        "  summation order in the dtype or wider (and is exact for W <= 2, where every order\n"
-        "  gives the correctly rounded sum), and rejects a code one E4M3 step off wherever that\n"
-        "  step exceeds what reordering the dtype sum can move (codes >= 128 at W = 4, >= 256\n"
-        "  at W = 8). An all-reduced amax re-rounds codes by at most a step: it fails at W <= 2\n"
-        "  and is within the reordering slack above.\n"
-        "- Traffic: the reference reduce-scatters the run dtype, (W-1) P b bytes each way per\n"
-        "  rank; sending FP8 codes with each rank's fp32 scale and summing at the destination\n"
-        "  needs (W-1) (P + 4). FLOPs ~5 W P."};
+        R"md(FP8 gradient reduce-scatter: every rank updates its own amax history, quantizes its
+flat gradients to float8_e4m3fn with the resulting scale and dequantizes them back to
+the run dtype; the dequantized gradients are then reduce-scattered (SUM) over WORLD
+and divided by W.
+
+- Any W. P = clamp(64 M, 64, 4096) (4096 at the default M = 1024).
+- Inputs per rank r (on the device): `flat_grads`
+  (W P,) run dtype, randn, different per rank; `amax_history` (16,) bfloat16. In set 0
+  (PKB's) the history is filled with bf16(1e-8); the other sets then draw it as
+  bf16(3 + 3 rand(16)) with entry 0 set to 9 (so the scale often comes from an older
+  entry, and the oldest entry, which the roll drops, is the largest).
+- Quantization, on each rank with its OWN values (the amax is not all-reduced):
+  a = fp32(max |g|) (max in the run dtype); hist'[i] = hist[i + 1] for i < 15,
+)md" + std::string(fp8::kScalingText) +
+            R"md(  code = e4m3fn(fp32(g) / s): an IEEE fp32 division (not g * (1/s), not an
+  approximate division), round to nearest even, subnormals kept (|g / s| <= 449.8).
+  recon = dt(fp32(code) * s).
+- Reduction: shard[j] = dt(sum over ranks q of recon_q[r P + j]) * (1/W), the product
+  in fp32 (fp64 for float64 runs) rounded to the dtype (PyTorch's CUDA `div_(W)`).
+  Quantization comes BEFORE the reduction, with per-rank scales, so the codes do not
+  depend on any reduction order; reducing first and quantizing the sum is another
+  function and fails. Only the dtype sum is order-dependent: the reference's NCCL
+  reduce-scatter rounds every hop to the dtype, an fp32 accumulation rounds once.
+- Outputs: `shard` (P,) run dtype, rank r's block; `amax_history` (16,) bfloat16 =
+  this rank's hist'.
+- Tolerance: amax_history bit for bit. shard: see its rationale; it admits any
+  summation order in the dtype or wider (and is exact for W <= 2, where every order
+  gives the correctly rounded sum), and rejects a code one E4M3 step off wherever that
+  step exceeds what reordering the dtype sum can move (codes >= 128 at W = 4, >= 256
+  at W = 8). An all-reduced amax re-rounds codes by at most a step: it fails at W <= 2
+  and is within the reordering slack above.
+- Traffic: the reference reduce-scatters the run dtype, (W-1) P b bytes each way per
+  rank; sending FP8 codes with each rank's fp32 scale and summing at the destination
+  needs (W-1) (P + 4). FLOPs ~5 W P.)md"};
     return i;
   }
 

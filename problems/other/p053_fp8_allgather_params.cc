@@ -23,34 +23,32 @@ class Fp8AllGatherParams : public Problem {
         "Transformer-Engine-style FP8 parameter all-gather (E4M3, delayed scaling with an amax "
         "history)",
         "ZeRO/FSDP (communication)",
-        "FP8 parameter all-gather: every rank updates its own amax history, quantizes its\n"
-        "parameter shard to float8_e4m3fn with the resulting scale, dequantizes it back to the\n"
-        "run dtype, and the dequantized shards are gathered over WORLD.\n\n"
-        "- Any W. P = clamp(64 M, 64, 4096) (4096 at the default M = 1024).\n"
-        "- Inputs per rank r (seed 42 + 53000 + r + 1000003*set, on the device):\n"
-        "  `flat_param_shard` (P,) run dtype, randn, different per rank; `amax_history` (16,)\n"
-        "  bfloat16. In set 0 (PKB's) the history is filled with bf16(1e-8); the other sets\n"
-        "  then draw it as bf16(3 + 3 rand(16)) with entry 0 set to 9 (so the scale often comes\n"
-        "  from an older entry, and the oldest entry, which the roll drops, is the largest).\n"
-        "- Computation, on each rank with its own values (nothing is reduced across ranks):\n"
-        "  a = fp32(max |x|) (max in the run dtype); hist'[i] = hist[i + 1] for i < 15,\n"
-        "  hist'[15] = bf16(a) (round to nearest even); s = fp32(max(max(hist'), 1e-12)) *\n"
-        "  fp32(1/448): a MULTIPLICATION by the rounded reciprocal 0x3B124925, because PKB's\n"
-        "  `fp32_tensor / 448.0` is computed that way by PyTorch on CUDA (an IEEE division\n"
-        "  gives another scale for 71 of the 128 bf16 significands, 4.5 among them).\n"
-        "  code = e4m3fn(fp32(x) / s): an IEEE fp32 division (not x * (1/s), not an\n"
-        "  approximate division), round to nearest even, subnormals kept (|x / s| <= 449.8,\n"
-        "  which rounds to 448 at most). recon = dt(fp32(code) * s) (the product rounded to\n"
-        "  fp32, then to the run dtype). full = concatenation of every rank's recon in rank\n"
-        "  order.\n"
-        "- Outputs: `full` (W P,) run dtype, identical on all ranks (block q uses rank q's\n"
-        "  scale); `amax_history` (16,) bfloat16 = this rank's hist'.\n"
-        "- Both outputs are compared BIT FOR BIT. One E4M3 step is 6-12% of the value, so a\n"
-        "  code off by one fails; PKB's own atol = rtol = 1e-2 misses such a flip for |x| < ~0.1.\n"
-        "  The computation has exactly one answer: send the codes and the scale, or the\n"
-        "  dequantized values, as you like, but reproduce s and the division exactly.\n"
-        "- Traffic: the reference gathers the run dtype, (W-1) P b bytes each way per rank;\n"
-        "  gathering the FP8 codes and the fp32 scale needs (W-1) (P + 4). FLOPs ~5 P."};
+        R"md(FP8 parameter all-gather: every rank updates its own amax history, quantizes its
+parameter shard to float8_e4m3fn with the resulting scale, dequantizes it back to the
+run dtype, and the dequantized shards are gathered over WORLD.
+
+- Any W. P = clamp(64 M, 64, 4096) (4096 at the default M = 1024).
+- Inputs per rank r (on the device):
+  `flat_param_shard` (P,) run dtype, randn, different per rank; `amax_history` (16,)
+  bfloat16. In set 0 (PKB's) the history is filled with bf16(1e-8); the other sets
+  then draw it as bf16(3 + 3 rand(16)) with entry 0 set to 9 (so the scale often comes
+  from an older entry, and the oldest entry, which the roll drops, is the largest).
+- Computation, on each rank with its own values (nothing is reduced across ranks):
+  a = fp32(max |x|) (max in the run dtype); hist'[i] = hist[i + 1] for i < 15,
+)md" + std::string(fp8::kScalingText) +
+            R"md(  code = e4m3fn(fp32(x) / s): an IEEE fp32 division (not x * (1/s), not an
+  approximate division), round to nearest even, subnormals kept (|x / s| <= 449.8,
+  which rounds to 448 at most). recon = dt(fp32(code) * s) (the product rounded to
+  fp32, then to the run dtype). full = concatenation of every rank's recon in rank
+  order.
+- Outputs: `full` (W P,) run dtype, identical on all ranks (block q uses rank q's
+  scale); `amax_history` (16,) bfloat16 = this rank's hist'.
+- Both outputs are compared BIT FOR BIT. One E4M3 step is 6-12% of the value, so a
+  code off by one fails; PKB's own atol = rtol = 1e-2 misses such a flip for |x| < ~0.1.
+  The computation has exactly one answer: send the codes and the scale, or the
+  dequantized values, as you like, but reproduce s and the division exactly.
+- Traffic: the reference gathers the run dtype, (W-1) P b bytes each way per rank;
+  gathering the FP8 codes and the fp32 scale needs (W-1) (P + 4). FLOPs ~5 P.)md"};
     return i;
   }
 

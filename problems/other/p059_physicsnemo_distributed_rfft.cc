@@ -30,25 +30,26 @@ class PhysicsNemoDistributedRfft : public Problem {
         1,
         "NVIDIA PhysicsNeMo distributed rfft2 (pencil decomposition, all-to-all transpose)",
         "other (domain-decomposed FFT)",
-        "Orthonormal 2-D real FFT of one fp32 field split into column slabs across WORLD.\n\n"
-        "- Sizes: B = max(1, M/64), H = roundup(max(16, M), W), L = roundup(max(16, N), W),\n"
-        "  Lw = L/W (defaults: B = 16, H = L = 1024). Any W.\n"
-        "- Inputs: one global field X = randn(B, H, L) fp32 (whatever the run dtype), drawn on\n"
-        "  the device from the SHARED seed 42 + 59000 + 1000003*set (every rank draws the same\n"
-        "  X). Rank r passes its column slab `x` = X[:, :, r*Lw:(r+1)*Lw], (B, H, Lw) fp32.\n"
-        "  Non-tensor arguments (fixed): s = (H, L), dim = (1, 2), norm = \"ortho\".\n"
-        "- Reference: A = fft(x, n=H, dim=1, ortho) (complex64); cut A along dim 1 into W\n"
-        "  blocks of H/W rows, block j to rank j (all-to-all); concatenate what arrives along\n"
-        "  dim 2 in source-rank order, (B, H/W, L); fft along dim 2 (n = L, ortho); keep the\n"
-        "  first L/2+1 frequencies.\n"
-        "- Output: `y` complex64 (B, H/W, L/2+1): rows [r H/W, (r+1) H/W) of\n"
-        "  Y[b,k,m] = (HL)^-1/2 sum_{h,l} X[b,h,l] exp(-2 pi i (kh/H + ml/L)), 0 <= m <= L/2.\n"
-        "- Tolerance: both the real and the imaginary part, |d| <= 1e-3 + 1e-3 |y| (PKB's\n"
-        "  check looks at the real part only, so a conjugated result passed there). Outputs are\n"
-        "  ~CN(0, 1) and fp32 FFTs in any order or radix err by ~1e-6; a transpose carried in\n"
-        "  bf16 errs by ~1e-3 rms and fails: the exchange must stay complex64.\n"
-        "- Traffic: the all-to-all sends 8 B H L (W-1)/W^2 bytes per rank. FLOPs ~\n"
-        "  5 B Lw H log2 H + 5 B (H/W) L log2 L (a Hermitian-aware second pass halves it)."};
+        R"md(Orthonormal 2-D real FFT of one fp32 field split into column slabs across WORLD.
+
+- Sizes: B = max(1, M/64), H = roundup(max(16, M), W), L = roundup(max(16, N), W),
+  Lw = L/W (defaults: B = 16, H = L = 1024). Any W.
+- Inputs: one global field X = randn(B, H, L) fp32 (whatever the run dtype), drawn on
+  the device from the SHARED seed (every rank draws the same
+  X). Rank r passes its column slab `x` = X[:, :, r*Lw:(r+1)*Lw], (B, H, Lw) fp32.
+  Non-tensor arguments (fixed): s = (H, L), dim = (1, 2), norm = "ortho".
+- Reference: A = fft(x, n=H, dim=1, ortho) (complex64); cut A along dim 1 into W
+  blocks of H/W rows, block j to rank j (all-to-all); concatenate what arrives along
+  dim 2 in source-rank order, (B, H/W, L); fft along dim 2 (n = L, ortho); keep the
+  first L/2+1 frequencies.
+- Output: `y` complex64 (B, H/W, L/2+1): rows [r H/W, (r+1) H/W) of
+  Y[b,k,m] = (HL)^-1/2 sum_{h,l} X[b,h,l] exp(-2 pi i (kh/H + ml/L)), 0 <= m <= L/2.
+- Tolerance: both the real and the imaginary part, |d| <= 1e-3 + 1e-3 |y| (PKB's
+  check looks at the real part only, so a conjugated result passed there). Outputs are
+  ~CN(0, 1) and fp32 FFTs in any order or radix err by ~1e-6; a transpose carried in
+  bf16 errs by ~1e-3 rms and fails: the exchange must stay complex64.
+- Traffic: the all-to-all sends 8 B H L (W-1)/W^2 bytes per rank. FLOPs ~
+  5 B Lw H log2 H + 5 B (H/W) L log2 L (a Hermitian-aware second pass halves it).)md"};
     return i;
   }
 

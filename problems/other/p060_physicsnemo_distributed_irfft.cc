@@ -41,34 +41,35 @@ class PhysicsNemoDistributedIrfft : public Problem {
         1,
         "NVIDIA PhysicsNeMo distributed irfft2 (Hermitian completion, all-to-all transpose)",
         "other (domain-decomposed FFT)",
-        "Orthonormal inverse 2-D real FFT of a half spectrum split into row slabs across WORLD.\n\n"
-        "- Sizes: B = 2, C = 10, H = 720, L = 1440, Hw = H/W; W must divide 720 (1-6, 8,\n"
-        "  9, 10, 12, 16, ...). PKB fixes these whatever M and N; here M < 1024 shrinks B and C\n"
-        "  by M/1024 (at least 1) for quick tests (M >= 1024, the default, is PKB's problem).\n"
-        "- Inputs: Xr = randn(B, C, H, L) fp32 (whatever the run dtype) from the SHARED seed\n"
-        "  42 + 60000 + 1000003*set on every rank, Xf = rfft2(Xr, s = (H, L), ortho) complex64\n"
-        "  (B, C, H, 721), computed on the device. Rank r passes its row slab\n"
-        "  `x` = Xf[:, :, r*Hw:(r+1)*Hw, :], complex64 (B, C, Hw, 721). Non-tensor arguments\n"
-        "  (fixed): s = (720, 1440), dim = (-2, -1), norm = \"ortho\".\n"
-        "- Reference: (1) Hermitian completion: zero-pad the width to 1440, fill column\n"
-        "  k in [721, 1439] with conj(column 1440 - k), all-gather the padded slabs along H in\n"
-        "  rank order, and in columns 721..1439 reverse rows 1..719 (row h takes row 720 - h;\n"
-        "  row 0 stays); keep the own row slab. Net: Y[h,k] = Xf[h,k] for k <= 720 and\n"
-        "  conj(Xf[(720 - h) mod 720, 1440 - k]) for k >= 721. (2) ifft along the width\n"
-        "  (n = 1440, ortho). (3) all-to-all: column block j (1440/W wide) to rank j, what\n"
-        "  arrives concatenated along H in source-rank order. (4) ifft along H (n = 720, ortho),\n"
-        "  real part.\n"
-        "- Output: `y` fp32 (B, C, 720, 1440/W): rank r's column slab of the inverse, which is\n"
-        "  Xr[..., r*1440/W:(r+1)*1440/W] to ~1e-6. The imaginary parts of the DC and Nyquist\n"
-        "  columns are used as given (a C2R transform drops them; that changes ~1e-7, and\n"
-        "  passes).\n"
-        "- Tolerance: |d| <= 1e-3 + 1e-3 |y|. Outputs are ~N(0, 1) and fp32 FFTs err by ~1e-6;\n"
-        "  an exchange rounded to bf16 fails, so do a completion without the row reversal and a\n"
-        "  missing completion.\n"
-        "- Traffic: PKB all-gathers every slab ((W-1)/W of 8 B C H 1440 bytes received), but a\n"
-        "  rank only needs the mirrored rows 720 - h (on one or two ranks, 721 columns suffice);\n"
-        "  the all-to-all sends 8 B C H L (W-1)/W^2 bytes. FLOPs ~ 5 B C Hw L log2 L +\n"
-        "  5 B C (L/W) H log2 H."};
+        R"md(Orthonormal inverse 2-D real FFT of a half spectrum split into row slabs across WORLD.
+
+- Sizes: B = 2, C = 10, H = 720, L = 1440, Hw = H/W; W must divide 720 (1-6, 8,
+  9, 10, 12, 16, ...). PKB fixes these whatever M and N; here M < 1024 shrinks B and C
+  by M/1024 (at least 1) for quick tests (M >= 1024, the default, is PKB's problem).
+- Inputs: Xr = randn(B, C, H, L) fp32 (whatever the run dtype) from the SHARED seed
+  (the same on every rank), Xf = rfft2(Xr, s = (H, L), ortho) complex64
+  (B, C, H, 721), computed on the device. Rank r passes its row slab
+  `x` = Xf[:, :, r*Hw:(r+1)*Hw, :], complex64 (B, C, Hw, 721). Non-tensor arguments
+  (fixed): s = (720, 1440), dim = (-2, -1), norm = "ortho".
+- Reference: (1) Hermitian completion: zero-pad the width to 1440, fill column
+  k in [721, 1439] with conj(column 1440 - k), all-gather the padded slabs along H in
+  rank order, and in columns 721..1439 reverse rows 1..719 (row h takes row 720 - h;
+  row 0 stays); keep the own row slab. Net: Y[h,k] = Xf[h,k] for k <= 720 and
+  conj(Xf[(720 - h) mod 720, 1440 - k]) for k >= 721. (2) ifft along the width
+  (n = 1440, ortho). (3) all-to-all: column block j (1440/W wide) to rank j, what
+  arrives concatenated along H in source-rank order. (4) ifft along H (n = 720, ortho),
+  real part.
+- Output: `y` fp32 (B, C, 720, 1440/W): rank r's column slab of the inverse, which is
+  Xr[..., r*1440/W:(r+1)*1440/W] to ~1e-6. The imaginary parts of the DC and Nyquist
+  columns are used as given (a C2R transform drops them; that changes ~1e-7, and
+  passes).
+- Tolerance: |d| <= 1e-3 + 1e-3 |y|. Outputs are ~N(0, 1) and fp32 FFTs err by ~1e-6;
+  an exchange rounded to bf16 fails, so do a completion without the row reversal and a
+  missing completion.
+- Traffic: PKB all-gathers every slab ((W-1)/W of 8 B C H 1440 bytes received), but a
+  rank only needs the mirrored rows 720 - h (on one or two ranks, 721 columns suffice);
+  the all-to-all sends 8 B C H L (W-1)/W^2 bytes. FLOPs ~ 5 B C Hw L log2 L +
+  5 B C (L/W) H log2 H.)md"};
     return i;
   }
 

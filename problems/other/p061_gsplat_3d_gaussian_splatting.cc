@@ -196,60 +196,61 @@ const ProblemInfo& GsplatProjection::info() const {
       "gsplat distributed rasterization front end (rasterization(distributed=True, packed=True): "
       "projection and the all-to-all of visible Gaussians)",
       "other",
-      "Project every rank's 3-D Gaussians into every rank's camera and send each camera's\n"
-      "visible Gaussians to that camera's rank, over WORLD. Any W.\n\n"
-      "- Sizes: n = max(1000, min(M, 10000)) Gaussians per rank; image Iw = max(64, min(N,\n"
-      "  512)) by Ih = max(64, min(M, 512)).\n"
-      "- Inputs per rank r (seed 42 + 61000 + r + 1000003*set), all bf16, drawn on the device\n"
-      "  in this order, arithmetic in bf16: `means` (n, 3): column 0 = (rand(n) - 0.5) * sp,\n"
-      "  column 1 = (rand(n) - 0.5) * sp, column 2 = rand(n) * 2 + 2 (sp = 1.5 in set 0);\n"
-      "  `quats` (n, 4) = randn, (w, x, y, z); `scales` (n, 3) = rand * 0.02; `opacities` (n,)\n"
-      "  = rand * 0.8 + 0.1; `colors` (n, 3) = rand; `viewmats` (1, 4, 4) = identity; `Ks`\n"
-      "  (1, 3, 3) = [[f, 0, Iw/2], [0, f, Ih/2], [0, 0, 1]], f = bf16(0.8 min(Iw, Ih)).\n"
-      "  Scalars image_width, image_height, eps2d = 0.3, near_plane = 0.01, far_plane = 1e10\n"
-      "  (camera model: pinhole).\n"
-      "  Set 0 is PKB's: every Gaussian is visible in every (identical) camera. Other sets:\n"
-      "  sp = 3; then rand(n) < 0.125 marks Gaussians moved behind every camera (z = -2);\n"
-      "  rank j's viewmat translates by t_j (x, y in [-0.5, 0.5), z in [0, 0.5), bf16) drawn\n"
-      "  from a CPU generator seeded with rank j's seed; and every Gaussian that lies within\n"
-      "  max(4, 0.03 f) pixels of a visibility edge in some camera (exact arithmetic) is moved\n"
-      "  behind every camera too. So visibility, counts and rows differ per rank, and no\n"
-      "  visibility decision depends on rounding.\n"
-      "- Computation on rank r (gsplat's torch implementation, every op rounded to bf16,\n"
-      "  einsums contracted left to right with fp32 accumulation, as PyTorch computes it):\n"
-      "  (1) all-gather n (int32) and the camera (viewmat then K, 25 bf16): C = W cameras.\n"
-      "  (2) q = quats / max(||quats||, 1e-12); R(q) the standard rotation matrix;\n"
-      "  M = R diag(s); Sigma = M M^T. (3) For each camera c: mu_c = R_c mu + t_c,\n"
-      "  Sigma_c = R_c Sigma R_c^T, depth = mu_c.z; tan = 0.5 Iw / fx (computed as\n"
-      "  (1/fx) * (0.5 Iw)); tx/tz clamped to [-(cx/fx + 0.3 tan_x), (Iw - cx)/fx + 0.3 tan_x],\n"
-      "  ty/tz likewise; J = [[fx/tz, 0, -fx tx/tz^2], [0, fy/tz, -fy ty/tz^2]] with the\n"
-      "  clamped tx, ty; Sigma2 = (J Sigma_c) J^T + 0.3 I; mean2d = (K[:2] mu_c) / tz (not\n"
-      "  clamped); det = max(S00 S11 - S01 S10, 1e-10); conic = (S11/det, -(S01 + S10)/2/det,\n"
-      "  S00/det); radius = (ceil(3.33 sqrt(S00)), ceil(3.33 sqrt(S11))), set to 0 unless\n"
-      "  near < depth < far and mean2d.x + rx > 0, mean2d.x - rx < Iw, mean2d.y + ry > 0,\n"
-      "  mean2d.y - ry < Ih. (4) Keep the (camera, Gaussian) pairs with both radii > 0,\n"
-      "  camera-major, Gaussian-ascending. (5) The pairs of camera j go to rank j\n"
-      "  (all_to_all of the counts, then all_to_all_v of the radii, of the 10 bf16 values\n"
-      "  mean2d, depth, conic, opacity, color, and of the id pair (camera_id - j, gaussian_id +\n"
-      "  j n): the offset uses the DESTINATION j, as gsplat does).\n"
-      "- Outputs on rank r, in order, each with R rows (pairs received; rows from source 0\n"
-      "  first, then by Gaussian index): `camera_ids` int64 (all 0), `gaussian_ids` int64\n"
-      "  (g + r n), `radii` int32 (R, 2), `means2d` bf16 (R, 2), `depths` bf16 (R,), `conics`\n"
-      "  bf16 (R, 3), `opacities` bf16 (R,), `colors` bf16 (R, 3); then `rows` 0-d int64 = R.\n"
-      "  R depends on the data: the candidate writes it to `rows`; every ragged output is\n"
-      "  allocated with W n rows (each source sends at most its n Gaussians per camera), and\n"
-      "  only the first R are compared, after R itself, exactly.\n"
-      "- Tolerance: ids exact; radii within 1 (they are ceilings of bf16 numbers, and an\n"
-      "  fp32 computation crosses an integer now and then); conics 2^-5 absolute and relative, up\n"
-      "  to 5% of them within 0.5 (bf16's det cancels for thin Gaussians); means2d 2 px + 2^-6\n"
-      "  relative (bf16 rounds the translated mean); depths, opacities, colors PKB's 1e-2.\n"
-      "  The set of visible pairs (hence R and the row order) must be exact. Computing in fp32\n"
-      "  or in bf16 gives the same set on these inputs: in set 0 every Gaussian is far inside\n"
-      "  the image, and the other sets keep every Gaussian away from each visibility edge\n"
-      "  (above); a visibility decision that flips with rounding never occurs.\n"
-      "- Host syncs in PKB's reference: the counts; the projection is computed W times over\n"
-      "  (once per camera, all identical in set 0).\n"
-      "- Traffic: about 44 (W-1) n bytes per rank (8 + 20 + 16 per row). FLOPs: about 300 W n."};
+      R"md(Project every rank's 3-D Gaussians into every rank's camera and send each camera's
+visible Gaussians to that camera's rank, over WORLD. Any W.
+
+- Sizes: n = max(1000, min(M, 10000)) Gaussians per rank; image Iw = max(64, min(N,
+  512)) by Ih = max(64, min(M, 512)).
+- Inputs per rank r, all bf16, drawn on the device
+  in this order, arithmetic in bf16: `means` (n, 3): column 0 = (rand(n) - 0.5) * sp,
+  column 1 = (rand(n) - 0.5) * sp, column 2 = rand(n) * 2 + 2 (sp = 1.5 in set 0);
+  `quats` (n, 4) = randn, (w, x, y, z); `scales` (n, 3) = rand * 0.02; `opacities` (n,)
+  = rand * 0.8 + 0.1; `colors` (n, 3) = rand; `viewmats` (1, 4, 4) = identity; `Ks`
+  (1, 3, 3) = [[f, 0, Iw/2], [0, f, Ih/2], [0, 0, 1]], f = bf16(0.8 min(Iw, Ih)).
+  Scalars image_width, image_height, eps2d = 0.3, near_plane = 0.01, far_plane = 1e10
+  (camera model: pinhole).
+  Set 0 is PKB's: every Gaussian is visible in every (identical) camera. Other sets:
+  sp = 3; then rand(n) < 0.125 marks Gaussians moved behind every camera (z = -2);
+  rank j's viewmat translates by t_j (x, y in [-0.5, 0.5), z in [0, 0.5), bf16) drawn
+  from a CPU generator seeded with rank j's seed; and every Gaussian that lies within
+  max(4, 0.03 f) pixels of a visibility edge in some camera (exact arithmetic) is moved
+  behind every camera too. So visibility, counts and rows differ per rank, and no
+  visibility decision depends on rounding.
+- Computation on rank r (gsplat's torch implementation, every op rounded to bf16,
+  einsums contracted left to right with fp32 accumulation, as PyTorch computes it):
+  (1) all-gather n (int32) and the camera (viewmat then K, 25 bf16): C = W cameras.
+  (2) q = quats / max(||quats||, 1e-12); R(q) the standard rotation matrix;
+  M = R diag(s); Sigma = M M^T. (3) For each camera c: mu_c = R_c mu + t_c,
+  Sigma_c = R_c Sigma R_c^T, depth = mu_c.z; tan = 0.5 Iw / fx (computed as
+  (1/fx) * (0.5 Iw)); tx/tz clamped to [-(cx/fx + 0.3 tan_x), (Iw - cx)/fx + 0.3 tan_x],
+  ty/tz likewise; J = [[fx/tz, 0, -fx tx/tz^2], [0, fy/tz, -fy ty/tz^2]] with the
+  clamped tx, ty; Sigma2 = (J Sigma_c) J^T + 0.3 I; mean2d = (K[:2] mu_c) / tz (not
+  clamped); det = max(S00 S11 - S01 S10, 1e-10); conic = (S11/det, -(S01 + S10)/2/det,
+  S00/det); radius = (ceil(3.33 sqrt(S00)), ceil(3.33 sqrt(S11))), set to 0 unless
+  near < depth < far and mean2d.x + rx > 0, mean2d.x - rx < Iw, mean2d.y + ry > 0,
+  mean2d.y - ry < Ih. (4) Keep the (camera, Gaussian) pairs with both radii > 0,
+  camera-major, Gaussian-ascending. (5) The pairs of camera j go to rank j
+  (all_to_all of the counts, then all_to_all_v of the radii, of the 10 bf16 values
+  mean2d, depth, conic, opacity, color, and of the id pair (camera_id - j, gaussian_id +
+  j n): the offset uses the DESTINATION j, as gsplat does).
+- Outputs on rank r, in order, each with R rows (pairs received; rows from source 0
+  first, then by Gaussian index): `camera_ids` int64 (all 0), `gaussian_ids` int64
+  (g + r n), `radii` int32 (R, 2), `means2d` bf16 (R, 2), `depths` bf16 (R,), `conics`
+  bf16 (R, 3), `opacities` bf16 (R,), `colors` bf16 (R, 3); then `rows` 0-d int64 = R.
+  R depends on the data: the candidate writes it to `rows`; every ragged output is
+  allocated with W n rows (each source sends at most its n Gaussians per camera), and
+  only the first R are compared, after R itself, exactly.
+- Tolerance: ids exact; radii within 1 (they are ceilings of bf16 numbers, and an
+  fp32 computation crosses an integer now and then); conics 2^-5 absolute and relative, up
+  to 5% of them within 0.5 (bf16's det cancels for thin Gaussians); means2d 2 px + 2^-6
+  relative (bf16 rounds the translated mean); depths, opacities, colors PKB's 1e-2.
+  The set of visible pairs (hence R and the row order) must be exact. Computing in fp32
+  or in bf16 gives the same set on these inputs: in set 0 every Gaussian is far inside
+  the image, and the other sets keep every Gaussian away from each visibility edge
+  (above); a visibility decision that flips with rounding never occurs.
+- Host syncs in PKB's reference: the counts; the projection is computed W times over
+  (once per camera, all identical in set 0).
+- Traffic: about 44 (W-1) n bytes per rank (8 + 20 + 16 per row). FLOPs: about 300 W n.)md"};
   return i;
 }
 

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "problems/harness/common.h"
+#include "problems/harness/mesh_groups.h"
 #include "problems/harness/registry.h"
 
 namespace pkb {
@@ -83,50 +84,51 @@ class SphericalDiscoConv : public Problem {
         "torch-harmonics DistributedDiscreteContinuousConvS2 (DISCO convolution on the sphere), "
         "torch contraction path",
         "other (2-D spatial decomposition: polar x azimuth)",
-        "A DISCO convolution on an equiangular nlat x nlon sphere grid split over a polar x\n"
-        "azimuth process grid, fp32 throughout (the run dtype is ignored).\n\n"
-        "- Grid: az = 2 if W is even, else 1; P = W/az; rank r = p az + a (p = polar index,\n"
-        "  a = azimuth index). Sub-groups (prebuilt by the harness): `azimuth` =\n"
-        "  {p az, ..., p az + az - 1} (contiguous), `polar` = {a, a + az, a + 2 az, ...}\n"
-        "  (strided); group ranks in that order. Any W.\n"
-        "- Sizes: B = 32, C = 8 in and out channels, K = 3, groups = 1, nlat = roundup(128, P),\n"
-        "  nlon = roundup(2 nlat, az), output grid = input grid, lat_l = nlat/P, lon_l =\n"
-        "  nlon/az (W = 8: nlat = 128, nlon = 256, lat_l = 32, lon_l = 128). PKB fixes them;\n"
-        "  here they shrink only below M, N = 1024, for quick tests (B = max(1, 32 M/1024),\n"
-        "  nlat = roundup(max(16, 128 N/1024), P)), so the default run is PKB's.\n"
-        "- Inputs per rank r (seed 42 + 62000 + r + 1000003*set), all float32, drawn on the\n"
-        "  device in this order: x = randn(B, 8, lat_l, lon_l) (rank r's latitude block p and\n"
-        "  longitude block a), weight = randn(8, 8, 3), bias = randn(8), vals = randn(nnz) *\n"
-        "  0.05 with nnz = 12 nlat.\n"
-        "  psi (PKB: a coalesced sparse COO tensor of size (K, nlat, lat_l nlon)) is passed as\n"
-        "  its COO parts, `psi_indices` (3, nnz) int64 (rows: k, output latitude o, column) and\n"
-        "  `psi_values` (nnz,) float32, sorted by (k, o, column), no duplicates; its size is\n"
-        "  `psi_size[0..2]`. The entries, enumerated k outermost, then o = 0..nlat-1, then\n"
-        "  e = 0..3, sit at (k, o, l(o) nlon + (o + e (k+1)) mod nlon) with l(o) = (o - p lat_l)\n"
-        "  mod lat_l and take the next value of vals (this is already the sorted order). psi\n"
-        "  differs on every rank (its values always; its columns across polar indices).\n"
-        "  Call order: x, psi_indices, psi_values, weight, groups = 1, nlon_out = nlon_in =\n"
-        "  nlon, bias.\n"
-        "- Computation: (1) if az > 1, all-to-all in the azimuth group: split x's channels\n"
-        "  into az blocks, block j to azimuth peer j; concatenate the received longitude blocks\n"
-        "  in peer order: x' (B, 8/az, lat_l, nlon). (2) y[b,c,k,o,q] = sum_{l,lam} psi[k, o,\n"
-        "  l nlon + lam] x'[b, c, l, (lam + q) mod nlon] for every output longitude q (a\n"
-        "  circular cross-correlation in longitude; PKB runs nlon sparse bmm calls on rolled\n"
-        "  x'), (B, 8/az, 3, nlat, nlon) fp32. (3) if P > 1, all-reduce SUM (fp32) in the polar\n"
-        "  group, keep latitudes [p lat_l, (p+1) lat_l). (4) if az > 1, all-to-all in the\n"
-        "  azimuth group: split longitude into az blocks, block j to peer j; concatenate the\n"
-        "  received channel blocks in peer order: (B, 8, 3, lat_l, lon_l). (5) out[b,o',i,j] =\n"
-        "  sum_{c,k} y[b,c,k,i,j] weight[o',c,k] + bias[o'].\n"
-        "- Output: `out` (B, 8, lat_l, lon_l) float32 ((32, 8, 32, 128) at W = 8).\n"
-        "- Tolerance: |d| <= 1e-5 + 1e-5 |out|. out ~ N(0, 2) sums 24 products of y (4P\n"
-        "  psi terms, std ~0.1 sqrt(P)) and weight: fp32 in any order (direct gathers, an FFT\n"
-        "  along longitude, another all-reduce order) errs ~1e-7..1e-6; TF32 or bf16 anywhere\n"
-        "  errs ~1e-4..1e-2 and fails, as do swapped group layouts, psi values read in another\n"
-        "  order, or a convolution (lam - q) instead of the correlation.\n"
-        "- Traffic per rank (fp32): a2a 4 B 8 lat_l lon_l (az-1)/az; all-reduce 2(P-1)/P x\n"
-        "  4 B (8/az) 3 nlat nlon (50 MB payload at W = 8); a2a 4 B (8/az) 3 lat_l nlon\n"
-        "  (az-1)/az. FLOPs 24 nlat nlon B (8/az) + 384 B lat_l lon_l. Memory and\n"
-        "  latency-bound."};
+        R"md(A DISCO convolution on an equiangular nlat x nlon sphere grid split over a polar x
+azimuth process grid, fp32 throughout (the run dtype is ignored).
+
+- Grid: az = 2 if W is even, else 1; P = W/az; rank r = p az + a (p = polar index,
+  a = azimuth index). Sub-groups (prebuilt by the harness): `azimuth` =
+  {p az, ..., p az + az - 1} (contiguous), `polar` = {a, a + az, a + 2 az, ...}
+  (strided); group ranks in that order. Any W.
+- Sizes: B = 32, C = 8 in and out channels, K = 3, groups = 1, nlat = roundup(128, P),
+  nlon = roundup(2 nlat, az), output grid = input grid, lat_l = nlat/P, lon_l =
+  nlon/az (W = 8: nlat = 128, nlon = 256, lat_l = 32, lon_l = 128). PKB fixes them;
+  here they shrink only below M, N = 1024, for quick tests (B = max(1, 32 M/1024),
+  nlat = roundup(max(16, 128 N/1024), P)), so the default run is PKB's.
+- Inputs per rank r, all float32, drawn on the
+  device in this order: x = randn(B, 8, lat_l, lon_l) (rank r's latitude block p and
+  longitude block a), weight = randn(8, 8, 3), bias = randn(8), vals = randn(nnz) *
+  0.05 with nnz = 12 nlat.
+  psi (PKB: a coalesced sparse COO tensor of size (K, nlat, lat_l nlon)) is passed as
+  its COO parts, `psi_indices` (3, nnz) int64 (rows: k, output latitude o, column) and
+  `psi_values` (nnz,) float32, sorted by (k, o, column), no duplicates; its size is
+  `psi_size[0..2]`. The entries, enumerated k outermost, then o = 0..nlat-1, then
+  e = 0..3, sit at (k, o, l(o) nlon + (o + e (k+1)) mod nlon) with l(o) = (o - p lat_l)
+  mod lat_l and take the next value of vals (this is already the sorted order). psi
+  differs on every rank (its values always; its columns across polar indices).
+  Call order: x, psi_indices, psi_values, weight, groups = 1, nlon_out = nlon_in =
+  nlon, bias.
+- Computation: (1) if az > 1, all-to-all in the azimuth group: split x's channels
+  into az blocks, block j to azimuth peer j; concatenate the received longitude blocks
+  in peer order: x' (B, 8/az, lat_l, nlon). (2) y[b,c,k,o,q] = sum_{l,lam} psi[k, o,
+  l nlon + lam] x'[b, c, l, (lam + q) mod nlon] for every output longitude q (a
+  circular cross-correlation in longitude; PKB runs nlon sparse bmm calls on rolled
+  x'), (B, 8/az, 3, nlat, nlon) fp32. (3) if P > 1, all-reduce SUM (fp32) in the polar
+  group, keep latitudes [p lat_l, (p+1) lat_l). (4) if az > 1, all-to-all in the
+  azimuth group: split longitude into az blocks, block j to peer j; concatenate the
+  received channel blocks in peer order: (B, 8, 3, lat_l, lon_l). (5) out[b,o',i,j] =
+  sum_{c,k} y[b,c,k,i,j] weight[o',c,k] + bias[o'].
+- Output: `out` (B, 8, lat_l, lon_l) float32 ((32, 8, 32, 128) at W = 8).
+- Tolerance: |d| <= 1e-5 + 1e-5 |out|. out ~ N(0, 2) sums 24 products of y (4P
+  psi terms, std ~0.1 sqrt(P)) and weight: fp32 in any order (direct gathers, an FFT
+  along longitude, another all-reduce order) errs ~1e-7..1e-6; TF32 or bf16 anywhere
+  errs ~1e-4..1e-2 and fails, as do swapped group layouts, psi values read in another
+  order, or a convolution (lam - q) instead of the correlation.
+- Traffic per rank (fp32): a2a 4 B 8 lat_l lon_l (az-1)/az; all-reduce 2(P-1)/P x
+  4 B (8/az) 3 nlat nlon (50 MB payload at W = 8); a2a 4 B (8/az) 3 lat_l nlon
+  (az-1)/az. FLOPs 24 nlat nlon B (8/az) + 384 B lat_l lon_l. Memory and
+  latency-bound.)md"};
     return i;
   }
 
@@ -136,16 +138,7 @@ class SphericalDiscoConv : public Problem {
 
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override {
     const Dims d = Sizes(cfg);
-    GroupLayout azimuth{"azimuth", {}}, polar{"polar", {}};
-    for (int64_t p = 0; p < d.polar; ++p) {
-      azimuth.partition.emplace_back();
-      for (int64_t a = 0; a < d.az; ++a) azimuth.partition.back().push_back(p * d.az + a);
-    }
-    for (int64_t a = 0; a < d.az; ++a) {
-      polar.partition.emplace_back();
-      for (int64_t p = 0; p < d.polar; ++p) polar.partition.back().push_back(p * d.az + a);
-    }
-    return {azimuth, polar};
+    return MeshGroups(d.polar, d.az, "azimuth", "polar");
   }
 
   Inputs MakeInputs(const RunConfig& cfg, int rank, int set) const override {

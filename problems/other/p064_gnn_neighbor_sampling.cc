@@ -83,46 +83,46 @@ class GnnNeighborSampling : public Problem {
         "distributed GNN neighbour sampler with remote one-hop sampling and relabelling (the "
         "structure of PyG torch_geometric.distributed)",
         "other",
-        "Two hops of distributed neighbour sampling over WORLD (fanouts [10, 5], no\n"
-        "replacement), then relabelling. Any W.\n\n"
-        "- Sizes: Nn = roundup(max(10000, min(M, 100000)), W) nodes; S = max(512, min(N/W,\n"
-        "  2048)) seeds per rank; the CSC graph is replicated on every rank.\n"
-        "- Inputs, in call order (every rank seeds 42 + 64000 + 1000003*set, the same seed):\n"
-        "  `seed_nodes` (S,) int64, `colptr` (Nn+1,) int64, `row` (16*Nn,) int64, `node_to_rank`\n"
-        "  (Nn,) int64; scalars fanouts[0] = 10, fanouts[1] = 5, replace = 0.\n"
-        "  Set 0 (PKB's, no RNG): node_to_rank[v] = v mod W; colptr[v] = 16v; row[16v + j] =\n"
-        "  (v + j + 1) mod Nn (j < 16); seed_nodes = (r*S + arange(S)) mod Nn.\n"
-        "  Other sets (drawn on the device in this order, identical on every rank):\n"
-        "  node_to_rank = randint[0, W) (Nn,); degrees d = randint[0, 17) (Nn,), colptr =\n"
-        "  [0, cumsum(d)] (row's entries past colptr[Nn] are unused); row = randint[0, Nn)\n"
-        "  (16*Nn,); p = randperm(Nn) and seed_nodes = p[(r*S + arange(S)) mod Nn]. Degrees below\n"
-        "  the fanout, degree 0, repeated neighbours and shared neighbours all occur; a rank's\n"
-        "  seeds are distinct.\n"
-        "- Computation on rank r: frontier F = seed_nodes, node list U = seed_nodes. For each\n"
-        "  fanout k while F is not empty: (1) group F by owner node_to_rank[v], stably; exchange\n"
-        "  the counts (all_to_all_single), then the node ids (all_to_all_single with those\n"
-        "  splits). (2) The owner samples each node v it received: its first t = min(k, deg v)\n"
-        "  neighbours row[colptr[v] + 0..t-1], with edge ids colptr[v] + 0..t-1. (3) It replies\n"
-        "  with the sampled nodes, edge ids and per-node counts (all_to_all_single, variable\n"
-        "  splits); the requester puts the replies back in F's order. (4) out_node = the\n"
-        "  concatenation over F (in order) of each node's sample, out_dst = each F node repeated\n"
-        "  by its count, out_edge likewise. If out_node is empty, stop. (5) Append to U the\n"
-        "  out_node values not in U yet, in order of first appearance; those values, in that\n"
-        "  order, are the next F. Finally relabel by position in U: row = pos(out_node of every\n"
-        "  hop, hops concatenated), col = pos(out_dst of every hop).\n"
-        "- Outputs on rank r, in order: `node` U (cap_U,) int64, `row`, `col`, `edge` (cap_E,)\n"
-        "  int64 each, then `node_count` 0-d int64 = |U| and `edge_count` 0-d int64 = the\n"
-        "  number of sampled edges. The lengths depend on the data: the candidate writes them\n"
-        "  to `node_count` (for `node`) and `edge_count` (for `row`, `col`, `edge`). Capacities:\n"
-        "  cap_E = 60 S (at most 10 per seed, then 5 per new node, at most 10 S new nodes),\n"
-        "  cap_U = min(Nn, 61 S). Counts are compared exactly, then only the first count rows.\n"
-        "- Integers: exact. Set 0 has a closed form (no wrap-around at the defaults: |U| = S + "
-        "15,\n"
-        "  E = 10 S + 50); the other sets do not, so hard-coding it fails.\n"
-        "- Host syncs in PKB's reference: every split list is read back; PKB samples node by node\n"
-        "  in Python.\n"
-        "- Traffic: about 8 (2 + 2k) |F| (W-1)/W bytes per hop (|F| = S, then the new nodes).\n"
-        "  FLOPs: 0."};
+        R"md(Two hops of distributed neighbour sampling over WORLD (fanouts [10, 5], no
+replacement), then relabelling. Any W.
+
+- Sizes: Nn = roundup(max(10000, min(M, 100000)), W) nodes; S = max(512, min(N/W,
+  2048)) seeds per rank; the CSC graph is replicated on every rank.
+- Inputs, in call order (every rank seeds with the same seed):
+  `seed_nodes` (S,) int64, `colptr` (Nn+1,) int64, `row` (16*Nn,) int64, `node_to_rank`
+  (Nn,) int64; scalars fanouts[0] = 10, fanouts[1] = 5, replace = 0.
+  Set 0 (PKB's, no RNG): node_to_rank[v] = v mod W; colptr[v] = 16v; row[16v + j] =
+  (v + j + 1) mod Nn (j < 16); seed_nodes = (r*S + arange(S)) mod Nn.
+  Other sets (drawn on the device in this order, identical on every rank):
+  node_to_rank = randint[0, W) (Nn,); degrees d = randint[0, 17) (Nn,), colptr =
+  [0, cumsum(d)] (row's entries past colptr[Nn] are unused); row = randint[0, Nn)
+  (16*Nn,); p = randperm(Nn) and seed_nodes = p[(r*S + arange(S)) mod Nn]. Degrees below
+  the fanout, degree 0, repeated neighbours and shared neighbours all occur; a rank's
+  seeds are distinct.
+- Computation on rank r: frontier F = seed_nodes, node list U = seed_nodes. For each
+  fanout k while F is not empty: (1) group F by owner node_to_rank[v], stably; exchange
+  the counts (all_to_all_single), then the node ids (all_to_all_single with those
+  splits). (2) The owner samples each node v it received: its first t = min(k, deg v)
+  neighbours row[colptr[v] + 0..t-1], with edge ids colptr[v] + 0..t-1. (3) It replies
+  with the sampled nodes, edge ids and per-node counts (all_to_all_single, variable
+  splits); the requester puts the replies back in F's order. (4) out_node = the
+  concatenation over F (in order) of each node's sample, out_dst = each F node repeated
+  by its count, out_edge likewise. If out_node is empty, stop. (5) Append to U the
+  out_node values not in U yet, in order of first appearance; those values, in that
+  order, are the next F. Finally relabel by position in U: row = pos(out_node of every
+  hop, hops concatenated), col = pos(out_dst of every hop).
+- Outputs on rank r, in order: `node` U (cap_U,) int64, `row`, `col`, `edge` (cap_E,)
+  int64 each, then `node_count` 0-d int64 = |U| and `edge_count` 0-d int64 = the
+  number of sampled edges. The lengths depend on the data: the candidate writes them
+  to `node_count` (for `node`) and `edge_count` (for `row`, `col`, `edge`). Capacities:
+  cap_E = 60 S (at most 10 per seed, then 5 per new node, at most 10 S new nodes),
+  cap_U = min(Nn, 61 S). Counts are compared exactly, then only the first count rows.
+- Integers: exact. Set 0 has a closed form (no wrap-around at the defaults: |U| = S + 15,
+  E = 10 S + 50); the other sets do not, so hard-coding it fails.
+- Host syncs in PKB's reference: every split list is read back; PKB samples node by node
+  in Python.
+- Traffic: about 8 (2 + 2k) |F| (W-1)/W bytes per hop (|F| = S, then the new nodes).
+  FLOPs: 0.)md"};
     return i;
   }
 

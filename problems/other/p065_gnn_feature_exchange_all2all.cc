@@ -24,25 +24,26 @@ class GnnFeatureExchange : public Problem {
         1,
         "DGL GraphBolt cooperative minibatching, CooperativeConvFunction forward",
         "other (GNN feature exchange)",
-        "The forward feature exchange of GraphBolt's cooperative minibatching over WORLD: gather\n"
-        "rows by inverse ids, then an all-to-all whose chunks are addressed RELATIVELY to the\n"
-        "rank.\n\n"
-        "- Sizes: p = max(64, min(M/W, 1024)) rows per peer, Hd = max(8, min(N, 128)),\n"
-        "  T = p W, Sd = max(1, floor(3T/4)) (defaults, W = 8: p = 128, Hd = 128, T = 1024,\n"
-        "  Sd = 768). Any W.\n"
-        "- Inputs per rank r (seed 42 + 65000 + r + 1000003*set), in call order and drawn in\n"
-        "  this order on the device: `local_features` (Sd, Hd) run dtype, randn;\n"
-        "  `seed_inverse_ids` (T,) int64, randint(0, Sd). Non-tensor: `counts_sent[k]` and\n"
-        "  `counts_received[k]` (k = 0..W-1; Python lists in PKB), all p.\n"
-        "- Computation: G = local_features[seed_inverse_ids] (T, Hd), cut into W chunks of p\n"
-        "  rows (the cut follows counts_received). Chunk k is sent to rank (r + k) mod W, NOT to\n"
-        "  rank k; output chunk k (cut by counts_sent) receives what rank (r + k) mod W sent:\n"
-        "  out_r[k] = G_{(r+k) mod W}[(-k) mod W]. (GraphBolt rotates both chunk lists by the\n"
-        "  rank, then calls a plain all_to_all.)\n"
-        "- Output: `out` (T, Hd) run dtype.\n"
-        "- Tolerance: bit-exact. Rows are moved, never computed.\n"
-        "- Traffic: (W-1) p Hd b bytes sent per rank (b = element bytes); gather T Hd b, write\n"
-        "  T Hd b. FLOPs: 0."};
+        R"md(The forward feature exchange of GraphBolt's cooperative minibatching over WORLD: gather
+rows by inverse ids, then an all-to-all whose chunks are addressed RELATIVELY to the
+rank.
+
+- Sizes: p = max(64, min(M/W, 1024)) rows per peer, Hd = max(8, min(N, 128)),
+  T = p W, Sd = max(1, floor(3T/4)) (defaults, W = 8: p = 128, Hd = 128, T = 1024,
+  Sd = 768). Any W.
+- Inputs per rank r, in call order and drawn in
+  this order on the device: `local_features` (Sd, Hd) run dtype, randn;
+  `seed_inverse_ids` (T,) int64, randint(0, Sd). Non-tensor: `counts_sent[k]` and
+  `counts_received[k]` (k = 0..W-1; Python lists in PKB), all p.
+- Computation: G = local_features[seed_inverse_ids] (T, Hd), cut into W chunks of p
+  rows (the cut follows counts_received). Chunk k is sent to rank (r + k) mod W, NOT to
+  rank k; output chunk k (cut by counts_sent) receives what rank (r + k) mod W sent:
+  out_r[k] = G_{(r+k) mod W}[(-k) mod W]. (GraphBolt rotates both chunk lists by the
+  rank, then calls a plain all_to_all.)
+- Output: `out` (T, Hd) run dtype.
+- Tolerance: bit-exact. Rows are moved, never computed.
+- Traffic: (W-1) p Hd b bytes sent per rank (b = element bytes); gather T Hd b, write
+  T Hd b. FLOPs: 0.)md"};
     return i;
   }
 

@@ -24,25 +24,26 @@ class GnnFeatureExchangeBackward : public Problem {
         1,
         "DGL GraphBolt cooperative minibatching, CooperativeConvFunction backward",
         "other (GNN feature exchange)",
-        "The backward of GraphBolt's cooperative feature exchange over WORLD: the relative\n"
-        "all-to-all of problem 65 applied to the gradient, then a scatter-add onto the seeds.\n\n"
-        "- Sizes: p = max(64, min(M/W, 1024)) rows per peer, Hd = max(8, min(N, 128)),\n"
-        "  T = p W, Sd = max(1, floor(T/2)) (defaults, W = 8: p = 128, Hd = 128, T = 1024,\n"
-        "  Sd = 512). Any W.\n"
-        "- Inputs per rank r (seed 42 + 66000 + r + 1000003*set), in call order and drawn in\n"
-        "  this order on the device: `grad_output` (T, Hd) float32 whatever the run dtype,\n"
-        "  randn; `seed_inverse_ids` (T,) int64, randint(0, Sd). Non-tensor: `seed_size` = Sd,\n"
-        "  `counts_sent[k]`, `counts_received[k]` (k = 0..W-1; Python lists in PKB), all p.\n"
-        "- Computation: (1) cut grad_output into W chunks of p rows (by counts_sent); chunk k\n"
-        "  goes to rank (r + k) mod W, NOT rank k; chunk k of the received O (T, Hd), cut by\n"
-        "  counts_received, comes from rank (r + k) mod W: O_r[k] = grad_{(r+k) mod W}[(-k) mod\n"
-        "  W]. (2) out[s] = sum over j with seed_inverse_ids[j] = s of O[j] (PKB: a sparse\n"
-        "  (Sd x T) COO matrix of ones times O). Rows no id names are 0.\n"
-        "- Output: `grad_seeds` (Sd, Hd) float32.\n"
-        "- Tolerance: |d| <= 5e-5 + 1e-5 |out|: each row sums Poisson(2)-many N(0, 1) rows\n"
-        "  (at most ~12), so any fp32 summation order (atomics, sorted segments, the COO\n"
-        "  product) passes; an exchange rounded to bf16 or fp16, a lost or doubled term fails.\n"
-        "- Traffic: (W-1) p Hd 4 bytes sent per rank. FLOPs: T Hd additions."};
+        R"md(The backward of GraphBolt's cooperative feature exchange over WORLD: the relative
+all-to-all of problem 65 applied to the gradient, then a scatter-add onto the seeds.
+
+- Sizes: p = max(64, min(M/W, 1024)) rows per peer, Hd = max(8, min(N, 128)),
+  T = p W, Sd = max(1, floor(T/2)) (defaults, W = 8: p = 128, Hd = 128, T = 1024,
+  Sd = 512). Any W.
+- Inputs per rank r, in call order and drawn in
+  this order on the device: `grad_output` (T, Hd) float32 whatever the run dtype,
+  randn; `seed_inverse_ids` (T,) int64, randint(0, Sd). Non-tensor: `seed_size` = Sd,
+  `counts_sent[k]`, `counts_received[k]` (k = 0..W-1; Python lists in PKB), all p.
+- Computation: (1) cut grad_output into W chunks of p rows (by counts_sent); chunk k
+  goes to rank (r + k) mod W, NOT rank k; chunk k of the received O (T, Hd), cut by
+  counts_received, comes from rank (r + k) mod W: O_r[k] = grad_{(r+k) mod W}[(-k) mod
+  W]. (2) out[s] = sum over j with seed_inverse_ids[j] = s of O[j] (PKB: a sparse
+  (Sd x T) COO matrix of ones times O). Rows no id names are 0.
+- Output: `grad_seeds` (Sd, Hd) float32.
+- Tolerance: |d| <= 5e-5 + 1e-5 |out|: each row sums Poisson(2)-many N(0, 1) rows
+  (at most ~12), so any fp32 summation order (atomics, sorted segments, the COO
+  product) passes; an exchange rounded to bf16 or fp16, a lost or doubled term fails.
+- Traffic: (W-1) p Hd 4 bytes sent per rank. FLOPs: T Hd additions.)md"};
     return i;
   }
 

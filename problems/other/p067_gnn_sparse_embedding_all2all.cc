@@ -35,29 +35,30 @@ class GnnSparseEmbeddingAll2All : public Problem {
         1,
         "DGL sparse_all_to_all_push with remainder partitioning (NodeEmbedding sparse optimizer)",
         "other",
-        "Push sparse embedding rows (index, value row) to the rank that owns each index, over\n"
-        "WORLD. Any W.\n\n"
-        "- Sizes: Nn = roundup(max(100000, M), W); nnz = max(1024, min(M/W, 50000)) (1024 at\n"
-        "  the defaults); Hd = max(8, min(N, 128)).\n"
-        "- Inputs per rank r (seed 42 + 67000 + r + 1000003*set), drawn on the device in this\n"
-        "  order: `idx` (nnz,) int64 = randint[0, Nn); `value` (nnz, Hd) run dtype = randn.\n"
-        "  Scalar `num_nodes` = Nn (unused by the computation).\n"
-        "- Computation: W = 1: the inputs are the outputs. Otherwise the owner of entry j is\n"
-        "  idx[j] mod W; entries are sorted by owner, STABLY (original order within an owner),\n"
-        "  the per-owner counts are exchanged (all_to_all_single), then idx and the value rows\n"
-        "  are exchanged with those variable splits (all_to_all_single twice).\n"
-        "- Outputs on rank r, in order: `recv_idx` (W*nnz,) int64 and `recv_value` (W*nnz, Hd)\n"
-        "  run dtype hold, in their first R rows, the entries with idx mod W = r from source\n"
-        "  rank 0, then source 1, ..., each source's in its original order; `recv_count` 0-d\n"
-        "  int64 = R = sum over sources s of #{j : idx_s[j] mod W = r} (about nnz). R depends on\n"
-        "  the data: the candidate writes the row count to `recv_count`; W*nnz rows is a\n"
-        "  capacity (each source sends at most its nnz entries). The count is compared exactly,\n"
-        "  then only the first R rows of `recv_idx` and `recv_value`; rows past R are ignored.\n"
-        "- Pure data movement: all outputs bit-exact. No other row order is accepted (an\n"
-        "  unstable sort by owner, or rows in destination-of-index order, fail).\n"
-        "- Host syncs in PKB's reference: the received counts are read back before the\n"
-        "  variable all-to-alls.\n"
-        "- Traffic: about nnz (8 + Hd b) (W-1)/W bytes each way per rank. FLOPs: 0."};
+        R"md(Push sparse embedding rows (index, value row) to the rank that owns each index, over
+WORLD. Any W.
+
+- Sizes: Nn = roundup(max(100000, M), W); nnz = max(1024, min(M/W, 50000)) (1024 at
+  the defaults); Hd = max(8, min(N, 128)).
+- Inputs per rank r, drawn on the device in this
+  order: `idx` (nnz,) int64 = randint[0, Nn); `value` (nnz, Hd) run dtype = randn.
+  Scalar `num_nodes` = Nn (unused by the computation).
+- Computation: W = 1: the inputs are the outputs. Otherwise the owner of entry j is
+  idx[j] mod W; entries are sorted by owner, STABLY (original order within an owner),
+  the per-owner counts are exchanged (all_to_all_single), then idx and the value rows
+  are exchanged with those variable splits (all_to_all_single twice).
+- Outputs on rank r, in order: `recv_idx` (W*nnz,) int64 and `recv_value` (W*nnz, Hd)
+  run dtype hold, in their first R rows, the entries with idx mod W = r from source
+  rank 0, then source 1, ..., each source's in its original order; `recv_count` 0-d
+  int64 = R = sum over sources s of #{j : idx_s[j] mod W = r} (about nnz). R depends on
+  the data: the candidate writes the row count to `recv_count`; W*nnz rows is a
+  capacity (each source sends at most its nnz entries). The count is compared exactly,
+  then only the first R rows of `recv_idx` and `recv_value`; rows past R are ignored.
+- Pure data movement: all outputs bit-exact. No other row order is accepted (an
+  unstable sort by owner, or rows in destination-of-index order, fail).
+- Host syncs in PKB's reference: the received counts are read back before the
+  variable all-to-alls.
+- Traffic: about nnz (8 + Hd b) (W-1)/W bytes each way per rank. FLOPs: 0.)md"};
     return i;
   }
 

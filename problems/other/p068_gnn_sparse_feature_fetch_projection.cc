@@ -55,38 +55,39 @@ class GnnSparseFeatureFetch : public Problem {
         "generic GNN distributed feature store (node-id-sharded embedding table) lookup, then a "
         "dense projection",
         "other (distributed embedding fetch)",
-        "Fetch Q rows of a node-sharded embedding table by global node id over WORLD, then\n"
-        "project them with the rank's own matrix.\n\n"
-        "- Sizes: Ntot = roundup(max(111,000,000, M), W) table rows, Sh = Ntot/W rows per\n"
-        "  rank, E = 256 if N >= 256 else 128, Q = max(20000, min(M/W, 200000)) queries per\n"
-        "  rank (defaults, W = 8: Sh = 13,875,000, E = 256, Q = 20000; the shard is 7.1 GB\n"
-        "  per rank in bf16). These are PKB's for M >= 1024 and N >= 128. Below, for quick\n"
-        "  tests only, PKB's fixed floors shrink: Ntot's 111,000,000 becomes 512 M and Q's\n"
-        "  20000 becomes 16 M when M < 1024, and E = N when N < 128 (PKB's floors would draw\n"
-        "  a 28 GB table even at 64 x 64).\n"
-        "- Any W whose shard fits: a rank's shard (Sh x E x element bytes) must not exceed\n"
-        "  56 GiB, because the harness keeps two copies of every input alive (verification's\n"
-        "  pristine copy, two rotating timing sets) on a 140 GiB H200. At the defaults this\n"
-        "  refuses fp32 at W = 1 (106 GiB) and fp64 at W <= 3.\n"
-        "- Inputs per rank r (seed 42 + 68000 + r + 1000003*set), in call order:\n"
-        "  `local_embedding_shard` (Sh, E) run dtype, randn: rows r Sh .. (r+1) Sh - 1 of the\n"
-        "  global table; `input_node_ids` (Q,) int64, no RNG: for i < Q, owner = (i + r) mod\n"
-        "  W, local = (7 i + r) mod Sh, id = owner Sh + local; `proj_matrix` (E, E) run dtype,\n"
-        "  randn, drawn right after the shard (every rank's differs). Non-tensor:\n"
-        "  `num_total_nodes` = Ntot.\n"
-        "- Computation (PKB's reference): owner = min(id / ceil(Ntot/W), W-1); stable sort of\n"
-        "  the ids by owner; all-to-all of the W int64 counts; all-to-all-v of the sorted ids;\n"
-        "  each owner gathers shard[id - r Sh]; the rows go back by all-to-all-v (splits\n"
-        "  swapped) and are un-permuted to query order: Emb (Q, E) = table[ids]. Then\n"
-        "  out = Emb proj_r, a GEMM in the run dtype (fp32 accumulation, one rounding).\n"
-        "- Output: `out` (Q, E) run dtype.\n"
-        "- Tolerance: bf16 and fp16: PKB's atol = rtol = 1e-2 (|out| ~ sqrt(E) = 16; one bf16\n"
-        "  ulp is at most 2^-7 relative, so a GEMM accumulating in another order that rounds\n"
-        "  the other way passes). fp32: atol 2e-4, rtol 1e-4 (fp32 GEMMs in any order err\n"
-        "  ~1e-5; TF32 errs ~6e-3 and fails, as the catalog's fp32 baseline has TF32 off).\n"
-        "  fp64: 1e-10. A row from the wrong rank or in owner-sorted order fails.\n"
-        "- Traffic per rank: Q (8 + E b) (W-1)/W bytes sent (ids out, rows served back;\n"
-        "  b = element bytes); random row gathers of Q E b bytes; FLOPs 2 Q E^2."};
+        R"md(Fetch Q rows of a node-sharded embedding table by global node id over WORLD, then
+project them with the rank's own matrix.
+
+- Sizes: Ntot = roundup(max(111,000,000, M), W) table rows, Sh = Ntot/W rows per
+  rank, E = 256 if N >= 256 else 128, Q = max(20000, min(M/W, 200000)) queries per
+  rank (defaults, W = 8: Sh = 13,875,000, E = 256, Q = 20000; the shard is 7.1 GB
+  per rank in bf16). These are PKB's for M >= 1024 and N >= 128. Below, for quick
+  tests only, PKB's fixed floors shrink: Ntot's 111,000,000 becomes 512 M and Q's
+  20000 becomes 16 M when M < 1024, and E = N when N < 128 (PKB's floors would draw
+  a 28 GB table even at 64 x 64).
+- Any W whose shard fits: a rank's shard (Sh x E x element bytes) must not exceed
+  56 GiB, because the harness keeps two copies of every input alive (verification's
+  pristine copy, two rotating timing sets) on a 140 GiB H200. At the defaults this
+  refuses fp32 at W = 1 (106 GiB) and fp64 at W <= 3.
+- Inputs per rank r, in call order:
+  `local_embedding_shard` (Sh, E) run dtype, randn: rows r Sh .. (r+1) Sh - 1 of the
+  global table; `input_node_ids` (Q,) int64, no RNG: for i < Q, owner = (i + r) mod
+  W, local = (7 i + r) mod Sh, id = owner Sh + local; `proj_matrix` (E, E) run dtype,
+  randn, drawn right after the shard (every rank's differs). Non-tensor:
+  `num_total_nodes` = Ntot.
+- Computation (PKB's reference): owner = min(id / ceil(Ntot/W), W-1); stable sort of
+  the ids by owner; all-to-all of the W int64 counts; all-to-all-v of the sorted ids;
+  each owner gathers shard[id - r Sh]; the rows go back by all-to-all-v (splits
+  swapped) and are un-permuted to query order: Emb (Q, E) = table[ids]. Then
+  out = Emb proj_r, a GEMM in the run dtype (fp32 accumulation, one rounding).
+- Output: `out` (Q, E) run dtype.
+- Tolerance: bf16 and fp16: PKB's atol = rtol = 1e-2 (|out| ~ sqrt(E) = 16; one bf16
+  ulp is at most 2^-7 relative, so a GEMM accumulating in another order that rounds
+  the other way passes). fp32: atol 2e-4, rtol 1e-4 (fp32 GEMMs in any order err
+  ~1e-5; TF32 errs ~6e-3 and fails, as the catalog's fp32 baseline has TF32 off).
+  fp64: 1e-10. A row from the wrong rank or in owner-sorted order fails.
+- Traffic per rank: Q (8 + E b) (W-1)/W bytes sent (ids out, rows served back;
+  b = element bytes); random row gathers of Q E b bytes; FLOPs 2 Q E^2.)md"};
     return i;
   }
 

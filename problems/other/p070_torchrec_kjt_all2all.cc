@@ -52,39 +52,38 @@ class TorchrecKjtAll2All : public Problem {
         "TorchRec KJTAllToAll (KeyedJaggedTensor input distribution for table-wise sharded "
         "embeddings)",
         "other",
-        "Distribute a KeyedJaggedTensor to the ranks that own its features, over WORLD. Any W.\n\n"
-        "- Sizes: rank d owns ks[d] = 1 + (d mod 3) features, contiguously in rank order (the\n"
-        "  first ks[0] features are rank 0's, ...); F = sum ks (15 at W = 8); batch\n"
-        "  B = max(512, min(M/W, 1024)).\n"
-        "- Inputs per rank r (seed 42 + 70000 + r + 1000003*set), drawn on the device in this\n"
-        "  order: `lengths` (F*B,) int64 = randint[5, 21) drawn as (F, B) and flattened\n"
-        "  feature-major (lengths[f*B + b]); `values` (sum(lengths),) int64 = randint[0, 10^6):\n"
-        "  the values of (f, b) follow those of every earlier (f, b) in that order. Its length\n"
-        "  depends on the data. Scalars: `key_splits[0..W-1]` = ks, `batch_size` = B (weights,\n"
-        "  stride_per_key and stagger are PKB's defaults: none, none, 1).\n"
-        "- Computation: (1) each rank sends rank d the triple (ks[d]*B, sum of the lengths of\n"
-        "  rank d's features, B) (all_to_all_single of 3 int64 per peer). (2) all_to_all_single\n"
-        "  of the lengths (rank d's features' ks[d]*B lengths to rank d) and of the values (their\n"
-        "  value runs), with those splits. (3) Rank r receives the layout [source s][local\n"
-        "  feature f][b]; it reorders whole segments (B lengths with their value runs) to\n"
-        "  [f][s][b].\n"
-        "- Outputs on rank r, in this fixed order (PKB returns a dict with these keys):\n"
-        "  `lengths` (ks[r]*W*B,) int64: element (f*W + s)*B + b = source s's length of (its\n"
-        "  feature offset_r + f, b); `values` (20*ks[r]*W*B,) int64 whose first V_r entries are "
-        "the\n"
-        "  value runs in the same [f][s][b] order; `stride` 0-d int64 = W*B; `stride_per_rank`\n"
-        "  (W,) int64 = [B]*W; `values_count` 0-d int64 = V_r = the sum of rank r's received\n"
-        "  lengths. V_r depends on the data: the candidate writes it to `values_count`;\n"
-        "  20*ks[r]*W*B is a capacity (every length is at most 20). The count is compared "
-        "exactly,\n"
-        "  then only the first V_r values; entries past V_r are ignored.\n"
-        "- Integers moved, never computed: all outputs exact. Leaving the [s][f][b] order of the\n"
-        "  exchange fails on every rank that owns two or more features (rank 0 owns one, so the\n"
-        "  reorder is the identity there).\n"
-        "- Host syncs in PKB's reference: the per-feature sums and the exchanged splits are read\n"
-        "  back; the reorder cuts value runs on the host.\n"
-        "- Traffic: 8 (F - ks[r]) B (1 + 12.5) bytes sent by rank r (the mean length is 12.5),\n"
-        "  8 ks[r] (W-1) B (1 + 12.5) received. FLOPs: 0."};
+        R"md(Distribute a KeyedJaggedTensor to the ranks that own its features, over WORLD. Any W.
+
+- Sizes: rank d owns ks[d] = 1 + (d mod 3) features, contiguously in rank order (the
+  first ks[0] features are rank 0's, ...); F = sum ks (15 at W = 8); batch
+  B = max(512, min(M/W, 1024)).
+- Inputs per rank r, drawn on the device in this
+  order: `lengths` (F*B,) int64 = randint[5, 21) drawn as (F, B) and flattened
+  feature-major (lengths[f*B + b]); `values` (sum(lengths),) int64 = randint[0, 10^6):
+  the values of (f, b) follow those of every earlier (f, b) in that order. Its length
+  depends on the data. Scalars: `key_splits[0..W-1]` = ks, `batch_size` = B (weights,
+  stride_per_key and stagger are PKB's defaults: none, none, 1).
+- Computation: (1) each rank sends rank d the triple (ks[d]*B, sum of the lengths of
+  rank d's features, B) (all_to_all_single of 3 int64 per peer). (2) all_to_all_single
+  of the lengths (rank d's features' ks[d]*B lengths to rank d) and of the values (their
+  value runs), with those splits. (3) Rank r receives the layout [source s][local
+  feature f][b]; it reorders whole segments (B lengths with their value runs) to
+  [f][s][b].
+- Outputs on rank r, in this fixed order (PKB returns a dict with these keys):
+  `lengths` (ks[r]*W*B,) int64: element (f*W + s)*B + b = source s's length of (its
+  feature offset_r + f, b); `values` (20*ks[r]*W*B,) int64 whose first V_r entries are the
+  value runs in the same [f][s][b] order; `stride` 0-d int64 = W*B; `stride_per_rank`
+  (W,) int64 = [B]*W; `values_count` 0-d int64 = V_r = the sum of rank r's received
+  lengths. V_r depends on the data: the candidate writes it to `values_count`;
+  20*ks[r]*W*B is a capacity (every length is at most 20). The count is compared exactly,
+  then only the first V_r values; entries past V_r are ignored.
+- Integers moved, never computed: all outputs exact. Leaving the [s][f][b] order of the
+  exchange fails on every rank that owns two or more features (rank 0 owns one, so the
+  reorder is the identity there).
+- Host syncs in PKB's reference: the per-feature sums and the exchanged splits are read
+  back; the reorder cuts value runs on the host.
+- Traffic: 8 (F - ks[r]) B (1 + 12.5) bytes sent by rank r (the mean length is 12.5),
+  8 ks[r] (W-1) B (1 + 12.5) received. FLOPs: 0.)md"};
     return i;
   }
 

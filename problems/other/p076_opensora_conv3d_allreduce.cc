@@ -45,26 +45,27 @@ class OpenSoraConv3dAllReduce : public Problem {
         1,
         "Open-Sora Conv3d split over input channels, then all-reduce",
         "tensor parallel",
-        "A valid 3x3x3 Conv3d whose input channels are split across WORLD.\n\n"
-        "- Sizes: Cout = the first of 512, 256, 128 that W divides, else 512 (512 for every\n"
-        "  W <= 8); Cl = floor(Cout / W) input channels per rank; x (1, Cl, 19, 66, 66), output\n"
-        "  (1, Cout, 17, 64, 64). PKB ignores M, N; here M < 1024 shrinks Cout by M/1024 and\n"
-        "  N < 1024 the 17 x 64 x 64 output by N/1024, for quick tests (M, N >= 1024, the\n"
-        "  default, is PKB's problem). Any W with Cl >= 1.\n"
-        "- Inputs per rank r (seed 42 + 76000 + r + 1000003*set), in the run dtype on the\n"
-        "  device, in order: `x` = randn(1, Cl, T, H, H), `weight` = randn(Cout, Cl, 3, 3, 3),\n"
-        "  `bias` = linspace(-0.1, 0.1, Cout) (no RNG, the same on every rank). Non-tensor:\n"
-        "  stride 1, padding 0, dilation 1, groups 1.\n"
-        "- Computation: partial = conv3d(x, weight) in the dtype (fp32 accumulation, one\n"
-        "  rounding), all-reduce SUM in the dtype over WORLD, then + bias[o].\n"
-        "- Output: `y` (1, Cout, T-2, H-2, H-2) run dtype, identical on every rank.\n"
-        "- Tolerance: PKB's 1e-2 is too tight: each partial (std sqrt(27 Cl) ~ 42 at W = 8) is\n"
-        "  rounded to bf16 and NCCL sums in bf16 in its own order, so near-zero outputs carry\n"
-        "  errors ~0.3-1. atol = 2 u sqrt(27 Cl) W sqrt(W) (u = 2^-8 for bf16; 7.4 at W = 8)\n"
-        "  and rtol = 1e-2 admit any reduction order, fp32 reduction or a fused GEMM +\n"
-        "  reduce-scatter; a missing rank (error ~ N(0, 27 Cl)) still fails on most elements.\n"
-        "- Traffic: an all-reduce of Cout x 17 x 64 x 64 elements (2(W-1)/W of it per rank);\n"
-        "  FLOPs 2 Cout Cl 27 17 64 64 (123 G at W = 8)."};
+        R"md(A valid 3x3x3 Conv3d whose input channels are split across WORLD.
+
+- Sizes: Cout = the first of 512, 256, 128 that W divides, else 512 (512 for every
+  W <= 8); Cl = floor(Cout / W) input channels per rank; x (1, Cl, 19, 66, 66), output
+  (1, Cout, 17, 64, 64). PKB ignores M, N; here M < 1024 shrinks Cout by M/1024 and
+  N < 1024 the 17 x 64 x 64 output by N/1024, for quick tests (M, N >= 1024, the
+  default, is PKB's problem). Any W with Cl >= 1.
+- Inputs per rank r, in the run dtype on the
+  device, in order: `x` = randn(1, Cl, T, H, H), `weight` = randn(Cout, Cl, 3, 3, 3),
+  `bias` = linspace(-0.1, 0.1, Cout) (no RNG, the same on every rank). Non-tensor:
+  stride 1, padding 0, dilation 1, groups 1.
+- Computation: partial = conv3d(x, weight) in the dtype (fp32 accumulation, one
+  rounding), all-reduce SUM in the dtype over WORLD, then + bias[o].
+- Output: `y` (1, Cout, T-2, H-2, H-2) run dtype, identical on every rank.
+- Tolerance: PKB's 1e-2 is too tight: each partial (std sqrt(27 Cl) ~ 42 at W = 8) is
+  rounded to bf16 and NCCL sums in bf16 in its own order, so near-zero outputs carry
+  errors ~0.3-1. atol = 2 u sqrt(27 Cl) W sqrt(W) (u = 2^-8 for bf16; 7.4 at W = 8)
+  and rtol = 1e-2 admit any reduction order, fp32 reduction or a fused GEMM +
+  reduce-scatter; a missing rank (error ~ N(0, 27 Cl)) still fails on most elements.
+- Traffic: an all-reduce of Cout x 17 x 64 x 64 elements (2(W-1)/W of it per rank);
+  FLOPs 2 Cout Cl 27 17 64 64 (123 G at W = 8).)md"};
     return i;
   }
 

@@ -169,6 +169,10 @@ absl::Status GatherTiles(Comm& comm, const std::vector<int64_t>& owner,
 
 class Magi1TileParallelVaeDecode : public Problem {
  public:
+  // PKB's sizes are fixed and shrink below M, N = 1024: 64 x 128 makes the latent
+  // 3 x 6 x 11 x 11 in 4 x 4 tiles.
+  TestShape CpuTestShape() const override { return {64, 128}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         78,
@@ -176,39 +180,40 @@ class Magi1TileParallelVaeDecode : public Problem {
         1,
         "MAGI-1 (Sand AI) tile-parallel VAE decode with blended overlaps",
         "other (tile parallel)",
-        "Tile-parallel decode of a latent video over WORLD (any W); trilinear upsampling stands\n"
-        "in for the decoder.\n\n"
-        "- Input per rank r (seed 42 + 78000 + r + 1000003*set): `z` = randn(1, 16, 6, 90, 90)\n"
-        "  bf16 (fixed, whatever the run dtype), different on every rank. Non-tensor, in order:\n"
-        "  tile_latent_min_length 3, tile_latent_min_height 32, tile_latent_min_width 32,\n"
-        "  spatial_tile_overlap_factor 0.25, temporal_tile_overlap_factor 0.0, spatial_upsample\n"
-        "  8, temporal_upsample 4, sr_ratio 1, first_frame_as_image 0. PKB ignores M, N; here\n"
-        "  M < 1024 shrinks the 16 channels by M/1024 (at least 3) and N < 1024 the side 90 and\n"
-        "  the tile 32 by N/1024 (tile >= 4) for quick tests (M, N >= 1024 is PKB's problem).\n"
-        "- Tiles: strides 3 (time) and 24 (h, w); 2 x 4 x 4 = 32 tiles, index 16t + 4h + w;\n"
-        "  tile (t, h, w) is z[:, :, 3t:3t+3, 24h:24h+32, 24w:24w+32] clipped (18 rows or\n"
-        "  columns at h or w = 3). Ownership: tile indices sorted by element count, descending\n"
-        "  and stable ([0,1,2,4,5,6,8,9,10,16,17,18,20,21,22,24,25,26, 3,7,11,12,13,14,19,23,\n"
-        "  27,28,29,30, 15,31]); rank r owns entries r, r+W, r+2W, ... of that list.\n"
-        "- Computation: (1) each rank decodes its tiles from ITS OWN z: trilinear x(4, 8, 8) in\n"
-        "  fp32, align_corners false, channels 0-2, cast to bf16 (3 x 12 x 8h' x 8w'). (2) every\n"
-        "  decoded tile goes to every rank (PKB: all-to-all-v of each rank's concatenated tiles,\n"
-        "  in rank order, each rank's tiles in its list order). (3) each owned tile, from a copy\n"
-        "  of its decoded data: if h > 0, for i < 64 row i = prev[192 + i] * (1 - i/64) +\n"
-        "  row i * (i/64) with prev the DECODED (unblended) tile (t, h-1, w); then if w > 0 the\n"
-        "  same on columns with the decoded tile (t, h, w-1); bf16 arithmetic (each product and\n"
-        "  the sum rounded); crop to [:12, :192, :192]. (4) the blended tiles go to every rank\n"
-        "  the same way and are concatenated over w (dim 4), then h (dim 3), then t (dim 2).\n"
-        "- Output: `video` bf16 (1, 3, 24, 720, 720), identical on every rank; tile k's pixels\n"
-        "  come from its owner's z, so the result depends on W.\n"
-        "- Tolerance: |d| <= 1e-2 + 1e-2 |v| (PKB's). Values are O(1) (|v| < ~4); the blend in\n"
-        "  fp32 rounded once, or another fp32 interpolation formula, moves an element by about\n"
-        "  one bf16 ulp and passes; no blend, blending with blended neighbours, reversed\n"
-        "  weights, align_corners true or another rank's z fail.\n"
-        "- Traffic: decoded tiles total 119.8 MB and blended tiles 74.6 MB; each rank needs all\n"
-        "  but its own share of both (PKB sends W copies of its tiles, and only the neighbours'\n"
-        "  decoded rows are needed for the blend). ~25 flops per interpolated voxel (PKB\n"
-        "  interpolates 16 channels where 3 suffice)."};
+        R"md(Tile-parallel decode of a latent video over WORLD (any W); trilinear upsampling stands
+in for the decoder.
+
+- Input per rank r: `z` = randn(1, 16, 6, 90, 90)
+  bf16 (fixed, whatever the run dtype), different on every rank. Non-tensor, in order:
+  tile_latent_min_length 3, tile_latent_min_height 32, tile_latent_min_width 32,
+  spatial_tile_overlap_factor 0.25, temporal_tile_overlap_factor 0.0, spatial_upsample
+  8, temporal_upsample 4, sr_ratio 1, first_frame_as_image 0. PKB ignores M, N; here
+  M < 1024 shrinks the 16 channels by M/1024 (at least 3) and N < 1024 the side 90 and
+  the tile 32 by N/1024 (tile >= 4) for quick tests (M, N >= 1024 is PKB's problem).
+- Tiles: strides 3 (time) and 24 (h, w); 2 x 4 x 4 = 32 tiles, index 16t + 4h + w;
+  tile (t, h, w) is z[:, :, 3t:3t+3, 24h:24h+32, 24w:24w+32] clipped (18 rows or
+  columns at h or w = 3). Ownership: tile indices sorted by element count, descending
+  and stable ([0,1,2,4,5,6,8,9,10,16,17,18,20,21,22,24,25,26, 3,7,11,12,13,14,19,23,
+  27,28,29,30, 15,31]); rank r owns entries r, r+W, r+2W, ... of that list.
+- Computation: (1) each rank decodes its tiles from ITS OWN z: trilinear x(4, 8, 8) in
+  fp32, align_corners false, channels 0-2, cast to bf16 (3 x 12 x 8h' x 8w'). (2) every
+  decoded tile goes to every rank (PKB: all-to-all-v of each rank's concatenated tiles,
+  in rank order, each rank's tiles in its list order). (3) each owned tile, from a copy
+  of its decoded data: if h > 0, for i < 64 row i = prev[192 + i] * (1 - i/64) +
+  row i * (i/64) with prev the DECODED (unblended) tile (t, h-1, w); then if w > 0 the
+  same on columns with the decoded tile (t, h, w-1); bf16 arithmetic (each product and
+  the sum rounded); crop to [:12, :192, :192]. (4) the blended tiles go to every rank
+  the same way and are concatenated over w (dim 4), then h (dim 3), then t (dim 2).
+- Output: `video` bf16 (1, 3, 24, 720, 720), identical on every rank; tile k's pixels
+  come from its owner's z, so the result depends on W.
+- Tolerance: |d| <= 1e-2 + 1e-2 |v| (PKB's). Values are O(1) (|v| < ~4); the blend in
+  fp32 rounded once, or another fp32 interpolation formula, moves an element by about
+  one bf16 ulp and passes; no blend, blending with blended neighbours, reversed
+  weights, align_corners true or another rank's z fail.
+- Traffic: decoded tiles total 119.8 MB and blended tiles 74.6 MB; each rank needs all
+  but its own share of both (PKB sends W copies of its tiles, and only the neighbours'
+  decoded rows are needed for the blend). ~25 flops per interpolated voxel (PKB
+  interpolates 16 channels where 3 suffice).)md"};
     return i;
   }
 

@@ -34,6 +34,9 @@ Slice TargetSlice(int64_t total, int world, int rank) {
 
 class DistributedSampleSort : public Problem {
  public:
+  // Input sets 0-3: set 3 (PKB's trial 3) empties the odd ranks' shards.
+  TestShape CpuTestShape() const override { return {64, 64, 4}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         85,
@@ -42,30 +45,31 @@ class DistributedSampleSort : public Problem {
         "generic distributed sample sort with exact rebalancing (regular sampling, splitters, "
         "all-to-all-v buckets, merge, all-to-all-v rebalance)",
         "other",
-        "Sort the concatenation of every rank's shard and give each rank its equal share of\n"
-        "the sorted whole. Any W; WORLD.\n\n"
-        "- Shard sizes: n_r = max(4 W, min(M / W, 4096)) (128 at M = 1024, W = 8), except\n"
-        "  that n_r = 0 on odd ranks when set mod 4 = 3 (empty shards: PKB's trial 3).\n"
-        "- Inputs per rank r (seed 42 + 85000 + r + 1000003*set, on the device):\n"
-        "  `local_shard` (n_r,) run dtype = randint(-50, 50) drawn as int64, converted to the\n"
-        "  dtype, then minus r * max(1, n_r) in the dtype. In bf16 the rounding makes many\n"
-        "  duplicate values. (PKB's last argument, the group, is WORLD.)\n"
-        "- Computation (PKB's): local sort, all-gather the sizes, regular samples of the\n"
-        "  active (non-empty) ranks tagged (value, active index, position), splitters from the\n"
-        "  gathered samples, buckets cut consistently with that order and exchanged by\n"
-        "  all-to-all-v, merge, then an exact rebalancing all-to-all-v. The result does not\n"
-        "  depend on the sampling: any algorithm that produces the same slice is correct (the\n"
-        "  reference here all-gathers the shards, sorts and slices).\n"
-        "- Output on rank r: `sorted` (size_r,) run dtype: elements [start_r, start_r +\n"
-        "  size_r) of sort(concat of all shards), ascending, with Nt = sum of n_r,\n"
-        "  size_r = Nt / W + (r < Nt mod W), start_r = r (Nt / W) + min(r, Nt mod W).\n"
-        "  size_r depends on every rank's n, so on the input set: on sets with set mod 4 = 3\n"
-        "  the outputs are about half as long. The harness allocates the set's shape.\n"
-        "- Tolerance: bit-exact. The output is a permutation of input values, and a sorted\n"
-        "  multiset is unique as a sequence of values, so duplicates (many in bf16) leave no\n"
-        "  freedom: no tie order can change the bits.\n"
-        "- Traffic: about 2 n_r b (W-1)/W bytes per rank (bucket exchange and rebalance) plus\n"
-        "  O(W^2) samples; work n log n comparisons (no FLOPs)."};
+        R"md(Sort the concatenation of every rank's shard and give each rank its equal share of
+the sorted whole. Any W; WORLD.
+
+- Shard sizes: n_r = max(4 W, min(M / W, 4096)) (128 at M = 1024, W = 8), except
+  that n_r = 0 on odd ranks when set mod 4 = 3 (empty shards: PKB's trial 3).
+- Inputs per rank r (on the device):
+  `local_shard` (n_r,) run dtype = randint(-50, 50) drawn as int64, converted to the
+  dtype, then minus r * max(1, n_r) in the dtype. In bf16 the rounding makes many
+  duplicate values. (PKB's last argument, the group, is WORLD.)
+- Computation (PKB's): local sort, all-gather the sizes, regular samples of the
+  active (non-empty) ranks tagged (value, active index, position), splitters from the
+  gathered samples, buckets cut consistently with that order and exchanged by
+  all-to-all-v, merge, then an exact rebalancing all-to-all-v. The result does not
+  depend on the sampling: any algorithm that produces the same slice is correct (the
+  reference here all-gathers the shards, sorts and slices).
+- Output on rank r: `sorted` (size_r,) run dtype: elements [start_r, start_r +
+  size_r) of sort(concat of all shards), ascending, with Nt = sum of n_r,
+  size_r = Nt / W + (r < Nt mod W), start_r = r (Nt / W) + min(r, Nt mod W).
+  size_r depends on every rank's n, so on the input set: on sets with set mod 4 = 3
+  the outputs are about half as long. The harness allocates the set's shape.
+- Tolerance: bit-exact. The output is a permutation of input values, and a sorted
+  multiset is unique as a sequence of values, so duplicates (many in bf16) leave no
+  freedom: no tie order can change the bits.
+- Traffic: about 2 n_r b (W-1)/W bytes per rank (bucket exchange and rebalance) plus
+  O(W^2) samples; work n log n comparisons (no FLOPs).)md"};
     return i;
   }
 

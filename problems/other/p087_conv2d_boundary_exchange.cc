@@ -35,26 +35,27 @@ class Conv2dBoundaryExchange : public Problem {
         1,
         "patch-parallel (DistriFusion-style) SD-UNet conv2d with a halo exchange",
         "other (spatial patch parallelism)",
-        "A 3x3 convolution (stride 1, padding 1) of an image cut into row bands: rank r holds\n"
-        "rows [r Hl, (r+1) Hl) of a conceptual (1, C, W Hl, 128) image, as a chain over WORLD\n"
-        "(rank 0 on top, rank W-1 at the bottom, no wrap-around).\n\n"
-        "- Sizes: C = (320, 640, 1280)[min(N/512, 2)] (1280 at the defaults), Hl = max(3,\n"
-        "  128 / max(1, W/2)) (32 at W = 8), width 128. PKB sizes Hl for W/2 devices per image\n"
-        "  but chains all W ranks. PKB ignores M; here M < 1024 shrinks C and the 128 latent\n"
-        "  side by M/1024 for quick tests (M >= 1024, the default, is PKB's problem). Any W.\n"
-        "- Inputs per rank r (seed 42 + 87000 + r + 1000003*set), randn in the run dtype on the\n"
-        "  device, in order: `x` (1, C, Hl, 128), `weight` (C, C, 3, 3), `bias` (C). Every rank\n"
-        "  convolves with ITS OWN weight and bias. Non-tensor: stride = 1, padding = 1.\n"
-        "- Computation: W = 1: conv2d(x, weight, bias, padding 1). Otherwise the top halo is\n"
-        "  rank r-1's last row (zeros on rank 0) and the bottom halo rank r+1's first row\n"
-        "  (zeros on rank W-1); y = conv2d(top ++ x ++ bottom along H, weight, bias), padded by\n"
-        "  1 in width only. PKB all-gathers every rank's [first row, last row]; only the two\n"
-        "  neighbours' rows are needed.\n"
-        "- Output: `y` (1, C, Hl, 128) run dtype.\n"
-        "- Tolerance: PKB's atol = rtol = 1e-2. |y| ~ sqrt(9C) ~ 100 with fp32 accumulation\n"
-        "  and one rounding (bf16 ulp 0.5 there, 2.5 ulps allowed); missing, swapped or wrapped\n"
-        "  halos change the edge rows by ~sqrt(3C) and fail.\n"
-        "- Traffic: 2 rows of C x 128 per rank (one to each neighbour); FLOPs 2 C^2 9 Hl 128."};
+        R"md(A 3x3 convolution (stride 1, padding 1) of an image cut into row bands: rank r holds
+rows [r Hl, (r+1) Hl) of a conceptual (1, C, W Hl, 128) image, as a chain over WORLD
+(rank 0 on top, rank W-1 at the bottom, no wrap-around).
+
+- Sizes: C = (320, 640, 1280)[min(N/512, 2)] (1280 at the defaults), Hl = max(3,
+  128 / max(1, W/2)) (32 at W = 8), width 128. PKB sizes Hl for W/2 devices per image
+  but chains all W ranks. PKB ignores M; here M < 1024 shrinks C and the 128 latent
+  side by M/1024 for quick tests (M >= 1024, the default, is PKB's problem). Any W.
+- Inputs per rank r, randn in the run dtype on the
+  device, in order: `x` (1, C, Hl, 128), `weight` (C, C, 3, 3), `bias` (C). Every rank
+  convolves with ITS OWN weight and bias. Non-tensor: stride = 1, padding = 1.
+- Computation: W = 1: conv2d(x, weight, bias, padding 1). Otherwise the top halo is
+  rank r-1's last row (zeros on rank 0) and the bottom halo rank r+1's first row
+  (zeros on rank W-1); y = conv2d(top ++ x ++ bottom along H, weight, bias), padded by
+  1 in width only. PKB all-gathers every rank's [first row, last row]; only the two
+  neighbours' rows are needed.
+- Output: `y` (1, C, Hl, 128) run dtype.
+- Tolerance: PKB's atol = rtol = 1e-2. |y| ~ sqrt(9C) ~ 100 with fp32 accumulation
+  and one rounding (bf16 ulp 0.5 there, 2.5 ulps allowed); missing, swapped or wrapped
+  halos change the edge rows by ~sqrt(3C) and fail.
+- Traffic: 2 rows of C x 128 per rank (one to each neighbour); FLOPs 2 C^2 9 Hl 128.)md"};
     return i;
   }
 

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "problems/harness/common.h"
 #include "problems/harness/registry.h"
+#include "problems/tp/allgather_gemm.h"
 
 namespace pkb {
 namespace {
@@ -18,24 +19,16 @@ class AllGatherGemmAT : public Problem {
         1,
         "generic (all-gather of a K-sharded activation before a GEMM, gathered as A^T)",
         "tensor parallel",
-        "All-gather a K-sharded A over WORLD, then multiply by this rank's own B. The reference\n"
-        "gathers the transposed shards (A^T is row-sharded, so the gather is along dim 0) and\n"
-        "computes (B^T A^T)^T; any route to the same C is fine.\n\n"
-        "- W must divide K = 512.\n"
-        "- Inputs per rank r (seed 42 + 11000 + r + 1000003*set, drawn in this order on the "
-        "device):\n"
-        "  `A_local` (M, 512/W) run dtype, randn; `B` (512, N) run dtype, randn. Both differ on "
-        "every\n"
-        "  rank (B too: it is drawn from the rank's seed).\n"
-        "- Computation: A (M, 512) = [A_0 | A_1 | ... | A_{W-1}] (rank s's columns at K-block "
-        "s);\n"
-        "  C_r = A @ B_r (fp32 accumulation, one rounding to the run dtype).\n"
-        "- Output: `C` (M, N) run dtype, different on every rank. PKB's reference returns a "
-        "strided\n"
-        "  (transposed) view; layout does not matter, only values.\n"
-        "- Numerics: |C| ~ sqrt(512) ~ 23; one GEMM with fp32 accumulation. PKB's tolerance\n"
-        "  |got - ref| <= 0.01 + 0.01 |ref| admits any accumulation order (<= 1 bf16 ulp, 0.8 %).\n"
-        "- Traffic: (W-1) * M*(512/W)*b bytes each way per rank. FLOPs: 2*M*N*512."};
+        R"md(All-gather a K-sharded A over WORLD, then multiply by this rank's own B. The reference
+gathers the transposed shards (A^T is row-sharded, so the gather is along dim 0) and
+computes (B^T A^T)^T; any route to the same C is fine.
+
+)md" + std::string(tp::kInputsAndProduct) +
+            R"md(- Output: `C` (M, N) run dtype, different on every rank. PKB's reference returns a strided
+  (transposed) view; layout does not matter, only values.
+- Numerics: |C| ~ sqrt(512) ~ 23; one GEMM with fp32 accumulation. PKB's tolerance
+  |got - ref| <= 0.01 + 0.01 |ref| admits any accumulation order (<= 1 bf16 ulp, 0.8 %).
+- Traffic: (W-1) * M*(512/W)*b bytes each way per rank. FLOPs: 2*M*N*512.)md"};
     return i;
   }
 

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "problems/harness/common.h"
 #include "problems/harness/registry.h"
+#include "problems/tp/allgather_gemm.h"
 
 namespace pkb {
 namespace {
@@ -18,20 +19,13 @@ class AllGatherGemm : public Problem {
         1,
         "generic (all-gather of a K-sharded activation before a GEMM)",
         "tensor parallel",
-        "All-gather a K-sharded A over WORLD, then multiply by this rank's own B.\n\n"
-        "- W must divide K = 512.\n"
-        "- Inputs per rank r (seed 42 + 12000 + r + 1000003*set, drawn in this order on the "
-        "device):\n"
-        "  `A_local` (M, 512/W) run dtype, randn; `B` (512, N) run dtype, randn. Both differ on "
-        "every\n"
-        "  rank (B too: it is drawn from the rank's seed).\n"
-        "- Computation: A (M, 512) = [A_0 | A_1 | ... | A_{W-1}] (rank s's columns at K-block "
-        "s);\n"
-        "  C_r = A @ B_r (fp32 accumulation, one rounding to the run dtype).\n"
-        "- Output: `C` (M, N) run dtype, different on every rank (it uses the local B).\n"
-        "- Numerics: |C| ~ sqrt(512) ~ 23; one GEMM with fp32 accumulation. PKB's tolerance\n"
-        "  |got - ref| <= 0.01 + 0.01 |ref| admits any accumulation order (<= 1 bf16 ulp, 0.8 %).\n"
-        "- Traffic: (W-1) * M*(512/W)*b bytes each way per rank. FLOPs: 2*M*N*512."};
+        R"md(All-gather a K-sharded A over WORLD, then multiply by this rank's own B.
+
+)md" + std::string(tp::kInputsAndProduct) +
+            R"md(- Output: `C` (M, N) run dtype, different on every rank (it uses the local B).
+- Numerics: |C| ~ sqrt(512) ~ 23; one GEMM with fp32 accumulation. PKB's tolerance
+  |got - ref| <= 0.01 + 0.01 |ref| admits any accumulation order (<= 1 bf16 ulp, 0.8 %).
+- Traffic: (W-1) * M*(512/W)*b bytes each way per rank. FLOPs: 2*M*N*512.)md"};
     return i;
   }
 

@@ -19,26 +19,23 @@ class GemmAllReduce : public Problem {
         1,
         "generic (row-parallel linear)",
         "tensor parallel",
-        "Row-parallel linear layer: every rank multiplies its shards, then the partial products "
-        "are\n"
-        "summed over WORLD.\n\n"
-        "- Inputs per rank r (seed 42 + 13000 + r + 1000003*set, drawn in this order on the "
-        "device):\n"
-        "  `A_local` (M, 512) run dtype, randn; `B_local` (512, N) run dtype, randn. Every rank's\n"
-        "  shards differ.\n"
-        "- Computation: P_r = A_r @ B_r rounded to the run dtype (M, N); C = sum over r of P_r.\n"
-        "- Output: `C` (M, N) run dtype, identical on all ranks.\n"
-        "- Numerics: entries of P_r are ~N(0, 512) (std ~23) and C ~N(0, 512 W). The reference\n"
-        "  rounds each P_r to the dtype and sums with NCCL (bf16 rounding at every hop, in the\n"
-        "  ring's order). For W >= 4 another valid order (fp32 partials rounded once, a tree, a\n"
-        "  fused GEMM+reduce) differs from it by several bf16 ulps of the partial sums, so the\n"
-        "  check is |got - ref| <= atol + 0.01 |ref| with atol = max(0.01, 2 u sqrt(512) W "
-        "sqrt(W))\n"
-        "  (u = 2^-8 for bf16: atol = 0.5 / 1.41 / 4.0 at W = 2 / 4 / 8). A candidate must match "
-        "the\n"
-        "  exact sum of the W partial products to within that: any summation order, bf16 or fp32\n"
-        "  partials, passes; dropping or doubling one rank's partial (an error ~23) does not.\n"
-        "- Traffic: 2(W-1)/W * M*N*b bytes each way per rank (ring all-reduce)."};
+        R"md(Row-parallel linear layer: every rank multiplies its shards, then the partial products are
+summed over WORLD.
+
+- Inputs per rank r (drawn in this order on the device):
+  `A_local` (M, 512) run dtype, randn; `B_local` (512, N) run dtype, randn. Every rank's
+  shards differ.
+- Computation: P_r = A_r @ B_r rounded to the run dtype (M, N); C = sum over r of P_r.
+- Output: `C` (M, N) run dtype, identical on all ranks.
+- Numerics: entries of P_r are ~N(0, 512) (std ~23) and C ~N(0, 512 W). The reference
+  rounds each P_r to the dtype and sums with NCCL (bf16 rounding at every hop, in the
+  ring's order). For W >= 4 another valid order (fp32 partials rounded once, a tree, a
+  fused GEMM+reduce) differs from it by several bf16 ulps of the partial sums, so the
+  check is |got - ref| <= atol + 0.01 |ref| with atol = max(0.01, 2 u sqrt(512) W sqrt(W))
+  (u = 2^-8 for bf16: atol = 0.5 / 1.41 / 4.0 at W = 2 / 4 / 8). A candidate must match the
+  exact sum of the W partial products to within that: any summation order, bf16 or fp32
+  partials, passes; dropping or doubling one rank's partial (an error ~23) does not.
+- Traffic: 2(W-1)/W * M*N*b bytes each way per rank (ring all-reduce).)md"};
     return i;
   }
 

@@ -17,24 +17,23 @@ class GemmAllGather : public Problem {
         1,
         "generic (column-parallel linear, output columns gathered)",
         "tensor parallel",
-        "Column-parallel linear layer: every rank multiplies its own A by its column shard of B,\n"
-        "then the (M, N/W) products are gathered along the columns over WORLD.\n\n"
-        "- Requires W | N.\n"
-        "- Inputs per rank r (seed 42 + 14000 + r + 1000003*set, drawn in this order on the "
-        "device):\n"
-        "  `A` (M, 512) run dtype, randn; `B` (512, N/W) run dtype, randn. Both differ per rank\n"
-        "  (A is *not* replicated: rank r's block uses rank r's A).\n"
-        "- Computation: C_r = A_r @ B_r rounded to the run dtype (M, N/W); output\n"
-        "  C = [C_0 | C_1 | ... | C_{W-1}] (concatenation along columns, in rank order).\n"
-        "- Output: `C` (M, N) run dtype, identical on all ranks.\n"
-        "- Numerics: one GEMM (fp32 accumulation, one rounding) per element; entries ~N(0, 512)\n"
-        "  (std ~23). Checked with PKB's |got - ref| <= 0.01 + 0.01 |ref|, which admits any\n"
-        "  accumulation order (1 bf16 ulp is < 0.8% relative).\n"
-        "- Layout hazard: the all-gather lands rank blocks contiguously along dim 0 ((W, M, "
-        "N/W));\n"
-        "  the output is column-blocked, so each block must be scattered into columns\n"
-        "  [r N/W, (r+1) N/W) of every row.\n"
-        "- Traffic: (W-1) * M*(N/W)*b bytes each way per rank; FLOPs 2*M*512*N/W per rank."};
+        R"md(Column-parallel linear layer: every rank multiplies its own A by its column shard of B,
+then the (M, N/W) products are gathered along the columns over WORLD.
+
+- Requires W | N.
+- Inputs per rank r (drawn in this order on the device):
+  `A` (M, 512) run dtype, randn; `B` (512, N/W) run dtype, randn. Both differ per rank
+  (A is *not* replicated: rank r's block uses rank r's A).
+- Computation: C_r = A_r @ B_r rounded to the run dtype (M, N/W); output
+  C = [C_0 | C_1 | ... | C_{W-1}] (concatenation along columns, in rank order).
+- Output: `C` (M, N) run dtype, identical on all ranks.
+- Numerics: one GEMM (fp32 accumulation, one rounding) per element; entries ~N(0, 512)
+  (std ~23). Checked with PKB's |got - ref| <= 0.01 + 0.01 |ref|, which admits any
+  accumulation order (1 bf16 ulp is < 0.8% relative).
+- Layout hazard: the all-gather lands rank blocks contiguously along dim 0 ((W, M, N/W));
+  the output is column-blocked, so each block must be scattered into columns
+  [r N/W, (r+1) N/W) of every row.
+- Traffic: (W-1) * M*(N/W)*b bytes each way per rank; FLOPs 2*M*512*N/W per rank.)md"};
     return i;
   }
 

@@ -40,34 +40,33 @@ class CombinedShardedGemms : public Problem {
         "generic (sequence/tensor-parallel MLP: gather hidden shards, GEMM + SiLU, second GEMM, "
         "reduce-scatter)",
         "tensor parallel",
-        "An MLP block over a hidden dimension sharded across WORLD: the shards are gathered, each\n"
-        "rank applies its own two-layer MLP (GEMM, SiLU, GEMM) and keeps one block of rows.\n\n"
-        "- Any W. Dims: M' = ceil(M/W)*W rows, H = ceil(256/W)*W hidden (256 when W | 256),\n"
-        "  H_l = H/W, F = 512, m = M'/W (M' = M when W | M).\n"
-        "- Inputs per rank r (seed 42 + 15000 + r + 1000003*set, drawn in this order on the "
-        "device):\n"
-        "  `x_local` (M', H_l) run dtype, randn; `W1` (H, F) run dtype, randn; `W2` (F, H) run\n"
-        "  dtype, randn. All differ per rank (every rank has its own W1 and W2).\n"
-        "- Computation: X = [x_local_0 | x_local_1 | ... | x_local_{W-1}] (M', H), the\n"
-        "  concatenation along COLUMNS in rank order (identical on every rank);\n"
-        "  A = SiLU(X @ W1_r) with the GEMM rounded to the dtype, then SiLU rounded (M', F);\n"
-        "  rank r keeps rows [r m, (r+1) m) of A and returns Y_r = A[block r] @ W2_r (one GEMM,\n"
-        "  rounded to the dtype). The reference computes A on all M' rows, places Y_r in row\n"
-        "  block r of a zero (M', H) buffer and reduce-scatters it by row blocks (SUM): every\n"
-        "  other rank contributes zeros, so rank r receives exactly Y_r.\n"
-        "- Output: `y_local` (m, H) run dtype, different per rank.\n"
-        "- Only rows [r m, (r+1) m) of every peer's x_local are needed (an all-to-all of\n"
-        "  (W-1) m H_l elements), GEMM1 is needed on m rows only, and the reduce-scatter moves\n"
-        "  nothing but zeros: all three are fair game.\n"
-        "- Numerics: |Y| has std ~250 (bf16 ulp 1-2). Checked with |got - ref| <= atol + 0.01 "
-        "|ref|,\n"
-        "  atol = max(0.01, 4 u sqrt(F) sqrt(H/2)) (u = 2^-8 for bf16: atol = 4.0). This admits\n"
-        "  any accumulation order and a fused kernel that keeps X @ W1 or SiLU's output in fp32\n"
-        "  (the exact answer needs atol ~2); a wrong row block, weight or a missing rank shard\n"
-        "  fails on most elements.\n"
-        "- Traffic: the reference all-gathers (W-1) M' H_l b and reduce-scatters (W-1) m H b\n"
-        "  bytes each way per rank; the minimum is (W-1) m H_l b. FLOPs: reference\n"
-        "  2 M' H F + 2 m F H, minimum 4 m H F."};
+        R"md(An MLP block over a hidden dimension sharded across WORLD: the shards are gathered, each
+rank applies its own two-layer MLP (GEMM, SiLU, GEMM) and keeps one block of rows.
+
+- Any W. Dims: M' = ceil(M/W)*W rows, H = ceil(256/W)*W hidden (256 when W | 256),
+  H_l = H/W, F = 512, m = M'/W (M' = M when W | M).
+- Inputs per rank r (drawn in this order on the device):
+  `x_local` (M', H_l) run dtype, randn; `W1` (H, F) run dtype, randn; `W2` (F, H) run
+  dtype, randn. All differ per rank (every rank has its own W1 and W2).
+- Computation: X = [x_local_0 | x_local_1 | ... | x_local_{W-1}] (M', H), the
+  concatenation along COLUMNS in rank order (identical on every rank);
+  A = SiLU(X @ W1_r) with the GEMM rounded to the dtype, then SiLU rounded (M', F);
+  rank r keeps rows [r m, (r+1) m) of A and returns Y_r = A[block r] @ W2_r (one GEMM,
+  rounded to the dtype). The reference computes A on all M' rows, places Y_r in row
+  block r of a zero (M', H) buffer and reduce-scatters it by row blocks (SUM): every
+  other rank contributes zeros, so rank r receives exactly Y_r.
+- Output: `y_local` (m, H) run dtype, different per rank.
+- Only rows [r m, (r+1) m) of every peer's x_local are needed (an all-to-all of
+  (W-1) m H_l elements), GEMM1 is needed on m rows only, and the reduce-scatter moves
+  nothing but zeros: all three are fair game.
+- Numerics: |Y| has std ~250 (bf16 ulp 1-2). Checked with |got - ref| <= atol + 0.01 |ref|,
+  atol = max(0.01, 4 u sqrt(F) sqrt(H/2)) (u = 2^-8 for bf16: atol = 4.0). This admits
+  any accumulation order and a fused kernel that keeps X @ W1 or SiLU's output in fp32
+  (the exact answer needs atol ~2); a wrong row block, weight or a missing rank shard
+  fails on most elements.
+- Traffic: the reference all-gathers (W-1) M' H_l b and reduce-scatters (W-1) m H b
+  bytes each way per rank; the minimum is (W-1) m H_l b. FLOPs: reference
+  2 M' H F + 2 m F H, minimum 4 m H F.)md"};
     return i;
   }
 

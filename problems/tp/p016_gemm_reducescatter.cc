@@ -21,28 +21,27 @@ class GemmReduceScatter : public Problem {
         1,
         "generic (row-parallel linear with reduce-scatter output)",
         "tensor parallel",
-        "Row-parallel linear layer whose output is reduce-scattered: every rank multiplies its\n"
-        "K-shards (K = 512 in total), then the partial products are summed over WORLD and rank r\n"
-        "keeps row block r.\n\n"
-        "- Requires W | 512 and W | M.\n"
-        "- Inputs per rank r (seed 42 + 16000 + r + 1000003*set, drawn in this order on the "
-        "device):\n"
-        "  `A_local` (M, 512/W) run dtype, randn; `B_local` (512/W, N) run dtype, randn. Every\n"
-        "  rank's shards differ.\n"
-        "- Computation: P_r = A_r @ B_r rounded to the run dtype (M, N); C = sum over r of P_r;\n"
-        "  rank r returns rows [r M/W, (r+1) M/W) of C.\n"
-        "- Output: `C_block` (M/W, N) run dtype, different per rank.\n"
-        "- Numerics: entries of P_r are ~N(0, 512/W) and C ~N(0, 512) (std ~23). The reference\n"
-        "  rounds each P_r to the dtype and sums with NCCL's reduce-scatter (bf16 rounding at\n"
-        "  every hop, in the ring's order). For W >= 4 another valid order (fp32 partials rounded\n"
-        "  once, a tree, a fused GEMM+reduce-scatter) differs from it by several bf16 ulps\n"
-        "  (and at W = 2, fp32 partials vs dtype-rounded ones), so the check is |got - ref| <= "
-        "atol +\n"
-        "  0.01 |ref| with atol = max(0.01, 2 u sqrt(512) W) for W >= 2 (u = 2^-8 for bf16:\n"
-        "  atol = 0.35 / 0.71 / 1.41 at W = 2 / 4 / 8; 0.01 at W = 1). Any summation order,\n"
-        "  bf16 or fp32 partials, passes; dropping or doubling one rank's partial (an error of\n"
-        "  std sqrt(512/W) >= 8) does not; nor does returning another rank's row block.\n"
-        "- Traffic: (W-1)/W * M*N*b bytes each way per rank (ring reduce-scatter)."};
+        R"md(Row-parallel linear layer whose output is reduce-scattered: every rank multiplies its
+K-shards (K = 512 in total), then the partial products are summed over WORLD and rank r
+keeps row block r.
+
+- Requires W | 512 and W | M.
+- Inputs per rank r (drawn in this order on the device):
+  `A_local` (M, 512/W) run dtype, randn; `B_local` (512/W, N) run dtype, randn. Every
+  rank's shards differ.
+- Computation: P_r = A_r @ B_r rounded to the run dtype (M, N); C = sum over r of P_r;
+  rank r returns rows [r M/W, (r+1) M/W) of C.
+- Output: `C_block` (M/W, N) run dtype, different per rank.
+- Numerics: entries of P_r are ~N(0, 512/W) and C ~N(0, 512) (std ~23). The reference
+  rounds each P_r to the dtype and sums with NCCL's reduce-scatter (bf16 rounding at
+  every hop, in the ring's order). For W >= 4 another valid order (fp32 partials rounded
+  once, a tree, a fused GEMM+reduce-scatter) differs from it by several bf16 ulps
+  (and at W = 2, fp32 partials vs dtype-rounded ones), so the check is |got - ref| <= atol +
+  0.01 |ref| with atol = max(0.01, 2 u sqrt(512) W) for W >= 2 (u = 2^-8 for bf16:
+  atol = 0.35 / 0.71 / 1.41 at W = 2 / 4 / 8; 0.01 at W = 1). Any summation order,
+  bf16 or fp32 partials, passes; dropping or doubling one rank's partial (an error of
+  std sqrt(512/W) >= 8) does not; nor does returning another rank's row block.
+- Traffic: (W-1)/W * M*N*b bytes each way per rank (ring reduce-scatter).)md"};
     return i;
   }
 

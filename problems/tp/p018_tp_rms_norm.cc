@@ -27,24 +27,24 @@ class TpRmsNorm : public Problem {
         1,
         "generic (RMSNorm with the hidden dimension sharded across tensor-parallel ranks)",
         "tensor parallel",
-        "RMSNorm whose hidden dimension (N W in total) is split across WORLD: each rank holds N\n"
-        "columns of every token and normalizes them with the statistics of the whole row.\n\n"
-        "- Inputs per rank r (seed 42 + 18000 + r + 1000003*set, drawn in this order on the "
-        "device):\n"
-        "  `h` (M, N) run dtype, randn (rank r's slice of the hidden dim for M tokens);\n"
-        "  `weight` (N,) run dtype, randn (rank r's slice of gamma; differs per rank);\n"
-        "  non-tensor `eps` = 1e-5.\n"
-        "- Computation: h32 = fp32(h); ss[i] = sum_j h32[i, j]^2 (fp32, one per row); ss summed\n"
-        "  over WORLD (fp32); var = ss / (N W); y = dtype(h32 * rsqrt(var + eps));\n"
-        "  out = weight * y (a dtype multiply, weight broadcast over rows).\n"
-        "- Output: `out` (M, N) run dtype: the rank's own shard, normalized with global\n"
-        "  statistics (no gather); different per rank.\n"
-        "- Numerics: statistics in fp32 (summation order is immaterial at 1e-2); the reference\n"
-        "  rounds twice at the end (y, then the product). A single fused rounding of\n"
-        "  weight * h * rsqrt(...) is within ~1 ulp and passes PKB's atol = rtol = 1e-2.\n"
-        "  Using only the local sum of squares (no all-reduce) or N instead of N W fails.\n"
-        "- Traffic: all-reduce of M fp32 values: 2(W-1)/W * 4M bytes each way per rank;\n"
-        "  HBM at least 2 M N b (read h, write out)."};
+        R"md(RMSNorm whose hidden dimension (N W in total) is split across WORLD: each rank holds N
+columns of every token and normalizes them with the statistics of the whole row.
+
+- Inputs per rank r (drawn in this order on the device):
+  `h` (M, N) run dtype, randn (rank r's slice of the hidden dim for M tokens);
+  `weight` (N,) run dtype, randn (rank r's slice of gamma; differs per rank);
+  non-tensor `eps` = 1e-5.
+- Computation: h32 = fp32(h); ss[i] = sum_j h32[i, j]^2 (fp32, one per row); ss summed
+  over WORLD (fp32); var = ss / (N W); y = dtype(h32 * rsqrt(var + eps));
+  out = weight * y (a dtype multiply, weight broadcast over rows).
+- Output: `out` (M, N) run dtype: the rank's own shard, normalized with global
+  statistics (no gather); different per rank.
+- Numerics: statistics in fp32 (summation order is immaterial at 1e-2); the reference
+  rounds twice at the end (y, then the product). A single fused rounding of
+  weight * h * rsqrt(...) is within ~1 ulp and passes PKB's atol = rtol = 1e-2.
+  Using only the local sum of squares (no all-reduce) or N instead of N W fails.
+- Traffic: all-reduce of M fp32 values: 2(W-1)/W * 4M bytes each way per rank;
+  HBM at least 2 M N b (read h, write out).)md"};
     return i;
   }
 

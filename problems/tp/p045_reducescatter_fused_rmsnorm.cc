@@ -41,33 +41,33 @@ class ReduceScatterRmsNorm : public Problem {
         "generic (sequence-parallel reduce-scatter + RMSNorm fusion, as in TensorRT-LLM and "
         "Megatron SP)",
         "tensor parallel",
-        "Reduce-scatter fused with RMSNorm: the ranks' partial activations are summed, rank r\n"
-        "keeps row block r, divides by W and RMS-normalizes each row with a shared gamma.\n\n"
-        "- Any W. hidden = clamp(N, 32, 128); rows = max(2, floor(max(M, W) / max(W, 4)))\n"
-        "  (1024 / max(W, 4) at M = 1024); chunk = rows * hidden.\n"
-        "- Inputs, drawn on the device in this order: `gamma` (hidden,) run dtype, randn after\n"
-        "  seeding with the SHARED seed 42 + 45000 + 1000003*set (identical on every rank); then\n"
-        "  the generator is reseeded with the per-rank seed 42 + 45000 + r + 1000003*set and\n"
-        "  `rs_input` (W * chunk,) run dtype, randn is drawn. Argument order: rs_input, gamma,\n"
-        "  non-tensor `eps` = 1e-5.\n"
-        "- Computation: S = sum over ranks s of rs_input_s[r chunk : (r+1) chunk] (the reference\n"
-        "  reduce-scatters in the dtype, NCCL rounding at every hop); x = dtype(S * fp32(1/W)) "
-        "viewed\n"
-        "  (rows, hidden); in fp32: y = x * rsqrt(mean over hidden of x^2 + eps) * gamma;\n"
-        "  output dtype(y).\n"
-        "- Output: `y` (rows, hidden) run dtype, different per rank.\n"
-        "- Tolerance (bf16-SUM hazard): the dtype sum depends on the summation order, and the\n"
-        "  norm multiplies its absolute error by rsqrt(mean x^2) ~ sqrt(W). |got - ref| <= atol +\n"
-        "  0.01 |ref| with atol = max(0.01, 2 u sqrt(W) * 4) (u = 2^-8 for bf16; 4 bounds\n"
-        "  |gamma|): 0.044 / 0.063 / 0.088 at W = 2 / 4 / 8. Any order (ring, tree, fp32\n"
-        "  accumulation rounded once, the /W fused into the norm) passes; one rank's\n"
-        "  contribution missing (x off by ~1/W), LayerNorm instead of RMSNorm, no gamma, or\n"
-        "  another rank's row block fail. Omitting the /W changes nothing but the eps term and\n"
-        "  passes (RMSNorm is scale-invariant).\n"
-        "- Checked on an H200 (torch 2.11): PKB's div_(W) is the multiply by fp32(1/W) bit for\n"
-        "  bit at W = 2, 6, 8; CUDA's and the CPU's fp32 norm differ by one ulp on ~1e-5 of\n"
-        "  the outputs.\n"
-        "- Traffic: reduce-scatter (W-1) chunk b bytes each way per rank; ~5 rows hidden FLOPs."};
+        R"md(Reduce-scatter fused with RMSNorm: the ranks' partial activations are summed, rank r
+keeps row block r, divides by W and RMS-normalizes each row with a shared gamma.
+
+- Any W. hidden = clamp(N, 32, 128); rows = max(2, floor(max(M, W) / max(W, 4)))
+  (1024 / max(W, 4) at M = 1024); chunk = rows * hidden.
+- Inputs, drawn on the device in this order: `gamma` (hidden,) run dtype, randn after
+  seeding with the SHARED seed 42 + 45000 + 1000003*set (identical on every rank); then
+  the generator is reseeded with the per-rank seed 42 + 45000 + r + 1000003*set and
+  `rs_input` (W * chunk,) run dtype, randn is drawn. Argument order: rs_input, gamma,
+  non-tensor `eps` = 1e-5.
+- Computation: S = sum over ranks s of rs_input_s[r chunk : (r+1) chunk] (the reference
+  reduce-scatters in the dtype, NCCL rounding at every hop); x = dtype(S * fp32(1/W)) viewed
+  (rows, hidden); in fp32: y = x * rsqrt(mean over hidden of x^2 + eps) * gamma;
+  output dtype(y).
+- Output: `y` (rows, hidden) run dtype, different per rank.
+- Tolerance (bf16-SUM hazard): the dtype sum depends on the summation order, and the
+  norm multiplies its absolute error by rsqrt(mean x^2) ~ sqrt(W). |got - ref| <= atol +
+  0.01 |ref| with atol = max(0.01, 2 u sqrt(W) * 4) (u = 2^-8 for bf16; 4 bounds
+  |gamma|): 0.044 / 0.063 / 0.088 at W = 2 / 4 / 8. Any order (ring, tree, fp32
+  accumulation rounded once, the /W fused into the norm) passes; one rank's
+  contribution missing (x off by ~1/W), LayerNorm instead of RMSNorm, no gamma, or
+  another rank's row block fail. Omitting the /W changes nothing but the eps term and
+  passes (RMSNorm is scale-invariant).
+- Checked on an H200 (torch 2.11): PKB's div_(W) is the multiply by fp32(1/W) bit for
+  bit at W = 2, 6, 8; CUDA's and the CPU's fp32 norm differ by one ulp on ~1e-5 of
+  the outputs.
+- Traffic: reduce-scatter (W-1) chunk b bytes each way per rank; ~5 rows hidden FLOPs.)md"};
     return i;
   }
 

@@ -35,31 +35,31 @@ class GemvDecode : public Problem {
         1,
         "generic (decode-time vocab-parallel LM head, Megatron/vLLM style, gathering logits)",
         "tensor parallel",
-        "Vocab-parallel LM head at decode time: every rank multiplies the hidden states of a few\n"
-        "tokens by its shard of the vocabulary weight, adds its shard of the bias, and the\n"
-        "shards are all-gathered into the full logits.\n\n"
-        "- Any W. T = clamp(floor(M/1024), 1, 8); hidden = clamp(N, 128, 4096);\n"
-        "  V = ceil(max(M, 1024 W) / W) W; Vl = V / W (1024 at M = 1024).\n"
-        "- Inputs: EVERY rank seeds with the SHARED seed 42 + 46000 + 1000003*set and draws, on\n"
-        "  the device, in this order: hidden_states (T, hidden), full_weight (V, hidden), "
-        "full_bias\n"
-        "  (V,), all randn in the run dtype (full_weight's values depend on W through V). Rank r\n"
-        "  receives `hidden_states` (identical on all ranks), `weight_shard` = full_weight rows\n"
-        "  [r Vl, (r+1) Vl) (Vl, hidden) and `bias_shard` = full_bias[r Vl : (r+1) Vl] (Vl,).\n"
-        "- Computation: local = dtype(hidden_states @ weight_shard^T) (fp32 accumulation, one\n"
-        "  rounding); local = dtype(local + bias_shard); logits = the ranks' (T, Vl) blocks\n"
-        "  concatenated along dim 1 in rank order.\n"
-        "- Output: `logits` (T, V) run dtype, identical on all ranks.\n"
-        "- Tolerance: atol = 0.02, rtol = 0.01. Logits are ~N(0, hidden) (std 32 at hidden =\n"
-        "  1024). Fusing the bias add (one rounding instead of two) is fine: the skipped rounding\n"
-        "  is at most half an ulp of the GEMV value (2^-6 for |g| in [4, 8)), which exceeds PKB's\n"
-        "  atol of 0.01 when the bias nearly cancels g (~1.5% of trials at the default shape);\n"
-        "  0.02 covers it, since cancelling a |g| >= 8 needs |bias| > 7.4. Any fp32 accumulation\n"
-        "  order passes; a missing bias, a block in the wrong position or another rank's shard\n"
-        "  fails.\n"
-        "- Cost: the weight shard read dominates (Vl hidden b bytes, 2 MiB per rank at the\n"
-        "  default shape); the all-gather moves (W-1) T Vl b bytes per rank (latency-bound);\n"
-        "  2 T Vl hidden FLOPs."};
+        R"md(Vocab-parallel LM head at decode time: every rank multiplies the hidden states of a few
+tokens by its shard of the vocabulary weight, adds its shard of the bias, and the
+shards are all-gathered into the full logits.
+
+- Any W. T = clamp(floor(M/1024), 1, 8); hidden = clamp(N, 128, 4096);
+  V = ceil(max(M, 1024 W) / W) W; Vl = V / W (1024 at M = 1024).
+- Inputs: EVERY rank seeds with the SHARED seed and draws, on
+  the device, in this order: hidden_states (T, hidden), full_weight (V, hidden), full_bias
+  (V,), all randn in the run dtype (full_weight's values depend on W through V). Rank r
+  receives `hidden_states` (identical on all ranks), `weight_shard` = full_weight rows
+  [r Vl, (r+1) Vl) (Vl, hidden) and `bias_shard` = full_bias[r Vl : (r+1) Vl] (Vl,).
+- Computation: local = dtype(hidden_states @ weight_shard^T) (fp32 accumulation, one
+  rounding); local = dtype(local + bias_shard); logits = the ranks' (T, Vl) blocks
+  concatenated along dim 1 in rank order.
+- Output: `logits` (T, V) run dtype, identical on all ranks.
+- Tolerance: atol = 0.02, rtol = 0.01. Logits are ~N(0, hidden) (std 32 at hidden =
+  1024). Fusing the bias add (one rounding instead of two) is fine: the skipped rounding
+  is at most half an ulp of the GEMV value (2^-6 for |g| in [4, 8)), which exceeds PKB's
+  atol of 0.01 when the bias nearly cancels g (~1.5% of trials at the default shape);
+  0.02 covers it, since cancelling a |g| >= 8 needs |bias| > 7.4. Any fp32 accumulation
+  order passes; a missing bias, a block in the wrong position or another rank's shard
+  fails.
+- Cost: the weight shard read dominates (Vl hidden b bytes, 2 MiB per rank at the
+  default shape); the all-gather moves (W-1) T Vl b bytes per rank (latency-bound);
+  2 T Vl hidden FLOPs.)md"};
     return i;
   }
 

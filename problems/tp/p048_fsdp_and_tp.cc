@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "problems/harness/common.h"
+#include "problems/harness/mesh_groups.h"
 #include "problems/harness/registry.h"
 
 namespace pkb {
@@ -61,45 +62,46 @@ class FsdpAndTp : public Problem {
         1,
         "generic (2-D FSDP x TP SwiGLU MLP, torchtitan-like)",
         "tensor parallel + FSDP",
-        "2-D parallel SwiGLU MLP: weights sharded over FSDP and TP, gathered over FSDP, then a\n"
-        "column/row-parallel MLP whose partial outputs are all-reduced over TP.\n\n"
-        "- Grid: n_tp n_fsdp = W, n_tp the smallest divisor >= 2 of W with W/n_tp >= 2, else\n"
-        "  (n_tp, n_fsdp) = (1, W): W = 8 -> (2, 4), 6 -> (2, 3), 4 -> (2, 2), 2 -> (1, 2),\n"
-        "  1 -> (1, 1). tp_rank = r mod n_tp, fsdp_rank = floor(r / n_tp).\n"
-        "- Groups (prebuilt by the harness; PKB's reference creates them inside every call, so\n"
-        "  its timing includes group creation and ours does not): `tp` group j = {j n_tp + i :\n"
-        "  i < n_tp} (CONTIGUOUS ranks, group rank = tp_rank); `fsdp` group i = {j n_tp + i :\n"
-        "  j < n_fsdp} (STRIDED ranks, group rank = fsdp_rank). At W = 8: tp {0,1} {2,3} {4,5}\n"
-        "  {6,7}; fsdp {0,2,4,6} {1,3,5,7}.\n"
-        "- Sizes: D = ceil(clamp(N, 32, 256) / l) l with l = lcm(n_tp, n_fsdp) (256);\n"
-        "  F = ceil(max(64, M) / n_tp) n_tp (1024); B = ceil(max(2M, 2W) / n_fsdp) n_fsdp\n"
-        "  (2048); Bf = B / n_fsdp.\n"
-        "- Inputs: EVERY rank seeds with the SHARED seed 42 + 48000 + 1000003*set and draws, on\n"
-        "  the device, in the run dtype, in this order: x_full (B, D), W1_full (D, F), W2_full\n"
-        "  (D, F), W3_full (F, D), all randn. Rank r receives `x_local` = x_full rows\n"
-        "  [fsdp_rank Bf, +Bf) (TP peers hold the same rows); `W1_shard` = W1_full[fsdp_rank\n"
-        "  D/n_fsdp : +D/n_fsdp, tp_rank F/n_tp : +F/n_tp] and `W2_shard` likewise;\n"
-        "  `W3_shard` = W3_full[tp_rank F/n_tp : +F/n_tp, fsdp_rank D/n_fsdp : +D/n_fsdp];\n"
-        "  non-tensor `n_tp`, `n_fsdp`.\n"
-        "- Computation: all-gather within the fsdp group (in group-rank order): W1 and W2\n"
-        "  shards concatenated along rows -> (D, F/n_tp), W3 shards along columns ->\n"
-        "  (F/n_tp, D). x1 = x_local W1, x2 = x_local W2, z = silu(x1) * x2, y_p = z W3 (each\n"
-        "  rounded to the dtype; GEMMs accumulate in fp32); y = sum of y_p over the tp group\n"
-        "  (dtype).\n"
-        "- Output: `y` (Bf, D) run dtype, identical within a TP group.\n"
-        "- Tolerance (PKB's 1e-2 is too tight): y ~ N(0, sigma^2), sigma = D sqrt(F/2) (5793 at\n"
-        "  the default shape), and every rounding of x1, x2, silu, z, y_p and the TP sum leaves\n"
-        "  an absolute error ~u sigma on every element, including those whose TP partials\n"
-        "  cancel; against PKB's bf16 reference an fp32-intermediate kernel fails 1e-2 on 20% of\n"
-        "  elements, one GEMM over the TP sum on 6%, another accumulation order on 0.05%.\n"
-        "  Here |got - ref| <= atol + 0.01 |ref| with atol = max(0.01, 8 u sigma) (181 at the\n"
-        "  default shape, u = 2^-8 for bf16): fp32 or bf16 intermediates, fused epilogues, any\n"
-        "  accumulation order and a TP sum in fp32 all pass; a missing TP reduction, one FSDP\n"
-        "  shard missing or misplaced, or groups laid out the other way (TP strided) fail.\n"
-        "  SiLU vs GELU is not distinguishable at these magnitudes (|x1| ~ 16, where both are\n"
-        "  ReLU).\n"
-        "- Traffic: FSDP all-gathers 3 (n_fsdp-1) (D/n_fsdp) (F/n_tp) b bytes received per rank;\n"
-        "  TP all-reduce 2 (n_tp-1)/n_tp Bf D b; 6 Bf D F/n_tp FLOPs per rank."};
+        R"md(2-D parallel SwiGLU MLP: weights sharded over FSDP and TP, gathered over FSDP, then a
+column/row-parallel MLP whose partial outputs are all-reduced over TP.
+
+- Grid: n_tp n_fsdp = W, n_tp the smallest divisor >= 2 of W with W/n_tp >= 2, else
+  (n_tp, n_fsdp) = (1, W): W = 8 -> (2, 4), 6 -> (2, 3), 4 -> (2, 2), 2 -> (1, 2),
+  1 -> (1, 1). tp_rank = r mod n_tp, fsdp_rank = floor(r / n_tp).
+- Groups (prebuilt by the harness; PKB's reference creates them inside every call, so
+  its timing includes group creation and ours does not): `tp` group j = {j n_tp + i :
+  i < n_tp} (CONTIGUOUS ranks, group rank = tp_rank); `fsdp` group i = {j n_tp + i :
+  j < n_fsdp} (STRIDED ranks, group rank = fsdp_rank). At W = 8: tp {0,1} {2,3} {4,5}
+  {6,7}; fsdp {0,2,4,6} {1,3,5,7}.
+- Sizes: D = ceil(clamp(N, 32, 256) / l) l with l = lcm(n_tp, n_fsdp) (256);
+  F = ceil(max(64, M) / n_tp) n_tp (1024); B = ceil(max(2M, 2W) / n_fsdp) n_fsdp
+  (2048); Bf = B / n_fsdp.
+- Inputs: EVERY rank seeds with the SHARED seed and draws, on
+  the device, in the run dtype, in this order: x_full (B, D), W1_full (D, F), W2_full
+  (D, F), W3_full (F, D), all randn. Rank r receives `x_local` = x_full rows
+  [fsdp_rank Bf, +Bf) (TP peers hold the same rows); `W1_shard` = W1_full[fsdp_rank
+  D/n_fsdp : +D/n_fsdp, tp_rank F/n_tp : +F/n_tp] and `W2_shard` likewise;
+  `W3_shard` = W3_full[tp_rank F/n_tp : +F/n_tp, fsdp_rank D/n_fsdp : +D/n_fsdp];
+  non-tensor `n_tp`, `n_fsdp`.
+- Computation: all-gather within the fsdp group (in group-rank order): W1 and W2
+  shards concatenated along rows -> (D, F/n_tp), W3 shards along columns ->
+  (F/n_tp, D). x1 = x_local W1, x2 = x_local W2, z = silu(x1) * x2, y_p = z W3 (each
+  rounded to the dtype; GEMMs accumulate in fp32); y = sum of y_p over the tp group
+  (dtype).
+- Output: `y` (Bf, D) run dtype, identical within a TP group.
+- Tolerance (PKB's 1e-2 is too tight): y ~ N(0, sigma^2), sigma = D sqrt(F/2) (5793 at
+  the default shape), and every rounding of x1, x2, silu, z, y_p and the TP sum leaves
+  an absolute error ~u sigma on every element, including those whose TP partials
+  cancel; against PKB's bf16 reference an fp32-intermediate kernel fails 1e-2 on 20% of
+  elements, one GEMM over the TP sum on 6%, another accumulation order on 0.05%.
+  Here |got - ref| <= atol + 0.01 |ref| with atol = max(0.01, 8 u sigma) (181 at the
+  default shape, u = 2^-8 for bf16): fp32 or bf16 intermediates, fused epilogues, any
+  accumulation order and a TP sum in fp32 all pass; a missing TP reduction, one FSDP
+  shard missing or misplaced, or groups laid out the other way (TP strided) fail.
+  SiLU vs GELU is not distinguishable at these magnitudes (|x1| ~ 16, where both are
+  ReLU).
+- Traffic: FSDP all-gathers 3 (n_fsdp-1) (D/n_fsdp) (F/n_tp) b bytes received per rank;
+  TP all-reduce 2 (n_tp-1)/n_tp Bf D b; 6 Bf D F/n_tp FLOPs per rank.)md"};
     return i;
   }
 
@@ -109,16 +111,7 @@ class FsdpAndTp : public Problem {
 
   std::vector<GroupLayout> Groups(const RunConfig& cfg) const override {
     const Grid g = GridOf(cfg.world);
-    GroupLayout tp{"tp", {}}, fsdp{"fsdp", {}};
-    for (int j = 0; j < g.fsdp; ++j) {
-      tp.partition.emplace_back();
-      for (int i = 0; i < g.tp; ++i) tp.partition.back().push_back(j * g.tp + i);
-    }
-    for (int i = 0; i < g.tp; ++i) {
-      fsdp.partition.emplace_back();
-      for (int j = 0; j < g.fsdp; ++j) fsdp.partition.back().push_back(j * g.tp + i);
-    }
-    return {tp, fsdp};
+    return MeshGroups(g.fsdp, g.tp, "tp", "fsdp");
   }
 
   // PKB seeds every rank with rank 0's seed: the shards come from one full draw.

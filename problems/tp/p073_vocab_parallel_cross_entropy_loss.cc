@@ -39,34 +39,35 @@ class VocabParallelCrossEntropyLoss : public Problem {
         1,
         "Megatron-LM / NeMo VocabParallelCrossEntropy (forward)",
         "tensor parallel",
-        "Cross-entropy over a vocabulary of 512 split across WORLD: rank r holds the logits of\n"
-        "vocab entries [r*512/W, (r+1)*512/W) for every token.\n\n"
-        "- W must divide 512 (W in {1, 2, 4, 8} here). M, N are ignored.\n"
-        "- Inputs per rank r (seed 42 + 73000 + r + 1000003*set, drawn on the device):\n"
-        "  `vocab_parallel_logits` (8, 1024, 512/W) run dtype, randn;\n"
-        "  `target` (8, 1024) int64 = ((1024 b + s) * 13 + 7 + set) mod 512, the same on every\n"
-        "  rank (no RNG).\n"
-        "- Computation (every op rounds to the run dtype, as PKB's reference does):\n"
-        "  m = max over the whole row (local max, then all-reduce MAX);\n"
-        "  z = logits - m; predicted = z[target] on the rank that owns the target, 0 elsewhere,\n"
-        "  all-reduced SUM (exact: one non-zero term); S = sum of exp(z) over the shard (exp\n"
-        "  rounded, sum accumulated in fp32 and rounded), all-reduced SUM;\n"
-        "  loss = log(S) - predicted.\n"
-        "- Output: `loss` (8, 1024) run dtype, identical on every rank.\n"
-        "- INPUTS ARE READ-ONLY. PKB's reference subtracts m from the logits in place; here the\n"
-        "  harness compares every input with a copy after the verification call and fails the\n"
-        "  trial if one changed, so compute z out of place (or in a scratch buffer). The\n"
-        "  reference never modifies its inputs either.\n"
-        "- Tolerance: |d| <= atol + rtol |loss| with rtol = 4u (two bf16 ulps of the loss, u =\n"
-        "  2^-8) and atol = (W + 3) u: the loss (~3 to ~10) rounds several times in the dtype\n"
-        "  (z, exp, the local sum, every hop of NCCL's bf16 all-reduce, log, the difference), so\n"
-        "  a correct kernel that keeps fp32 throughout, sums the W partials in fp32 or fuses the\n"
-        "  passes differs by up to ~2 ulps. A missing rank's contribution (S short by 1/W: log\n"
-        "  error log(W/(W-1)) >= 0.13, and the target logits it owns) fails; so does a loss\n"
-        "  from the local shard only.\n"
-        "- Traffic: 3 all-reduces of 8*1024 dtype values (the max and the target logit could\n"
-        "  be fused with online-softmax partials into one all-gather or all-reduce).\n"
-        "  FLOPs ~4 * 8 * 1024 * 512/W; HBM at least one read of the logits shard."};
+        R"md(Cross-entropy over a vocabulary of 512 split across WORLD: rank r holds the logits of
+vocab entries [r*512/W, (r+1)*512/W) for every token.
+
+- W must divide 512 (W in {1, 2, 4, 8} here). M, N are ignored.
+- Inputs per rank r (drawn on the device):
+  `vocab_parallel_logits` (8, 1024, 512/W) run dtype, randn;
+  `target` (8, 1024) int64 = ((1024 b + s) * 13 + 7 + set) mod 512, the same on every
+  rank (no RNG).
+- Computation (every op rounds to the run dtype, as PKB's reference does):
+  m = max over the whole row (local max, then all-reduce MAX);
+  z = logits - m; predicted = z[target] on the rank that owns the target, 0 elsewhere,
+  all-reduced SUM (exact: one non-zero term); S = sum of exp(z) over the shard (exp
+  rounded, sum accumulated in fp32 and rounded), all-reduced SUM;
+  loss = log(S) - predicted.
+- Output: `loss` (8, 1024) run dtype, identical on every rank.
+- INPUTS ARE READ-ONLY. PKB's reference subtracts m from the logits in place; here the
+  harness compares every input with a copy after the verification call and fails the
+  trial if one changed, so compute z out of place (or in a scratch buffer). The
+  reference never modifies its inputs either.
+- Tolerance: |d| <= atol + rtol |loss| with rtol = 4u (two bf16 ulps of the loss, u =
+  2^-8) and atol = (W + 3) u: the loss (~3 to ~10) rounds several times in the dtype
+  (z, exp, the local sum, every hop of NCCL's bf16 all-reduce, log, the difference), so
+  a correct kernel that keeps fp32 throughout, sums the W partials in fp32 or fuses the
+  passes differs by up to ~2 ulps. A missing rank's contribution (S short by 1/W: log
+  error log(W/(W-1)) >= 0.13, and the target logits it owns) fails; so does a loss
+  from the local shard only.
+- Traffic: 3 all-reduces of 8*1024 dtype values (the max and the target logit could
+  be fused with online-softmax partials into one all-gather or all-reduce).
+  FLOPs ~4 * 8 * 1024 * 512/W; HBM at least one read of the logits shard.)md"};
     return i;
   }
 

@@ -12,6 +12,10 @@ namespace {
 
 class VocabParallelLogProbTopkChunked : public Problem {
  public:
+  // M = 2560: M = 64 leaves one token per rank and one chunk; 2560 gives 80-96
+  // tokens and 3-4 chunks (the last one shorter at W = 2, 4).
+  TestShape CpuTestShape() const override { return {2560, 64}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         83,
@@ -20,43 +24,44 @@ class VocabParallelLogProbTopkChunked : public Problem {
         "generic (RL post-training: log-prob of the sampled token under top-k/top-p, "
         "vocab-parallel LM head, processed in sequence chunks)",
         "tensor parallel",
-        "Problem 82 (top-k 10 / top-p 0.9 log-prob of each target over a vocabulary of 256\n"
-        "split across WORLD) processed in chunks of the token axis.\n\n"
-        "- W must divide 256. Bt = max(1, min(M/512, 4)), S = roundup(max(W, min(M/128, 32)),\n"
-        "  W), Vl = 256/W, T = Bt*S tokens (flattened batch-major). N is ignored.\n"
-        "- Inputs per rank r (seed 42 + 83000 + r + 1000003*set, drawn on the device):\n"
-        "  `vocab_parallel_logits` (Bt, S, Vl) run dtype: randn, then + 8 (in the dtype) where\n"
-        "  r*Vl + v == target (PKB's set 0); `target` (Bt, S) int64 = ((b*S + s)*19 + 5 + set)\n"
-        "  mod 256 on every rank (no RNG). Non-tensor: `top_k` = 10, `top_p` = 0.9,\n"
-        "  `chunk_size` cs = min(roundup(max(W, S/4), W), S) (2, 2, 4, 8 at W = 1, 2, 4, 8 and\n"
-        "  M = 1024). PKB's tp_group None is omitted.\n"
-        "- Computation: walk the flattened tokens in consecutive pieces of Bt*cs tokens (the\n"
-        "  last piece may be shorter; its length is a multiple of W). For each piece of P\n"
-        "  tokens, with Pl = P/W: all-to-all so that rank j gets full-vocab rows (vocab in rank\n"
-        "  order) of the piece's tokens [j*Pl, (j+1)*Pl); filter each row in the run dtype as\n"
-        "  problem 82 does (stable ascending sort, -inf below the 10th largest with ties kept,\n"
-        "  softmax rounded to the dtype, cumsum in the dtype, keep where c > dtype(1 - 0.9) =\n"
-        "  0.10009765625 in bf16, always keep the largest); log_softmax in fp32; the target's\n"
-        "  value; all-gather in rank order. Concatenate the pieces.\n"
-        "- Output: `token_logprobs` (Bt, S) float32, identical on every rank. Per token it is\n"
-        "  problem 82's value for this token's row and target: a candidate may process the\n"
-        "  tokens in any grouping, as long as each output lands at its own token.\n"
-        "- Ties cannot change this output: whichever of equal logits at the top-p cut are kept,\n"
-        "  the kept values, so the log-softmax, are the same, and the target is every row's\n"
-        "  strict maximum on every input set (+8 on set 0, 2.4 against at most 0.45 on the\n"
-        "  others), never one of such a tie. Any sort order of ties passes.\n"
-        "- THE bf16 TOP-P DECISION IS PART OF THE SPEC (see problem 82): fp32 probabilities or\n"
-        "  prefix sums, or the comparison with 0.0999... instead of the dtype's 0.10009765625,\n"
-        "  fail wherever they flip a token. Summing the prefix in fp32 and rounding once matches\n"
-        "  PyTorch's bf16 cumsum on the sets >= 1 (no prefix of three or more terms lies near\n"
-        "  the threshold).\n"
-        "- Input sets >= 1: the same randn, then logits = clamp(logits * 0.1, -0.45, 0.45) (in\n"
-        "  the dtype) and the target entry set to 2.4 (the strict row maximum, p ~0.5): ~8\n"
-        "  tokens survive, outputs ~-0.5. PKB's set 0 leaves ~93% of tokens at exactly 0.0.\n"
-        "- Tolerance: atol = rtol = 1e-4 (fp32 log-softmax rounding < 1e-5; a token kept or\n"
-        "  dropped differently moves an output by >= ~0.01).\n"
-        "- Traffic: per piece one all-to-all of P*Vl dtype values and one all-gather of Pl fp32\n"
-        "  values; latency-bound (ceil(S/cs) rounds of two collectives)."};
+        R"md(Problem 82 (top-k 10 / top-p 0.9 log-prob of each target over a vocabulary of 256
+split across WORLD) processed in chunks of the token axis.
+
+- W must divide 256. Bt = max(1, min(M/512, 4)), S = roundup(max(W, min(M/128, 32)),
+  W), Vl = 256/W, T = Bt*S tokens (flattened batch-major). N is ignored.
+- Inputs per rank r (drawn on the device):
+  `vocab_parallel_logits` (Bt, S, Vl) run dtype: randn, then + 8 (in the dtype) where
+  r*Vl + v == target (PKB's set 0); `target` (Bt, S) int64 = ((b*S + s)*19 + 5 + set)
+  mod 256 on every rank (no RNG). Non-tensor: `top_k` = 10, `top_p` = 0.9,
+  `chunk_size` cs = min(roundup(max(W, S/4), W), S) (2, 2, 4, 8 at W = 1, 2, 4, 8 and
+  M = 1024). PKB's tp_group None is omitted.
+- Computation: walk the flattened tokens in consecutive pieces of Bt*cs tokens (the
+  last piece may be shorter; its length is a multiple of W). For each piece of P
+  tokens, with Pl = P/W: all-to-all so that rank j gets full-vocab rows (vocab in rank
+  order) of the piece's tokens [j*Pl, (j+1)*Pl); filter each row in the run dtype as
+  problem 82 does (stable ascending sort, -inf below the 10th largest with ties kept,
+  softmax rounded to the dtype, cumsum in the dtype, keep where c > dtype(1 - 0.9) =
+  0.10009765625 in bf16, always keep the largest); log_softmax in fp32; the target's
+  value; all-gather in rank order. Concatenate the pieces.
+- Output: `token_logprobs` (Bt, S) float32, identical on every rank. Per token it is
+  problem 82's value for this token's row and target: a candidate may process the
+  tokens in any grouping, as long as each output lands at its own token.
+- Ties cannot change this output: whichever of equal logits at the top-p cut are kept,
+  the kept values, so the log-softmax, are the same, and the target is every row's
+  strict maximum on every input set (+8 on set 0, 2.4 against at most 0.45 on the
+  others), never one of such a tie. Any sort order of ties passes.
+- THE bf16 TOP-P DECISION IS PART OF THE SPEC (see problem 82): fp32 probabilities or
+  prefix sums, or the comparison with 0.0999... instead of the dtype's 0.10009765625,
+  fail wherever they flip a token. Summing the prefix in fp32 and rounding once matches
+  PyTorch's bf16 cumsum on the sets >= 1 (no prefix of three or more terms lies near
+  the threshold).
+- Input sets >= 1: the same randn, then logits = clamp(logits * 0.1, -0.45, 0.45) (in
+  the dtype) and the target entry set to 2.4 (the strict row maximum, p ~0.5): ~8
+  tokens survive, outputs ~-0.5. PKB's set 0 leaves ~93% of tokens at exactly 0.0.
+- Tolerance: atol = rtol = 1e-4 (fp32 log-softmax rounding < 1e-5; a token kept or
+  dropped differently moves an output by >= ~0.01).
+- Traffic: per piece one all-to-all of P*Vl dtype values and one all-gather of Pl fp32
+  values; latency-bound (ceil(S/cs) rounds of two collectives).)md"};
     return i;
   }
 

@@ -68,6 +68,10 @@ bool Within(double c, double e, const Tolerance& tol) {
 
 class VocabParallelLogProbTopkChunkedBackward : public Problem, public TieRule {
  public:
+  // M = 2560: M = 64 leaves one token per rank and one chunk; 2560 gives 80-96
+  // tokens and 3-4 chunks (the last one shorter at W = 2, 4).
+  TestShape CpuTestShape() const override { return {2560, 64}; }
+
   const ProblemInfo& info() const override {
     static const ProblemInfo i{
         84,
@@ -76,51 +80,52 @@ class VocabParallelLogProbTopkChunkedBackward : public Problem, public TieRule {
         "generic (RL post-training: backward of the top-k/top-p log-prob with a vocab-parallel "
         "LM head, in sequence chunks)",
         "tensor parallel",
-        "Gradient of problem 83's log-prob (top-k 10 / top-p 0.9 over a vocabulary of 256 split\n"
-        "across WORLD, in chunks of the token axis) with respect to the vocab-parallel logits.\n\n"
-        "- W must divide 256. Bt = max(1, min(M/512, 4)), S = roundup(max(W, min(M/128, 32)),\n"
-        "  W), Vl = 256/W, T = Bt*S tokens (flattened batch-major). N is ignored.\n"
-        "- Inputs per rank r (seed 42 + 84000 + r + 1000003*set, drawn on the device):\n"
-        "  `vocab_parallel_logits` (Bt, S, Vl) run dtype: randn, then + 8 (in the dtype) where\n"
-        "  r*Vl + v == target (PKB's set 0); `target` (Bt, S) int64 = ((b*S + s)*19 + 5 + set)\n"
-        "  mod 256 on every rank; `grad_output` (Bt, S) bfloat16 (whatever the run dtype) =\n"
-        "  linspace(-1, 1, T) on every rank (no RNG). Non-tensor: `top_k` = 10, `top_p` = 0.9,\n"
-        "  `chunk_size` cs = min(roundup(max(W, S/4), W), S). PKB's tp_group None is omitted.\n"
-        "- Computation: walk the flattened tokens in consecutive pieces of Bt*cs tokens (the\n"
-        "  last may be shorter; its length is a multiple of W). For each piece of P tokens,\n"
-        "  Pl = P/W:\n"
-        "  1. all-to-all: rank j gets full-vocab rows (vocab in rank order) of the piece's\n"
-        "     tokens [j*Pl, (j+1)*Pl).\n"
-        "  2. Filter each row in the run dtype as problem 82 does: ascending sort (the\n"
-        "     reference's is stable: ties keep vocab order; see TIES), -inf below the 10th\n"
-        "     largest (ties kept), softmax rounded to the dtype, cumsum in\n"
-        "     the dtype, keep where c > dtype(1 - 0.9) (0.10009765625 in bf16), always keep the\n"
-        "     largest. keep = top-k kept AND top-p kept, at vocab positions.\n"
-        "  3. p = softmax of the filtered row in fp32 (0 where dropped);\n"
-        "     g[v] = ((1[v = target] - p[v]) * grad_output[token]) * keep[v], in fp32.\n"
-        "  4. all-to-all back: vocab block j of every row goes to rank j, rows in the piece's\n"
-        "     token order.\n"
-        "- Output: `grad_logits` (Bt, S, Vl) float32: the gradient for this rank's vocab shard\n"
-        "  of every token. A candidate may group tokens differently (per token the value is\n"
-        "  the same), as long as each row lands at its token.\n"
-        "- TIES: any valid tie order passes. Where the top-p cut falls inside a run of equal\n"
-        "  logits, the sort's order of those entries decides which of them are kept (the\n"
-        "  reference's stable sort keeps the later vocab positions); any of them may be kept,\n"
-        "  as long as the number kept is the filter's: the kept values, so the softmax, are the\n"
-        "  same. The harness maps such a choice onto the reference's before comparing. Keeping\n"
-        "  more or fewer of the run, or another token, fails.\n"
-        "- THE bf16 TOP-P DECISION IS PART OF THE SPEC (see problem 82). Summing the prefix in\n"
-        "  fp32 and rounding once matches PyTorch's bf16\n"
-        "  cumsum on the sets >= 1 (no prefix of three or more terms lies near the threshold).\n"
-        "- Input sets >= 1: the same randn, then logits = clamp(logits * 0.1, -0.45, 0.45) (in\n"
-        "  the dtype) and the target entry set to 2.4 (the strict row maximum): ~8 tokens\n"
-        "  survive, so rows are non-zero, and bf16 ties are common. On PKB's set 0 ~93% of\n"
-        "  rows are all zero (only the target survives and its 1 - p is exactly 0).\n"
-        "- Tolerance: atol 1e-5, rtol 1e-4. The same kept set gives the same fp32 softmax up\n"
-        "  to ~1e-7 relative (any order of the sum); a token kept or dropped differently moves\n"
-        "  a row's entries by >= ~1e-3.\n"
-        "- Traffic: per piece two all-to-alls, P*Vl dtype values out and P*Vl fp32 values back\n"
-        "  ((W-1)/W of each leaves the rank); latency-bound."};
+        R"md(Gradient of problem 83's log-prob (top-k 10 / top-p 0.9 over a vocabulary of 256 split
+across WORLD, in chunks of the token axis) with respect to the vocab-parallel logits.
+
+- W must divide 256. Bt = max(1, min(M/512, 4)), S = roundup(max(W, min(M/128, 32)),
+  W), Vl = 256/W, T = Bt*S tokens (flattened batch-major). N is ignored.
+- Inputs per rank r (drawn on the device):
+  `vocab_parallel_logits` (Bt, S, Vl) run dtype: randn, then + 8 (in the dtype) where
+  r*Vl + v == target (PKB's set 0); `target` (Bt, S) int64 = ((b*S + s)*19 + 5 + set)
+  mod 256 on every rank; `grad_output` (Bt, S) bfloat16 (whatever the run dtype) =
+  linspace(-1, 1, T) on every rank (no RNG). Non-tensor: `top_k` = 10, `top_p` = 0.9,
+  `chunk_size` cs = min(roundup(max(W, S/4), W), S). PKB's tp_group None is omitted.
+- Computation: walk the flattened tokens in consecutive pieces of Bt*cs tokens (the
+  last may be shorter; its length is a multiple of W). For each piece of P tokens,
+  Pl = P/W:
+  1. all-to-all: rank j gets full-vocab rows (vocab in rank order) of the piece's
+     tokens [j*Pl, (j+1)*Pl).
+  2. Filter each row in the run dtype as problem 82 does: ascending sort (the
+     reference's is stable: ties keep vocab order; see TIES), -inf below the 10th
+     largest (ties kept), softmax rounded to the dtype, cumsum in
+     the dtype, keep where c > dtype(1 - 0.9) (0.10009765625 in bf16), always keep the
+     largest. keep = top-k kept AND top-p kept, at vocab positions.
+  3. p = softmax of the filtered row in fp32 (0 where dropped);
+     g[v] = ((1[v = target] - p[v]) * grad_output[token]) * keep[v], in fp32.
+  4. all-to-all back: vocab block j of every row goes to rank j, rows in the piece's
+     token order.
+- Output: `grad_logits` (Bt, S, Vl) float32: the gradient for this rank's vocab shard
+  of every token. A candidate may group tokens differently (per token the value is
+  the same), as long as each row lands at its token.
+- TIES: any valid tie order passes. Where the top-p cut falls inside a run of equal
+  logits, the sort's order of those entries decides which of them are kept (the
+  reference's stable sort keeps the later vocab positions); any of them may be kept,
+  as long as the number kept is the filter's: the kept values, so the softmax, are the
+  same. The harness maps such a choice onto the reference's before comparing. Keeping
+  more or fewer of the run, or another token, fails.
+- THE bf16 TOP-P DECISION IS PART OF THE SPEC (see problem 82). Summing the prefix in
+  fp32 and rounding once matches PyTorch's bf16
+  cumsum on the sets >= 1 (no prefix of three or more terms lies near the threshold).
+- Input sets >= 1: the same randn, then logits = clamp(logits * 0.1, -0.45, 0.45) (in
+  the dtype) and the target entry set to 2.4 (the strict row maximum): ~8 tokens
+  survive, so rows are non-zero, and bf16 ties are common. On PKB's set 0 ~93% of
+  rows are all zero (only the target survives and its 1 - p is exactly 0).
+- Tolerance: atol 1e-5, rtol 1e-4. The same kept set gives the same fp32 softmax up
+  to ~1e-7 relative (any order of the sum); a token kept or dropped differently moves
+  a row's entries by >= ~1e-3.
+- Traffic: per piece two all-to-alls, P*Vl dtype values out and P*Vl fp32 values back
+  ((W-1)/W of each leaves the rank); latency-bound.)md"};
     return i;
   }
 

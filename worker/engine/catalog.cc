@@ -6,6 +6,7 @@
 #include "problems/harness/check.h"
 #include "problems/harness/inputs.h"
 #include "problems/harness/registry.h"
+#include "problems/harness/seed_text.h"
 #include "worker/engine/engine.h"
 
 namespace pkb {
@@ -34,11 +35,12 @@ v1::ProblemCatalog BuildCatalog() {
     spec->set_version(info.version);
     spec->set_origin(info.origin);
     spec->set_category(info.category);
-    spec->set_statement(info.statement);
+    spec->set_statement(FullStatement(*p));
     spec->set_default_m(defaults.m());
     spec->set_default_n(defaults.n());
     spec->set_default_dtype(defaults.dtype());
     spec->set_candidate_api_version(PKB_API_VERSION);
+    for (int w : p->WorldSizes()) spec->add_world_sizes(w);
     const ShapeLimits limits = LimitsOf(*p);
     spec->set_max_m(limits.max_m);
     spec->set_max_n(limits.max_n);

@@ -1,0 +1,7 @@
+"""Problem 34's inputs as PKB's Python draws them, for scripts/device/parity.py (which
+finds this file beside the problem's .cc and compares the draw with pkb-eval's dump)."""
+
+from pkb_parity import randn_m_by_n, problem
+
+
+problem(34)(randn_m_by_n)
