@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
+#include <memory>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
@@ -188,13 +190,13 @@ void PrintResult(const v1::EvalResult& r) {
     }
   }
   if (r.status() == v1::OK && r.functional()) {
-    std::printf("  functional run: no speedup; the candidate's %.2f us per call is not comparable "
-                "(a short window%s)\n",
-                r.candidate().wall_per_iter_us(),
-                r.gpus_used() > 0 ? absl::StrFormat(", %d rank(s) on %d GPU(s)", r.world_size(),
-                                                    r.gpus_used())
-                                        .c_str()
-                                  : "");
+    std::printf(
+        "  functional run: no speedup; the candidate's %.2f us per call is not comparable "
+        "(a short window%s)\n",
+        r.candidate().wall_per_iter_us(),
+        r.gpus_used() > 0
+            ? absl::StrFormat(", %d rank(s) on %d GPU(s)", r.world_size(), r.gpus_used()).c_str()
+            : "");
   } else if (r.status() == v1::OK) {
     std::printf(
         "  candidate %.2f us per call, baseline %.2f us (the judge's clock%s), speedup %.3fx "
@@ -374,9 +376,508 @@ int ExecEngine(int argc, char** argv) {
   return kExitError;
 }
 
+// What every subcommand runs with: the global options and a channel to the coordinator.
+struct Session {
+  Globals g;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Evaluation::Stub> stub;
+
+  // A unary call's context: the token and the connect deadline (a follow has none: Stream).
+  void Prepare(grpc::ClientContext* ctx) const {
+    Authorize(g, ctx);
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(static_cast<int64_t>(g.connect_timeout_s * 1000)));
+  }
+};
+
+// A subcommand: its options are registered on `app`, parsed into state that `run` holds, and
+// `run` does it once `app` was parsed.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int(Session&)> run;
+};
+
+// The candidate's text, or a usage error naming the file.
+absl::StatusOr<std::string> ReadSource(const std::string& file) {
+  auto source = ReadFile(file);
+  if (!source.ok()) std::cerr << "pkb: " << source.status().message() << "\n";
+  return source;
+}
+
+Command AddCheck(CLI::App& app) {
+  struct Options {
+    int problem = 0, world = 0;
+    std::string file, dtype, language;
+  };
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "check",
+      "check a source against the source policy, in milliseconds: no GPU, no job, nothing kept "
+      "(exit 14 when a submission of it would be REJECTED for the policy)");
+  cmd->add_option("file", o->file, "the candidate")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-p,--problem", o->problem, "problem id")->required();
+  cmd->add_option("-w,--world-size", o->world, "ranks (GPUs)")->required();
+  cmd->add_option("--dtype", o->dtype, "default: the problem's");
+  cmd->add_option("--language", o->language, "cuda or cpp (default: from the file name)");
+  return {
+      cmd, [o](Session& s) -> int {
+        auto source = ReadSource(o->file);
+        if (!source.ok()) return kExitUsage;
+        v1::CheckRequest r;
+        r.set_problem_id(o->problem);
+        r.set_world_size(o->world);
+        r.set_source(*source);
+        r.set_dtype(o->dtype);
+        r.set_language(o->language.empty() ? LanguageOfFile(o->file) : o->language);
+        grpc::ClientContext ctx;
+        s.Prepare(&ctx);
+        v1::CheckAnswer a;
+        grpc::Status st = s.stub->Check(&ctx, r, &a);
+        if (!st.ok()) return Fail(st, s.g);
+        if (s.g.json) {
+          std::cout << ToJson(a) << std::endl;
+        } else {
+          std::printf("%s: %s\n", v1::CheckVerdict_Name(a.verdict()).c_str(), a.message().c_str());
+          for (const auto& d : a.policy_findings()) {
+            std::printf("  POLICY %s:%d: %s\n", d.file().c_str(), d.line(), d.message().c_str());
+          }
+        }
+        return a.verdict() == v1::POLICY ? kExitRejected : kExitOk;
+      }};
+}
+
+struct SubmitOptions {
+  v1::SubmitRequest req;
+  std::string file, dtype, gpu_class, submitter, model, agent, language;
+  std::vector<std::string> tags;
+  int64_t m = 0, n = 0;
+  int trials = 0, warmup = 0, iters = 0;
+  bool ranked = false, no_cache = false, functional = false, practice = false;
+  bool wait_confirmation = false, detach = false;
+};
+
+int Submit(Session& s, SubmitOptions& o) {
+  auto source = ReadSource(o.file);
+  if (!source.ok()) return kExitUsage;
+  v1::SubmitRequest& req = o.req;
+  req.set_source(*source);
+  // The job as a spec (spec.proto): what is not given is left to the coordinator's defaults.
+  v1::EvalSpec& spec = *req.mutable_spec();
+  spec.set_dtype(o.dtype);
+  spec.set_m(o.m);
+  spec.set_n(o.n);
+  // 0 leaves the default, as it always did.
+  if (o.trials != 0) spec.set_trials(o.trials);
+  if (o.warmup != 0) spec.set_warmup(o.warmup);
+  if (o.iters != 0) spec.set_iters(o.iters);
+  spec.set_gpu_class(o.gpu_class);
+  spec.set_language(o.language.empty() ? LanguageOfFile(o.file) : o.language);
+  spec.set_ranked(o.ranked);
+  spec.set_functional(o.functional);
+  spec.set_practice(o.practice);
+  req.set_no_cache(o.no_cache);
+  req.set_submitter(o.submitter);
+  req.set_model(o.model);
+  req.set_agent(o.agent);
+  for (const auto& t : o.tags) req.add_tags(t);
+  v1::EvalResult result;
+  int code = Stream(s.g, s.channel.get(), s.stub.get(), &req, "", o.detach, &result);
+  if (!o.wait_confirmation || result.confirmation_job_id().empty()) return code;
+  if (!s.g.json)
+    std::printf("following confirmation run %s\n", result.confirmation_job_id().c_str());
+  v1::EvalResult confirmed;
+  code = Stream(s.g, s.channel.get(), s.stub.get(), nullptr, result.confirmation_job_id(), false,
+                &confirmed);
+  if (!s.g.json && confirmed.status() == v1::OK) {
+    std::printf("confirmed: %.3fx, then %.3fx; the boards use %.3fx\n", result.speedup(),
+                confirmed.speedup(), std::min(result.speedup(), confirmed.speedup()));
+  } else if (!s.g.json && confirmed.status() != v1::STATUS_UNSPECIFIED) {
+    std::printf("not confirmed: the confirmation run ended %s; the result does not rank\n",
+                v1::Status_Name(confirmed.status()).c_str());
+  }
+  return code;
+}
+
+Command AddSubmit(CLI::App& app) {
+  auto o = std::make_shared<SubmitOptions>();
+  auto* cmd = app.add_subcommand("submit", "submit a candidate and stream its verdict");
+  cmd->add_option("file", o->file, "the candidate: .cu, or .cc/.cpp/.cxx for a host-only one")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option(
+         "-p,--problem",
+         [o](const CLI::results_t& r) {
+           o->req.mutable_spec()->set_problem_id(std::stoi(r[0]));
+           return true;
+         },
+         "problem id")
+      ->required();
+  cmd->add_option(
+         "-w,--world-size",
+         [o](const CLI::results_t& r) {
+           o->req.mutable_spec()->set_world_size(std::stoi(r[0]));
+           return true;
+         },
+         "ranks (GPUs)")
+      ->required();
+  cmd->add_option("--dtype", o->dtype, "default: the problem's");
+  cmd->add_option("--m", o->m, "default: the problem's");
+  cmd->add_option("--n", o->n, "default: the problem's");
+  cmd->add_option("--trials", o->trials);
+  cmd->add_option("--warmup", o->warmup);
+  cmd->add_option("--iters", o->iters);
+  cmd->add_option("--gpu-class", o->gpu_class, "h200, h100, cpu, any (default: the coordinator's)");
+  cmd->add_option("--language", o->language,
+                  "cuda, or cpp: a host-only C++ candidate for GPU-less workers (default: from "
+                  "the file's extension, .cc/.cpp/.cxx being cpp)")
+      ->check(CLI::IsMember({"cuda", "cpp"}));
+  cmd->add_flag("--no-cache", o->no_cache, "run again even if an identical result exists");
+  cmd->add_option("--submitter", o->submitter);
+  cmd->add_option("--model", o->model, "the model that wrote the candidate");
+  cmd->add_option("--agent", o->agent, "the agent or harness that drove it");
+  cmd->add_option("--tag", o->tags, "a label (repeat for several)");
+  cmd->add_flag("--ranked", o->ranked, "run on the coordinator's secret seed (ranked run)");
+  cmd->add_flag("--functional", o->functional,
+                "correctness only, for W beyond the GPUs you can get: the ranks may share a "
+                "node's GPUs, the candidate gets no NCCL communicator, no speedup, never ranks");
+  cmd->add_flag("--practice", o->practice,
+                "a practice run: never ranks, and a REJECTED verdict does not disqualify the "
+                "source (public seeds only)");
+  cmd->add_flag("--wait-confirmation", o->wait_confirmation,
+                "after an OK verdict, follow its confirmation run too (the figure the boards "
+                "use); the exit code is then the confirmation's");
+  cmd->add_flag("--detach", o->detach, "print the first event (with the job id) and return");
+  return {cmd, [o](Session& s) -> int { return Submit(s, *o); }};
+}
+
+Command AddWatch(CLI::App& app) {
+  auto job_id = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("watch", "reattach to a job: its whole history, then live events");
+  cmd->add_option("job_id", *job_id)->required();
+  return {cmd, [job_id](Session& s) -> int {
+            return Stream(s.g, s.channel.get(), s.stub.get(), nullptr, *job_id, false);
+          }};
+}
+
+// get and cancel: one call that answers the job, printed the same way.
+Command AddGetOrCancel(CLI::App& app, bool cancel) {
+  auto job_id = std::make_shared<std::string>();
+  auto* cmd = cancel ? app.add_subcommand("cancel", "cancel a job")
+                     : app.add_subcommand("get", "a job's state and verdict");
+  cmd->add_option("job_id", *job_id)->required();
+  return {cmd, [job_id, cancel](Session& s) -> int {
+            grpc::ClientContext ctx;
+            s.Prepare(&ctx);
+            v1::Job job;
+            grpc::Status st;
+            if (cancel) {
+              v1::CancelRequest r;
+              r.set_job_id(*job_id);
+              st = s.stub->Cancel(&ctx, r, &job);
+            } else {
+              v1::GetJobRequest r;
+              r.set_job_id(*job_id);
+              st = s.stub->Get(&ctx, r, &job);
+            }
+            if (!st.ok()) return Fail(st, s.g);
+            if (s.g.json) {
+              std::cout << ToJson(job) << std::endl;
+            } else {
+              std::printf("job %s: %s, attempt %d%s%s\n", job.job_id().c_str(),
+                          v1::Stage_Name(job.stage()).c_str(), job.attempts(),
+                          job.worker_id().empty() ? "" : ", on worker ", job.worker_id().c_str());
+              if (job.stage() == v1::DONE) PrintResult(job.result());
+            }
+            if (job.stage() != v1::DONE) return cancel ? kExitOk : kExitNotDone;
+            return cancel ? kExitOk : ExitCodeFor(job.result().status());
+          }};
+}
+
+Command AddVoidWorker(CLI::App& admin) {
+  struct Options {
+    std::string worker, reason;
+  };
+  auto o = std::make_shared<Options>();
+  auto* cmd = admin.add_subcommand(
+      "void-worker",
+      "void every verdict a worker reported (status VOIDED: off the boards, never cached)");
+  cmd->add_option("worker_id", o->worker)->required();
+  cmd->add_option("--reason", o->reason, "why (kept in every voided result)")->required();
+  return {cmd, [o](Session& s) -> int {
+            auto admin_stub = v1::Admin::NewStub(s.channel);
+            grpc::ClientContext ctx;
+            Authorize(s.g, &ctx);
+            ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(10));
+            v1::VoidWorkerRequest r;
+            r.set_worker_id(o->worker);
+            r.set_reason(o->reason);
+            v1::VoidWorkerAnswer a;
+            grpc::Status st = admin_stub->VoidWorker(&ctx, r, &a);
+            if (!st.ok()) return Fail(st, s.g);
+            if (s.g.json) {
+              std::cout << ToJson(a) << std::endl;
+            } else {
+              std::printf("voided %d results of worker %s\n", a.voided(), o->worker.c_str());
+              for (const auto& id : a.job_ids()) std::printf("  %s\n", id.c_str());
+            }
+            return kExitOk;
+          }};
+}
+
+Command AddProblemsList(CLI::App& problems) {
+  auto* cmd = problems.add_subcommand("list", "every problem, one a line");
+  return {cmd, [](Session& s) -> int {
+            grpc::ClientContext ctx;
+            s.Prepare(&ctx);
+            v1::ProblemCatalog catalog;
+            grpc::Status st = s.stub->ListProblems(&ctx, v1::ListProblemsRequest(), &catalog);
+            if (!st.ok()) return Fail(st, s.g);
+            for (const auto& p : catalog.problems()) {
+              if (s.g.json) {
+                std::cout << ToJson(p) << std::endl;
+                continue;
+              }
+              std::string ws;
+              for (const auto& l : p.layouts()) {
+                if (l.supported()) absl::StrAppend(&ws, ws.empty() ? "" : ",", l.world_size());
+              }
+              std::printf("%3d  %-36s %-16s W=%s\n", p.id(), p.slug().c_str(), p.category().c_str(),
+                          ws.c_str());
+            }
+            return kExitOk;
+          }};
+}
+
+Command AddProblemShow(CLI::App& problems) {
+  auto which = std::make_shared<std::string>();
+  auto* cmd = problems.add_subcommand("show", "one problem's full spec");
+  cmd->add_option("problem", *which, "id or slug")->required();
+  return {cmd, [which](Session& s) -> int {
+            grpc::ClientContext ctx;
+            s.Prepare(&ctx);
+            v1::GetProblemRequest r;
+            int id = 0;
+            if (absl::SimpleAtoi(*which, &id)) {
+              r.set_id(id);
+            } else {
+              r.set_slug(*which);
+            }
+            v1::ProblemSpec spec;
+            grpc::Status st = s.stub->GetProblem(&ctx, r, &spec);
+            if (!st.ok()) return Fail(st, s.g);
+            if (s.g.json) {
+              std::cout << ToJson(spec) << std::endl;
+            } else {
+              std::string out;
+              google::protobuf::util::JsonPrintOptions o;
+              o.add_whitespace = true;
+              (void)google::protobuf::util::MessageToJsonString(spec, &out, o);
+              std::printf("%d %s (version %d)\n\n%s\n\n%s", spec.id(), spec.slug().c_str(),
+                          spec.version(), spec.statement().c_str(), out.c_str());
+            }
+            return kExitOk;
+          }};
+}
+
+Command AddLeaderboard(CLI::App& app) {
+  struct Options {
+    v1::LeaderboardQuery q;
+    bool csv = false;
+  };
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "leaderboard", "per board (problem, W, dtype, GPU class) the best result per user or model");
+  AddFilterOptions(cmd, o->q.mutable_filter());
+  cmd->add_option(
+      "--by",
+      [o](const CLI::results_t& r) {
+        if (r[0] == "user")
+          o->q.set_group_by(v1::GROUP_BY_USER);
+        else if (r[0] == "model")
+          o->q.set_group_by(v1::GROUP_BY_MODEL);
+        else
+          return false;
+        return true;
+      },
+      "user (default) or model");
+  cmd->add_option(
+      "--limit",
+      [o](const CLI::results_t& r) {
+        o->q.set_limit(std::stoi(r[0]));
+        return true;
+      },
+      "entries per board");
+  cmd->add_flag("--csv", o->csv, "print CSV");
+  return {cmd, [o](Session& s) -> int {
+            auto lstub = v1::Leaderboard::NewStub(s.channel);
+            grpc::ClientContext ctx;
+            s.Prepare(&ctx);
+            v1::LeaderboardAnswer a;
+            grpc::Status st = lstub->Query(&ctx, o->q, &a);
+            if (!st.ok()) return Fail(st, s.g);
+            if (o->csv || s.g.json) {
+              std::cout << (o->csv ? LeaderboardCsv(a) : ToJson(a) + "\n") << std::flush;
+              return kExitOk;
+            }
+            for (const auto& b : a.boards()) {
+              std::printf("%d %s  W=%d %s %s\n", b.problem_id(), b.problem_slug().c_str(),
+                          b.world_size(), b.dtype().c_str(), b.gpu_class().c_str());
+              auto row = [](const std::string& rank, const v1::LeaderboardEntry& e) {
+                std::printf("  %3s %-9.3f %-12.2f %-12.2f %-16s %-20s %s%s  %s\n", rank.c_str(),
+                            e.speedup(), e.candidate_median_us(), e.baseline_median_us(),
+                            e.submitter().c_str(), e.model().c_str(), e.job_id().c_str(),
+                            e.ranked() ? " (secret seed)" : "",
+                            DescribeConfirmation(e.confirmation()).c_str());
+              };
+              for (const auto& e : b.entries()) row(absl::StrCat(e.rank()), e);
+              for (const auto& e : b.pending()) row("-", e);
+            }
+            std::printf(
+                "%d boards from %d ranking results (%d disqualified, %d pending confirmation, "
+                "%d not confirmed)\n",
+                a.boards_size(), a.ranking_results(), a.disqualified_results(), a.pending_results(),
+                a.unconfirmed_results());
+            return kExitOk;
+          }};
+}
+
+Command AddSuite(CLI::App& app) {
+  struct Options {
+    v1::SuiteQuery q;
+    bool csv = false;
+  };
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(
+      "suite", "fast_p (p = 0, 1, 1.5, 2) and geomean speedup per model over the suite");
+  AddFilterOptions(cmd, o->q.mutable_filter());
+  cmd->add_option(
+         "--p",
+         [o](const CLI::results_t& r) {
+           for (const auto& v : r) o->q.add_p(std::stod(v));
+           return true;
+         },
+         "thresholds p (repeat)")
+      ->expected(1, 16);
+  cmd->add_flag("--csv", o->csv, "print CSV");
+  return {cmd, [o](Session& s) -> int {
+            auto lstub = v1::Leaderboard::NewStub(s.channel);
+            grpc::ClientContext ctx;
+            s.Prepare(&ctx);
+            v1::SuiteAnswer a;
+            grpc::Status st = lstub->Suite(&ctx, o->q, &a);
+            if (!st.ok()) return Fail(st, s.g);
+            if (o->csv || s.g.json) {
+              std::cout << (o->csv ? SuiteCsv(a) : ToJson(a) + "\n") << std::flush;
+              return kExitOk;
+            }
+            std::printf("%d tasks\n%-24s %-8s %-9s", a.tasks(), "model", "correct", "geomean");
+            if (a.models_size() > 0) {
+              for (const auto& f : a.models(0).fast_p()) std::printf(" fast_%-6g", f.p());
+            }
+            std::printf("\n");
+            for (const auto& m : a.models()) {
+              std::printf("%-24s %-8d %-9.3f", m.model().c_str(), m.tasks_correct(),
+                          m.geomean_speedup());
+              for (const auto& f : m.fast_p()) std::printf(" %-11.3f", f.fast_p());
+              std::printf("\n");
+            }
+            return kExitOk;
+          }};
+}
+
+Command AddSubmissions(CLI::App& app) {
+  struct Options {
+    v1::ListSubmissionsRequest r;
+    bool csv = false;
+  };
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("submissions", "submissions, newest first (agents: their own)");
+  AddFilterOptions(cmd, o->r.mutable_filter());
+  cmd->add_flag(
+      "--done", [o](int64_t) { o->r.set_done_only(true); }, "finished ones only");
+  cmd->add_option(
+      "--limit",
+      [o](const CLI::results_t& r) {
+        o->r.set_limit(std::stoi(r[0]));
+        return true;
+      },
+      "at most this many (default 1000)");
+  cmd->add_flag("--csv", o->csv, "print CSV");
+  return {cmd, [o](Session& s) -> int {
+            auto lstub = v1::Leaderboard::NewStub(s.channel);
+            grpc::ClientContext ctx;
+            s.Prepare(&ctx);
+            v1::ListSubmissionsAnswer a;
+            grpc::Status st = lstub->ListSubmissions(&ctx, o->r, &a);
+            if (!st.ok()) return Fail(st, s.g);
+            if (o->csv || s.g.json) {
+              std::cout << (o->csv ? SubmissionsCsv(a) : ToJson(a) + "\n") << std::flush;
+              return kExitOk;
+            }
+            for (const auto& sub : a.submissions()) {
+              std::printf("%s  %3d W=%d %-14s %-8.3f %-12s %-16s %s\n", sub.job_id().c_str(),
+                          sub.problem_id(), sub.world_size(),
+                          (sub.stage() == v1::DONE ? v1::Status_Name(sub.status())
+                                                   : v1::Stage_Name(sub.stage()))
+                              .c_str(),
+                          sub.speedup(), sub.submitter().c_str(), sub.model().c_str(),
+                          IsoTime(sub.created_unix_micros()).c_str());
+            }
+            return kExitOk;
+          }};
+}
+
+Command AddHistory(CLI::App& app) {
+  struct Options {
+    std::string job_id;
+    bool with_source = false, csv = false;
+  };
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand("history", "a submission's every event and its verdict");
+  cmd->add_option("job_id", o->job_id)->required();
+  cmd->add_flag("--source", o->with_source, "include the candidate's source (JSON)");
+  cmd->add_flag("--csv", o->csv, "print CSV: one row per event");
+  return {cmd, [o](Session& s) -> int {
+            auto lstub = v1::Leaderboard::NewStub(s.channel);
+            grpc::ClientContext ctx;
+            s.Prepare(&ctx);
+            v1::GetSubmissionRequest r;
+            r.set_job_id(o->job_id);
+            r.set_include_source(o->with_source);
+            v1::Submission sub;
+            grpc::Status st = lstub->GetSubmission(&ctx, r, &sub);
+            if (!st.ok()) return Fail(st, s.g);
+            if (o->csv || s.g.json) {
+              std::cout << (o->csv ? SubmissionCsv(sub) : ToJson(sub) + "\n") << std::flush;
+              return kExitOk;
+            }
+            const auto& rq = sub.job().request();
+            std::printf("job %s: problem %d W=%d, submitter %s, model %s, agent %s%s\n",
+                        sub.job().job_id().c_str(), rq.problem_id(), rq.world_size(),
+                        rq.submitter().c_str(), rq.model().c_str(), rq.agent().c_str(),
+                        rq.ranked()     ? ", ranked (secret seed)"
+                        : rq.practice() ? ", practice"
+                                        : "");
+            for (const auto& e : sub.events()) {
+              std::printf("  %s %-12s %s\n", IsoTime(e.unix_micros()).c_str(),
+                          v1::Stage_Name(e.stage()).c_str(), e.message().c_str());
+            }
+            if (sub.job().stage() == v1::DONE) {
+              PrintResult(sub.job().result());
+              const std::string confirmation = DescribeConfirmation(sub.confirmation());
+              if (!confirmation.empty()) std::printf("confirmation: %s\n", confirmation.c_str());
+              std::printf("%s\n", sub.ranks()
+                                      ? "ranks on the leaderboard"
+                                      : ("does not rank: " + sub.not_ranked_reason()).c_str());
+            }
+            return kExitOk;
+          }};
+}
+
 int Main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "eval") return ExecEngine(argc, argv);
-  Globals g;
+  Session s;
+  Globals& g = s.g;
   if (const char* env = std::getenv("PKB_COORDINATOR")) g.coordinator = env;
   if (const char* env = std::getenv("PKB_TOKEN")) g.token = env;
   if (const char* env = std::getenv("PKB_TLS_CA")) g.tls_ca = env;
@@ -403,161 +904,18 @@ int Main(int argc, char** argv) {
                  "seconds a submit or watch keeps reattaching to a coordinator that went away")
       ->capture_default_str();
 
-  v1::SubmitRequest req;
-  std::string file;
-  bool detach = false;
-  int check_problem = 0, check_world = 0;
-  std::string check_file, check_dtype, check_language;
-  auto* check = app.add_subcommand(
-      "check",
-      "check a source against the source policy, in milliseconds: no GPU, no job, nothing kept "
-      "(exit 14 when a submission of it would be REJECTED for the policy)");
-  check->add_option("file", check_file, "the candidate")->required()->check(CLI::ExistingFile);
-  check->add_option("-p,--problem", check_problem, "problem id")->required();
-  check->add_option("-w,--world-size", check_world, "ranks (GPUs)")->required();
-  check->add_option("--dtype", check_dtype, "default: the problem's");
-  check->add_option("--language", check_language, "cuda or cpp (default: from the file name)");
-  auto* submit = app.add_subcommand("submit", "submit a candidate and stream its verdict");
-  submit->add_option("file", file, "the candidate: .cu, or .cc/.cpp/.cxx for a host-only one")
-      ->required()
-      ->check(CLI::ExistingFile);
-  submit
-      ->add_option(
-          "-p,--problem",
-          [&](const CLI::results_t& r) {
-            req.mutable_spec()->set_problem_id(std::stoi(r[0]));
-            return true;
-          },
-          "problem id")
-      ->required();
-  submit
-      ->add_option(
-          "-w,--world-size",
-          [&](const CLI::results_t& r) {
-            req.mutable_spec()->set_world_size(std::stoi(r[0]));
-            return true;
-          },
-          "ranks (GPUs)")
-      ->required();
-  std::string dtype, gpu_class, submitter, model, agent;
-  std::vector<std::string> tags;
-  bool ranked = false;
-  int64_t m = 0, n = 0;
-  int trials = 0, warmup = 0, iters = 0;
-  bool no_cache = false;
-  submit->add_option("--dtype", dtype, "default: the problem's");
-  submit->add_option("--m", m, "default: the problem's");
-  submit->add_option("--n", n, "default: the problem's");
-  submit->add_option("--trials", trials);
-  submit->add_option("--warmup", warmup);
-  submit->add_option("--iters", iters);
-  submit->add_option("--gpu-class", gpu_class, "h200, h100, cpu, any (default: the coordinator's)");
-  std::string language;
-  submit
-      ->add_option("--language", language,
-                   "cuda, or cpp: a host-only C++ candidate for GPU-less workers (default: from "
-                   "the file's extension, .cc/.cpp/.cxx being cpp)")
-      ->check(CLI::IsMember({"cuda", "cpp"}));
-  submit->add_flag("--no-cache", no_cache, "run again even if an identical result exists");
-  submit->add_option("--submitter", submitter);
-  submit->add_option("--model", model, "the model that wrote the candidate");
-  submit->add_option("--agent", agent, "the agent or harness that drove it");
-  submit->add_option("--tag", tags, "a label (repeat for several)");
-  submit->add_flag("--ranked", ranked, "run on the coordinator's secret seed (ranked run)");
-  bool functional = false;
-  submit->add_flag("--functional", functional,
-                   "correctness only, for W beyond the GPUs you can get: the ranks may share a "
-                   "node's GPUs, the candidate gets no NCCL communicator, no speedup, never ranks");
-  bool practice = false;
-  submit->add_flag("--practice", practice,
-                   "a practice run: never ranks, and a REJECTED verdict does not disqualify the "
-                   "source (public seeds only)");
-  bool wait_confirmation = false;
-  submit->add_flag("--wait-confirmation", wait_confirmation,
-                   "after an OK verdict, follow its confirmation run too (the figure the boards "
-                   "use); the exit code is then the confirmation's");
-  submit->add_flag("--detach", detach, "print the first event (with the job id) and return");
-
-  std::string job_id;
-  auto* watch =
-      app.add_subcommand("watch", "reattach to a job: its whole history, then live events");
-  watch->add_option("job_id", job_id)->required();
-  auto* get = app.add_subcommand("get", "a job's state and verdict");
-  get->add_option("job_id", job_id)->required();
-  auto* cancel = app.add_subcommand("cancel", "cancel a job");
-  cancel->add_option("job_id", job_id)->required();
+  std::vector<Command> commands = {AddCheck(app), AddSubmit(app), AddWatch(app),
+                                   AddGetOrCancel(app, false), AddGetOrCancel(app, true)};
   auto* admin = app.add_subcommand("admin", "operations for admin tokens");
   admin->require_subcommand(1);
-  std::string void_worker, void_reason;
-  auto* void_cmd = admin->add_subcommand(
-      "void-worker",
-      "void every verdict a worker reported (status VOIDED: off the boards, never cached)");
-  void_cmd->add_option("worker_id", void_worker)->required();
-  void_cmd->add_option("--reason", void_reason, "why (kept in every voided result)")->required();
+  commands.push_back(AddVoidWorker(*admin));
   auto* problems = app.add_subcommand("problems", "the problems");
   problems->require_subcommand(1);
-  auto* plist = problems->add_subcommand("list", "every problem, one a line");
-  std::string which;
-  auto* pshow = problems->add_subcommand("show", "one problem's full spec");
-  pshow->add_option("problem", which, "id or slug")->required();
-  bool csv = false;
-  v1::LeaderboardQuery lq;
-  auto* lb = app.add_subcommand("leaderboard",
-                                "per board (problem, W, dtype, GPU class) the best result per user "
-                                "or model");
-  AddFilterOptions(lb, lq.mutable_filter());
-  lb->add_option(
-      "--by",
-      [&](const CLI::results_t& r) {
-        if (r[0] == "user")
-          lq.set_group_by(v1::GROUP_BY_USER);
-        else if (r[0] == "model")
-          lq.set_group_by(v1::GROUP_BY_MODEL);
-        else
-          return false;
-        return true;
-      },
-      "user (default) or model");
-  lb->add_option(
-      "--limit",
-      [&](const CLI::results_t& r) {
-        lq.set_limit(std::stoi(r[0]));
-        return true;
-      },
-      "entries per board");
-  lb->add_flag("--csv", csv, "print CSV");
-  v1::SuiteQuery sq;
-  auto* suite = app.add_subcommand(
-      "suite", "fast_p (p = 0, 1, 1.5, 2) and geomean speedup per model over the suite");
-  AddFilterOptions(suite, sq.mutable_filter());
-  suite
-      ->add_option(
-          "--p",
-          [&](const CLI::results_t& r) {
-            for (const auto& v : r) sq.add_p(std::stod(v));
-            return true;
-          },
-          "thresholds p (repeat)")
-      ->expected(1, 16);
-  suite->add_flag("--csv", csv, "print CSV");
-  v1::ListSubmissionsRequest lsr;
-  auto* subs = app.add_subcommand("submissions", "submissions, newest first (agents: their own)");
-  AddFilterOptions(subs, lsr.mutable_filter());
-  subs->add_flag(
-      "--done", [&](int64_t) { lsr.set_done_only(true); }, "finished ones only");
-  subs->add_option(
-      "--limit",
-      [&](const CLI::results_t& r) {
-        lsr.set_limit(std::stoi(r[0]));
-        return true;
-      },
-      "at most this many (default 1000)");
-  subs->add_flag("--csv", csv, "print CSV");
-  bool with_source = false;
-  auto* history = app.add_subcommand("history", "a submission's every event and its verdict");
-  history->add_option("job_id", job_id)->required();
-  history->add_flag("--source", with_source, "include the candidate's source (JSON)");
-  history->add_flag("--csv", csv, "print CSV: one row per event");
+  commands.push_back(AddProblemsList(*problems));
+  commands.push_back(AddProblemShow(*problems));
+  for (auto add : {AddLeaderboard, AddSuite, AddSubmissions, AddHistory}) {
+    commands.push_back(add(app));
+  }
   app.add_subcommand("eval",
                      "run the evaluation engine (pkb-eval) locally with the arguments that follow");
 
@@ -567,276 +925,10 @@ int Main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitUsage;
   }
-
-  auto channel = Dial(g);
-  auto stub = v1::Evaluation::NewStub(channel);
-  auto deadline = [&] {
-    return std::chrono::system_clock::now() +
-           std::chrono::milliseconds(static_cast<int64_t>(g.connect_timeout_s * 1000));
-  };
-
-  if (submit->parsed()) {
-    auto source = ReadFile(file);
-    if (!source.ok()) {
-      std::cerr << "pkb: " << source.status().message() << "\n";
-      return kExitUsage;
-    }
-    req.set_source(*source);
-    // The job as a spec (spec.proto): what is not given is left to the coordinator's defaults.
-    v1::EvalSpec& spec = *req.mutable_spec();
-    spec.set_dtype(dtype);
-    spec.set_m(m);
-    spec.set_n(n);
-    // 0 leaves the default, as it always did.
-    if (trials != 0) spec.set_trials(trials);
-    if (warmup != 0) spec.set_warmup(warmup);
-    if (iters != 0) spec.set_iters(iters);
-    spec.set_gpu_class(gpu_class);
-    spec.set_language(language.empty() ? LanguageOfFile(file) : language);
-    spec.set_ranked(ranked);
-    spec.set_functional(functional);
-    spec.set_practice(practice);
-    req.set_no_cache(no_cache);
-    req.set_submitter(submitter);
-    req.set_model(model);
-    req.set_agent(agent);
-    for (const auto& t : tags) req.add_tags(t);
-    v1::EvalResult result;
-    int code = Stream(g, channel.get(), stub.get(), &req, "", detach, &result);
-    if (!wait_confirmation || result.confirmation_job_id().empty()) return code;
-    if (!g.json)
-      std::printf("following confirmation run %s\n", result.confirmation_job_id().c_str());
-    v1::EvalResult confirmed;
-    code = Stream(g, channel.get(), stub.get(), nullptr, result.confirmation_job_id(), false,
-                  &confirmed);
-    if (!g.json && confirmed.status() == v1::OK) {
-      std::printf("confirmed: %.3fx, then %.3fx; the boards use %.3fx\n", result.speedup(),
-                  confirmed.speedup(), std::min(result.speedup(), confirmed.speedup()));
-    } else if (!g.json && confirmed.status() != v1::STATUS_UNSPECIFIED) {
-      std::printf("not confirmed: the confirmation run ended %s; the result does not rank\n",
-                  v1::Status_Name(confirmed.status()).c_str());
-    }
-    return code;
-  }
-  if (watch->parsed()) return Stream(g, channel.get(), stub.get(), nullptr, job_id, false);
-  if (check->parsed()) {
-    auto source = ReadFile(check_file);
-    if (!source.ok()) {
-      std::cerr << "pkb: " << source.status().message() << "\n";
-      return kExitUsage;
-    }
-    v1::CheckRequest r;
-    r.set_problem_id(check_problem);
-    r.set_world_size(check_world);
-    r.set_source(*source);
-    r.set_dtype(check_dtype);
-    r.set_language(check_language.empty() ? LanguageOfFile(check_file) : check_language);
-    grpc::ClientContext ctx;
-    Authorize(g, &ctx);
-    ctx.set_deadline(deadline());
-    v1::CheckAnswer a;
-    grpc::Status st = stub->Check(&ctx, r, &a);
-    if (!st.ok()) return Fail(st, g);
-    if (g.json) {
-      std::cout << ToJson(a) << std::endl;
-    } else {
-      std::printf("%s: %s\n", v1::CheckVerdict_Name(a.verdict()).c_str(), a.message().c_str());
-      for (const auto& d : a.policy_findings())
-        std::printf("  POLICY %s:%d: %s\n", d.file().c_str(), d.line(), d.message().c_str());
-    }
-    return a.verdict() == v1::POLICY ? kExitRejected : kExitOk;
-  }
-  if (void_cmd->parsed()) {
-    auto admin_stub = v1::Admin::NewStub(channel);
-    grpc::ClientContext ctx;
-    Authorize(g, &ctx);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(10));
-    v1::VoidWorkerRequest r;
-    r.set_worker_id(void_worker);
-    r.set_reason(void_reason);
-    v1::VoidWorkerAnswer a;
-    grpc::Status st = admin_stub->VoidWorker(&ctx, r, &a);
-    if (!st.ok()) return Fail(st, g);
-    if (g.json) {
-      std::cout << ToJson(a) << std::endl;
-    } else {
-      std::printf("voided %d results of worker %s\n", a.voided(), void_worker.c_str());
-      for (const auto& id : a.job_ids()) std::printf("  %s\n", id.c_str());
-    }
-    return kExitOk;
-  }
-  if (get->parsed() || cancel->parsed()) {
-    grpc::ClientContext ctx;
-    Authorize(g, &ctx);
-    ctx.set_deadline(deadline());
-    v1::Job job;
-    grpc::Status st;
-    if (get->parsed()) {
-      v1::GetJobRequest r;
-      r.set_job_id(job_id);
-      st = stub->Get(&ctx, r, &job);
-    } else {
-      v1::CancelRequest r;
-      r.set_job_id(job_id);
-      st = stub->Cancel(&ctx, r, &job);
-    }
-    if (!st.ok()) return Fail(st, g);
-    if (g.json) {
-      std::cout << ToJson(job) << std::endl;
-    } else {
-      std::printf("job %s: %s, attempt %d%s%s\n", job.job_id().c_str(),
-                  v1::Stage_Name(job.stage()).c_str(), job.attempts(),
-                  job.worker_id().empty() ? "" : ", on worker ", job.worker_id().c_str());
-      if (job.stage() == v1::DONE) PrintResult(job.result());
-    }
-    if (job.stage() != v1::DONE) return cancel->parsed() ? kExitOk : kExitNotDone;
-    return cancel->parsed() ? kExitOk : ExitCodeFor(job.result().status());
-  }
-  if (plist->parsed() || pshow->parsed()) {
-    grpc::ClientContext ctx;
-    Authorize(g, &ctx);
-    ctx.set_deadline(deadline());
-    if (plist->parsed()) {
-      v1::ProblemCatalog catalog;
-      grpc::Status st = stub->ListProblems(&ctx, v1::ListProblemsRequest(), &catalog);
-      if (!st.ok()) return Fail(st, g);
-      for (const auto& p : catalog.problems()) {
-        if (g.json) {
-          std::cout << ToJson(p) << std::endl;
-          continue;
-        }
-        std::string ws;
-        for (const auto& l : p.layouts()) {
-          if (l.supported()) absl::StrAppend(&ws, ws.empty() ? "" : ",", l.world_size());
-        }
-        std::printf("%3d  %-36s %-16s W=%s\n", p.id(), p.slug().c_str(), p.category().c_str(),
-                    ws.c_str());
-      }
-      return kExitOk;
-    }
-    v1::GetProblemRequest r;
-    int id = 0;
-    if (absl::SimpleAtoi(which, &id)) {
-      r.set_id(id);
-    } else {
-      r.set_slug(which);
-    }
-    v1::ProblemSpec spec;
-    grpc::Status st = stub->GetProblem(&ctx, r, &spec);
-    if (!st.ok()) return Fail(st, g);
-    if (g.json) {
-      std::cout << ToJson(spec) << std::endl;
-    } else {
-      std::string out;
-      google::protobuf::util::JsonPrintOptions o;
-      o.add_whitespace = true;
-      (void)google::protobuf::util::MessageToJsonString(spec, &out, o);
-      std::printf("%d %s (version %d)\n\n%s\n\n%s", spec.id(), spec.slug().c_str(), spec.version(),
-                  spec.statement().c_str(), out.c_str());
-    }
-    return kExitOk;
-  }
-  if (lb->parsed() || suite->parsed() || subs->parsed() || history->parsed()) {
-    auto lstub = v1::Leaderboard::NewStub(channel);
-    grpc::ClientContext ctx;
-    Authorize(g, &ctx);
-    ctx.set_deadline(deadline());
-    if (lb->parsed()) {
-      v1::LeaderboardAnswer a;
-      grpc::Status st = lstub->Query(&ctx, lq, &a);
-      if (!st.ok()) return Fail(st, g);
-      if (csv || g.json) {
-        std::cout << (csv ? LeaderboardCsv(a) : ToJson(a) + "\n") << std::flush;
-        return kExitOk;
-      }
-      for (const auto& b : a.boards()) {
-        std::printf("%d %s  W=%d %s %s\n", b.problem_id(), b.problem_slug().c_str(), b.world_size(),
-                    b.dtype().c_str(), b.gpu_class().c_str());
-        auto row = [](const std::string& rank, const v1::LeaderboardEntry& e) {
-          std::printf("  %3s %-9.3f %-12.2f %-12.2f %-16s %-20s %s%s  %s\n", rank.c_str(),
-                      e.speedup(), e.candidate_median_us(), e.baseline_median_us(),
-                      e.submitter().c_str(), e.model().c_str(), e.job_id().c_str(),
-                      e.ranked() ? " (secret seed)" : "",
-                      DescribeConfirmation(e.confirmation()).c_str());
-        };
-        for (const auto& e : b.entries()) row(absl::StrCat(e.rank()), e);
-        for (const auto& e : b.pending()) row("-", e);
-      }
-      std::printf(
-          "%d boards from %d ranking results (%d disqualified, %d pending confirmation, %d not "
-          "confirmed)\n",
-          a.boards_size(), a.ranking_results(), a.disqualified_results(), a.pending_results(),
-          a.unconfirmed_results());
-      return kExitOk;
-    }
-    if (suite->parsed()) {
-      v1::SuiteAnswer a;
-      grpc::Status st = lstub->Suite(&ctx, sq, &a);
-      if (!st.ok()) return Fail(st, g);
-      if (csv || g.json) {
-        std::cout << (csv ? SuiteCsv(a) : ToJson(a) + "\n") << std::flush;
-        return kExitOk;
-      }
-      std::printf("%d tasks\n%-24s %-8s %-9s", a.tasks(), "model", "correct", "geomean");
-      if (a.models_size() > 0) {
-        for (const auto& f : a.models(0).fast_p()) std::printf(" fast_%-6g", f.p());
-      }
-      std::printf("\n");
-      for (const auto& m : a.models()) {
-        std::printf("%-24s %-8d %-9.3f", m.model().c_str(), m.tasks_correct(), m.geomean_speedup());
-        for (const auto& f : m.fast_p()) std::printf(" %-11.3f", f.fast_p());
-        std::printf("\n");
-      }
-      return kExitOk;
-    }
-    if (subs->parsed()) {
-      v1::ListSubmissionsAnswer a;
-      grpc::Status st = lstub->ListSubmissions(&ctx, lsr, &a);
-      if (!st.ok()) return Fail(st, g);
-      if (csv || g.json) {
-        std::cout << (csv ? SubmissionsCsv(a) : ToJson(a) + "\n") << std::flush;
-        return kExitOk;
-      }
-      for (const auto& s : a.submissions()) {
-        std::printf(
-            "%s  %3d W=%d %-14s %-8.3f %-12s %-16s %s\n", s.job_id().c_str(), s.problem_id(),
-            s.world_size(),
-            (s.stage() == v1::DONE ? v1::Status_Name(s.status()) : v1::Stage_Name(s.stage()))
-                .c_str(),
-            s.speedup(), s.submitter().c_str(), s.model().c_str(),
-            IsoTime(s.created_unix_micros()).c_str());
-      }
-      return kExitOk;
-    }
-    v1::GetSubmissionRequest r;
-    r.set_job_id(job_id);
-    r.set_include_source(with_source);
-    v1::Submission sub;
-    grpc::Status st = lstub->GetSubmission(&ctx, r, &sub);
-    if (!st.ok()) return Fail(st, g);
-    if (csv || g.json) {
-      std::cout << (csv ? SubmissionCsv(sub) : ToJson(sub) + "\n") << std::flush;
-      return kExitOk;
-    }
-    const auto& rq = sub.job().request();
-    std::printf("job %s: problem %d W=%d, submitter %s, model %s, agent %s%s\n",
-                sub.job().job_id().c_str(), rq.problem_id(), rq.world_size(),
-                rq.submitter().c_str(), rq.model().c_str(), rq.agent().c_str(),
-                rq.ranked()     ? ", ranked (secret seed)"
-                : rq.practice() ? ", practice"
-                                : "");
-    for (const auto& e : sub.events()) {
-      std::printf("  %s %-12s %s\n", IsoTime(e.unix_micros()).c_str(),
-                  v1::Stage_Name(e.stage()).c_str(), e.message().c_str());
-    }
-    if (sub.job().stage() == v1::DONE) {
-      PrintResult(sub.job().result());
-      const std::string confirmation = DescribeConfirmation(sub.confirmation());
-      if (!confirmation.empty()) std::printf("confirmation: %s\n", confirmation.c_str());
-      std::printf("%s\n", sub.ranks() ? "ranks on the leaderboard"
-                                      : ("does not rank: " + sub.not_ranked_reason()).c_str());
-    }
-    return kExitOk;
+  s.channel = Dial(g);
+  s.stub = v1::Evaluation::NewStub(s.channel);
+  for (Command& c : commands) {
+    if (c.app->parsed()) return c.run(s);
   }
   return kExitUsage;
 }
