@@ -1,7 +1,7 @@
 #include "server/public_submission.h"
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "worker/engine/profiler.h"
 
 namespace pkb {
 namespace {
@@ -157,17 +157,14 @@ std::string PublicVerdictMessage(const v1::EvalResult& result) {
 // note dropped; times, launch shapes and bytes stay. The reference's is the judge's (the
 // problem's own kernels), its note dropped all the same.
 v1::RankProfile PublicProfile(const v1::RankProfile& in) {
-  static const absl::flat_hash_set<std::string> kCopyNames = {
-      "copy host to device", "copy device to host", "copy device to device",
-      "copy peer to peer",   "copy host to host",   "copy",
-      "memset"};
   v1::RankProfile p = in;
   int kernel = 0;
   for (v1::ProfileRecord& rec : *p.mutable_candidate()->mutable_records()) {
     if (rec.kind() == v1::ProfileRecord::KERNEL) {
       rec.set_name(absl::StrCat("kernel ", ++kernel));
-    } else if (!kCopyNames.contains(rec.name())) {
-      rec.set_name(rec.kind() == v1::ProfileRecord::MEMSET ? "memset" : "copy");
+    } else if (!IsTransferName(rec.name())) {
+      rec.set_name(TransferName(rec.kind() == v1::ProfileRecord::MEMSET ? Transfer::kMemset
+                                                                        : Transfer::kOtherCopy));
     }
   }
   p.mutable_candidate()->clear_note();

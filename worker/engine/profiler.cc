@@ -8,6 +8,28 @@
 
 namespace pkb {
 
+const char* TransferName(Transfer t) {
+  switch (t) {
+    case Transfer::kHostToDevice: return "copy host to device";
+    case Transfer::kDeviceToHost: return "copy device to host";
+    case Transfer::kDeviceToDevice: return "copy device to device";
+    case Transfer::kPeerToPeer: return "copy peer to peer";
+    case Transfer::kHostToHost: return "copy host to host";
+    case Transfer::kOtherCopy: return "copy";
+    case Transfer::kMemset: return "memset";
+  }
+  return "copy";
+}
+
+bool IsTransferName(const std::string& name) {
+  for (Transfer t : {Transfer::kHostToDevice, Transfer::kDeviceToHost, Transfer::kDeviceToDevice,
+                     Transfer::kPeerToPeer, Transfer::kHostToHost, Transfer::kOtherCopy,
+                     Transfer::kMemset}) {
+    if (name == TransferName(t)) return true;
+  }
+  return false;
+}
+
 v1::CallProfile SummarizeActivity(std::vector<RawActivity> records, int64_t lost) {
   v1::CallProfile p;
   std::sort(records.begin(), records.end(), [](const RawActivity& a, const RawActivity& b) {

@@ -22,6 +22,20 @@ namespace pkb {
 // Records kept per call; the rest are counted in CallProfile.dropped.
 inline constexpr int kMaxProfileRecords = 512;
 
+// What copies and memsets are called in a profile: a fixed list, so the names say nothing of the
+// source (the public view keeps these and replaces any other).
+enum class Transfer {
+  kHostToDevice,
+  kDeviceToHost,
+  kDeviceToDevice,
+  kPeerToPeer,
+  kHostToHost,
+  kOtherCopy,
+  kMemset
+};
+const char* TransferName(Transfer t);
+bool IsTransferName(const std::string& name);
+
 // One activity record as collected, on the GPU's clock (ns).
 struct RawActivity {
   v1::ProfileRecord::Kind kind = v1::ProfileRecord::KERNEL;

@@ -100,13 +100,27 @@ std::string Demangled(const char* name) {
 // Copy kinds (CUpti_ActivityMemcpyKind) as the profile names them.
 const char* CopyName(uint8_t kind) {
   switch (kind) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "copy host to device";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "copy device to host";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "copy device to device";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "copy peer to peer";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "copy host to host";
-    default: return "copy";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return TransferName(Transfer::kHostToDevice);
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return TransferName(Transfer::kDeviceToHost);
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return TransferName(Transfer::kDeviceToDevice);
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return TransferName(Transfer::kPeerToPeer);
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return TransferName(Transfer::kHostToHost);
+    default: return TransferName(Transfer::kOtherCopy);
   }
+}
+
+// A copy or memset record (the three record types share these fields).
+template <typename Record>
+RawActivity TransferOf(const CUpti_Activity* rec, v1::ProfileRecord::Kind kind, const char* name) {
+  const auto* m = reinterpret_cast<const Record*>(rec);
+  RawActivity a;
+  a.kind = kind;
+  a.name = name;
+  a.start_ns = m->start;
+  a.end_ns = m->end;
+  a.bytes = static_cast<int64_t>(m->bytes);
+  a.stream = m->streamId;
+  return a;
 }
 
 void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
@@ -131,36 +145,19 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
         a.shared_memory_bytes = k->staticSharedMemory + k->dynamicSharedMemory;
         break;
       }
-      case CUPTI_ACTIVITY_KIND_MEMCPY: {
-        const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
-        a.kind = v1::ProfileRecord::MEMCPY;
-        a.name = CopyName(m->copyKind);
-        a.start_ns = m->start;
-        a.end_ns = m->end;
-        a.bytes = static_cast<int64_t>(m->bytes);
-        a.stream = m->streamId;
+      case CUPTI_ACTIVITY_KIND_MEMCPY:
+        a = TransferOf<CUpti_ActivityMemcpy6>(
+            rec, v1::ProfileRecord::MEMCPY,
+            CopyName(reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec)->copyKind));
         break;
-      }
-      case CUPTI_ACTIVITY_KIND_MEMCPY2: {
-        const auto* m = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(rec);
-        a.kind = v1::ProfileRecord::MEMCPY;
-        a.name = "copy peer to peer";
-        a.start_ns = m->start;
-        a.end_ns = m->end;
-        a.bytes = static_cast<int64_t>(m->bytes);
-        a.stream = m->streamId;
+      case CUPTI_ACTIVITY_KIND_MEMCPY2:
+        a = TransferOf<CUpti_ActivityMemcpyPtoP4>(rec, v1::ProfileRecord::MEMCPY,
+                                                  TransferName(Transfer::kPeerToPeer));
         break;
-      }
-      case CUPTI_ACTIVITY_KIND_MEMSET: {
-        const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
-        a.kind = v1::ProfileRecord::MEMSET;
-        a.name = "memset";
-        a.start_ns = m->start;
-        a.end_ns = m->end;
-        a.bytes = static_cast<int64_t>(m->bytes);
-        a.stream = m->streamId;
+      case CUPTI_ACTIVITY_KIND_MEMSET:
+        a = TransferOf<CUpti_ActivityMemset4>(rec, v1::ProfileRecord::MEMSET,
+                                              TransferName(Transfer::kMemset));
         break;
-      }
       default:
         continue;
     }
