@@ -650,9 +650,12 @@ Command AddProblemsList(CLI::App& problems) {
 
 Command AddProblemShow(CLI::App& problems) {
   auto which = std::make_shared<std::string>();
+  auto source = std::make_shared<bool>(false);
   auto* cmd = problems.add_subcommand("show", "one problem's full spec");
   cmd->add_option("problem", *which, "id or slug")->required();
-  return {cmd, [which](Session& s) -> int {
+  cmd->add_flag("--source", *source,
+                "print the problem's own code (inputs, reference, oracle) instead of the spec");
+  return {cmd, [which, source](Session& s) -> int {
             grpc::ClientContext ctx;
             s.Prepare(&ctx);
             v1::GetProblemRequest r;
@@ -667,14 +670,33 @@ Command AddProblemShow(CLI::App& problems) {
             if (!st.ok()) return Fail(st, s.g);
             if (s.g.json) {
               std::cout << ToJson(spec) << std::endl;
-            } else {
-              std::string out;
-              google::protobuf::util::JsonPrintOptions o;
-              o.add_whitespace = true;
-              (void)google::protobuf::util::MessageToJsonString(spec, &out, o);
-              std::printf("%d %s (version %d)\n\n%s\n\n%s", spec.id(), spec.slug().c_str(),
-                          spec.version(), spec.statement().c_str(), out.c_str());
+              return kExitOk;
             }
+            if (*source) {
+              for (const v1::SourceFile& f : spec.sources())
+                std::printf("// ==== %s\n%s\n", f.path().c_str(), f.text().c_str());
+              return kExitOk;
+            }
+            std::printf("%d %s (version %d)\n\n%s\n\n", spec.id(), spec.slug().c_str(),
+                        spec.version(), spec.statement().c_str());
+            std::printf("reference time per call on this service (default shape and dtype):\n");
+            if (spec.reference_times().empty()) std::printf("  none measured yet\n");
+            for (const v1::ReferenceTime& t : spec.reference_times()) {
+              std::printf("  W=%d %-8s median %.2f us (p10 %.2f, p90 %.2f; %d results)",
+                          t.world_size(), t.gpu_class().c_str(), t.median_us(), t.p10_us(),
+                          t.p90_us(), t.samples());
+              if (t.graph_median_us() > 0)
+                std::printf("; as a CUDA graph %.2f us", t.graph_median_us());
+              std::printf("\n");
+            }
+            std::printf("code: %d file(s) (pkb problems show %d --source)\n\n",
+                        spec.sources_size(), spec.id());
+            spec.clear_sources();
+            std::string out;
+            google::protobuf::util::JsonPrintOptions o;
+            o.add_whitespace = true;
+            (void)google::protobuf::util::MessageToJsonString(spec, &out, o);
+            std::printf("%s", out.c_str());
             return kExitOk;
           }};
 }

@@ -53,8 +53,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(CoordinatorOptio
   c->scheduler_ = std::make_unique<Scheduler>(c->store_.get(), &c->clock_, c->catalog_.get(),
                                               scheduler_options);
   PKB_RETURN_IF_ERROR(c->scheduler_->Recover());
-  c->evaluation_ =
-      std::make_unique<EvaluationService>(c->scheduler_.get(), c->catalog_.get(), c->auth_.get());
+  c->reference_times_ = std::make_unique<ReferenceTimes>(c->store_.get(), o.reference_times_ttl);
+  c->evaluation_ = std::make_unique<EvaluationService>(c->scheduler_.get(), c->catalog_.get(),
+                                                       c->auth_.get(), c->reference_times_.get());
   c->worker_ = std::make_unique<WorkerService>(c->scheduler_.get(), c->auth_.get());
   c->leaderboard_ =
       std::make_unique<LeaderboardService>(c->store_.get(), c->catalog_.get(), c->auth_.get());

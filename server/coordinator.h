@@ -46,6 +46,8 @@ struct CoordinatorOptions {
   double submit_rate = 20;  // per token, per second
   double submit_burst = 100;
   SchedulerOptions scheduler;
+  // How long GetProblem answers a problem's reference times from memory (server/reference_times.h).
+  absl::Duration reference_times_ttl = absl::Seconds(30);
   std::string http_listen;  // host:port of the web leaderboard (server/http_frontend.h); empty: off
   std::string web_root;     // its pages from this folder instead of the built-in copies
   HttpServerLimits http_limits;  // its threads, timeouts and connection limit
@@ -75,6 +77,7 @@ class Coordinator {
   std::unique_ptr<TokenAuth> auth_;
   std::unique_ptr<CoordinatorMetrics> metrics_;  // outlives the scheduler that reports to it
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ReferenceTimes> reference_times_;
   std::unique_ptr<EvaluationService> evaluation_;
   std::unique_ptr<WorkerService> worker_;
   std::unique_ptr<LeaderboardService> leaderboard_;

@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--catalog-json", o.catalog_json, "pkb.v1.ProblemCatalog as JSON");
   app.add_option("--engine", o.engine, "pkb-eval binary whose --catalog lists the problems");
+  double reference_times_ttl_s = absl::ToDoubleSeconds(o.reference_times_ttl);
+  app.add_option("--reference-times-ttl", reference_times_ttl_s,
+                 "seconds GetProblem's reference times are answered from memory")
+      ->capture_default_str();
   app.add_option("--heartbeat-interval", heartbeat_s, "seconds between worker heartbeats")
       ->capture_default_str();
   app.add_option("--lease-timeout", lease_timeout_s,
@@ -122,6 +126,7 @@ int main(int argc, char** argv) {
   // Abseil's lock-cycle detection showed in profiles of the coordinator under load.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   o.scheduler.heartbeat_interval = absl::Seconds(heartbeat_s);
+  o.reference_times_ttl = absl::Seconds(reference_times_ttl_s);
   o.scheduler.lease_timeout = absl::Seconds(lease_timeout_s);
   o.scheduler.job_deadline = absl::Seconds(job_deadline_s);
   o.scheduler.queue_deadline = absl::Seconds(queue_deadline_s);

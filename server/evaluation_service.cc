@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/grpc_status.h"
+#include "spdlog/spdlog.h"
 #include "worker/engine/static_check.h"
 
 namespace pkb {
@@ -210,7 +211,7 @@ grpc::ServerUnaryReactor* EvaluationService::ListProblems(grpc::CallbackServerCo
     reactor->Finish(ToGrpcStatus(who.status()));
     return reactor;
   }
-  *response = catalog_->catalog();
+  *response = catalog_->listing();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -226,8 +227,21 @@ grpc::ServerUnaryReactor* EvaluationService::GetProblem(grpc::CallbackServerCont
   }
   absl::StatusOr<const v1::ProblemSpec*> spec =
       request->slug().empty() ? catalog_->Find(request->id()) : catalog_->FindSlug(request->slug());
-  if (spec.ok()) *response = **spec;
-  reactor->Finish(ToGrpcStatus(spec.status()));
+  if (!spec.ok()) {
+    reactor->Finish(ToGrpcStatus(spec.status()));
+    return reactor;
+  }
+  *response = **spec;
+  if (reference_times_ != nullptr) {
+    // The figures are a help, not the spec: a store that cannot answer leaves them out.
+    absl::StatusOr<std::vector<v1::ReferenceTime>> times = reference_times_->Of(**spec);
+    if (times.ok()) {
+      for (v1::ReferenceTime& t : *times) *response->add_reference_times() = std::move(t);
+    } else {
+      spdlog::warn("reference times of problem {}: {}", (*spec)->id(), times.status().ToString());
+    }
+  }
+  reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 

@@ -8,14 +8,17 @@
 #include "pkb/v1/evaluation.grpc.pb.h"
 #include "server/auth.h"
 #include "server/problem_catalog.h"
+#include "server/reference_times.h"
 #include "server/scheduler.h"
 
 namespace pkb {
 
 class EvaluationService final : public v1::Evaluation::CallbackService {
  public:
-  EvaluationService(Scheduler* scheduler, const ProblemCatalogIndex* catalog, TokenAuth* auth)
-      : scheduler_(scheduler), catalog_(catalog), auth_(auth) {}
+  // `reference_times` (may be null: none are reported) fills GetProblem's reference_times.
+  EvaluationService(Scheduler* scheduler, const ProblemCatalogIndex* catalog, TokenAuth* auth,
+                    ReferenceTimes* reference_times = nullptr)
+      : scheduler_(scheduler), catalog_(catalog), auth_(auth), reference_times_(reference_times) {}
 
   grpc::ServerWriteReactor<v1::EvalEvent>* Submit(grpc::CallbackServerContext* ctx,
                                                   const v1::SubmitRequest* request) override;
@@ -43,6 +46,7 @@ class EvaluationService final : public v1::Evaluation::CallbackService {
   Scheduler* const scheduler_;
   const ProblemCatalogIndex* const catalog_;
   TokenAuth* const auth_;
+  ReferenceTimes* const reference_times_;
 };
 
 }  // namespace pkb

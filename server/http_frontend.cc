@@ -9,9 +9,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/files.h"
+#include "common/leaderboard_export.h"
 #include "common/status_macros.h"
 #include "server/leaderboard.h"
-#include "common/leaderboard_export.h"
 #include "server/public_submission.h"
 #include "spdlog/spdlog.h"
 
@@ -209,7 +209,7 @@ void HttpFrontend::Route() {
     res.set_content("ok\n", "text/plain");
   });
   s.Get("/api/v1/problems", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(ToJson(catalog_->catalog(), false, true), kJson);
+    res.set_content(ToJson(catalog_->listing(), false, true), kJson);
   });
   s.Get("/api/v1/leaderboard", [this](const httplib::Request& req, httplib::Response& res) {
     absl::StatusOr<v1::ResultFilter> f = Filter(req);

@@ -113,6 +113,8 @@ size_t InvalidUtf8At(absl::string_view s) {
 absl::StatusOr<ProblemCatalogIndex> ProblemCatalogIndex::FromCatalog(v1::ProblemCatalog catalog) {
   ProblemCatalogIndex index;
   index.catalog_ = std::move(catalog);
+  index.listing_ = index.catalog_;
+  for (v1::ProblemSpec& p : *index.listing_.mutable_problems()) p.clear_sources();
   for (int i = 0; i < index.catalog_.problems_size(); ++i) {
     const v1::ProblemSpec& p = index.catalog_.problems(i);
     if (!index.by_id_.emplace(p.id(), i).second) {

@@ -45,6 +45,8 @@ class ProblemCatalogIndex {
   static absl::StatusOr<ProblemCatalogIndex> FromEngine(const std::string& engine_path);
 
   const v1::ProblemCatalog& catalog() const { return catalog_; }
+  // The catalog as ListProblems serves it: without the problems' sources (GetProblem has them).
+  const v1::ProblemCatalog& listing() const { return listing_; }
   // NOT_FOUND if there is no such problem.
   absl::StatusOr<const v1::ProblemSpec*> Find(int32_t id) const;
   absl::StatusOr<const v1::ProblemSpec*> FindSlug(const std::string& slug) const;
@@ -63,6 +65,7 @@ class ProblemCatalogIndex {
 
  private:
   v1::ProblemCatalog catalog_;
+  v1::ProblemCatalog listing_;
   std::map<int32_t, int> by_id_;  // index into catalog_.problems()
 };
 

@@ -1,10 +1,13 @@
 // What every registered problem declares agrees with what it does: its world sizes with
-// CanImplement, its seed sentence with Seed.
+// CanImplement, its seed sentence with Seed, its embedded source with its file.
 #include "problems/harness/registry.h"
 
 #include <catch2/catch.hpp>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "problems/harness/inputs.h"
+#include "problems/harness/problem_sources.h"
 #include "problems/harness/seed_text.h"
 
 namespace pkb {
@@ -34,6 +37,31 @@ TEST_CASE("the seed sentence follows Seed") {
     const std::string full = FullStatement(*p);
     CHECK(full.rfind("\n- Seeds: ") == full.size() - SeedText(*p).size() - 1);
   }
+}
+
+TEST_CASE("every problem's source is its own file and the family libraries it includes") {
+  for (const Problem* p : AllProblems()) {
+    const int id = p->info().id;
+    INFO("problem " << id);
+    std::vector<EmbeddedSource> files = ProblemSources(id);
+    REQUIRE(!files.empty());
+    CHECK(absl::StrContains(files[0].path, absl::StrFormat("/p%03d_", id)));
+    // The reference is in its file, or in the family library it is written over (41, 42 and the
+    // MoE pipelines).
+    bool has_reference = false;
+    for (const EmbeddedSource& f : files) has_reference |= absl::StrContains(f.text, "Reference(");
+    CHECK(has_reference);
+    CHECK(absl::StrContains(files[0].text, "PKB_REGISTER_PROBLEM("));
+    for (const EmbeddedSource& f : files) CHECK(!absl::StartsWith(f.path, "problems/harness/"));
+  }
+  // Problem 41 (ZeRO-1) is written over two family libraries, Adam's and ZeRO's, in the order of
+  // its #include lines.
+  std::vector<std::string> paths;
+  for (const EmbeddedSource& f : ProblemSources(41)) paths.emplace_back(f.path);
+  CHECK(paths == std::vector<std::string>{"problems/dp/p041_zero1_optimizer_shard.cc",
+                                          "problems/dp/adam.h", "problems/dp/adam.cc",
+                                          "problems/dp/zero.h", "problems/dp/zero.cc"});
+  CHECK(ProblemSources(999).empty());
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ if [[ "${1:-}" == "--catalog" ]]; then
 {"problems":[{"id":1,"slug":"1_allreduce","version":1,"origin":"test double","category":"collective",
 "statement":"All-reduce (sum) of a bf16 tensor across ranks.","defaultM":8192,"defaultN":8192,
 "defaultDtype":"bfloat16","candidateApiVersion":1,"isCollective":true,"busbwFactor":1.75,
+"sources":[{"path":"problems/collectives/p001_allreduce.cc","text":"// the test double's problem 1"}],
 "tolerances":[{"output":"out","atol":0.01,"rtol":0.01,"rationale":"bf16 sum of W terms"}],
 "layouts":[{"worldSize":1,"supported":true},{"worldSize":2,"supported":true,
 "ranks":[{"inputs":[{"name":"x","shape":["8192","8192"],"dtype":"bfloat16","note":"filled with rank + 1"}],

@@ -680,7 +680,14 @@ TEST_CASE("the CLI's exit codes follow the verdict", "[service][cli]") {
   CHECK(run({"get", "nope"}).exit_code == 4);
   CHECK(run({"submit"}).exit_code == 2);
   CHECK(run({"problems", "list"}).out.find("1_allreduce") != std::string::npos);
-  CHECK(run({"problems", "show", "1_allreduce"}).out.find("All-reduce") != std::string::npos);
+  const std::string shown = run({"problems", "show", "1_allreduce"}).out;
+  CHECK(shown.find("All-reduce") != std::string::npos);
+  // The OK result above measured the reference (the test double's 15 us per call).
+  CHECK(shown.find("W=2 cpu      median 15.00 us (p10 15.00, p90 15.00; 1 results)") !=
+        std::string::npos);
+  CHECK(shown.find("\"sources\"") == std::string::npos);  // the code is behind --source
+  CHECK(run({"problems", "show", "1", "--source"}).out ==
+        "// ==== problems/collectives/p001_allreduce.cc\n// the test double's problem 1\n");
   auto lb = run({"--json", "leaderboard"});
   CHECK(lb.exit_code == 0);
   CHECK(lb.out.find("\"speedup\":1.5") != std::string::npos);

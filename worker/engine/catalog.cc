@@ -1,10 +1,12 @@
-// The problem catalog served to agents: every problem's statement and, at W = 1, 2, 4, 8 and
-// the default shape, the exact signature of each rank, its groups, tolerances and roofline.
+// The problem catalog served to agents: every problem's statement, its source, and, at W = 1, 2,
+// 4, 8 and the default shape, the exact signature of each rank, its groups, tolerances and
+// roofline.
 #include "absl/strings/str_cat.h"
 #include "common/eval_spec.h"
 #include "pkb/candidate.h"
 #include "problems/harness/check.h"
 #include "problems/harness/inputs.h"
+#include "problems/harness/problem_sources.h"
 #include "problems/harness/registry.h"
 #include "problems/harness/seed_text.h"
 #include "worker/engine/engine.h"
@@ -41,6 +43,11 @@ v1::ProblemCatalog BuildCatalog() {
     spec->set_default_dtype(defaults.dtype());
     spec->set_candidate_api_version(PKB_API_VERSION);
     for (int w : p->WorldSizes()) spec->add_world_sizes(w);
+    for (const EmbeddedSource& src : ProblemSources(info.id)) {
+      v1::SourceFile* f = spec->add_sources();
+      f->set_path(std::string(src.path));
+      f->set_text(std::string(src.text));
+    }
     const ShapeLimits limits = LimitsOf(*p);
     spec->set_max_m(limits.max_m);
     spec->set_max_n(limits.max_n);

@@ -137,23 +137,20 @@ def describe_problem(spec: problem_pb2.ProblemSpec, world_size: int = 0,
                                "atol = rtol = 1e-2 by default; NaN never passes")
     if reference_us is not None:
         d["reference_us"] = reference_us
+    if spec.sources:
+        d["source"] = [{"path": f.path, "text": f.text} for f in spec.sources]
     return d
 
 
-def reference_times(answer, world_size: int = 0) -> List[dict]:
-    """The reference's measured time per (W, dtype, GPU class) from a LeaderboardAnswer: each
-    board's best entry carries the baseline the judge timed in that job (baseline_median_us)."""
-    out = []
-    for b in answer.boards:
-        if world_size and b.world_size != world_size:
-            continue
-        if not b.entries:
-            continue
-        e = b.entries[0]
-        out.append({"world_size": b.world_size, "dtype": b.dtype, "gpu_class": b.gpu_class,
-                    "gpu": e.gpu, "reference_median_us": e.baseline_median_us,
-                    "from_job": e.job_id})
-    return out
+def reference_times(spec: problem_pb2.ProblemSpec, world_size: int = 0) -> List[dict]:
+    """The reference's measured time per call on the service, per (W, GPU class), from the spec
+    (ProblemSpec.reference_times, which GetProblem fills from the service's OK results at the
+    default shape and dtype): the median, 10th and 90th percentiles of the baselines the speedups
+    used, over ``samples`` results, and the CUDA-graph baseline's median (0: not measured)."""
+    return [{"world_size": t.world_size, "gpu_class": t.gpu_class,
+             "median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us,
+             "samples": t.samples, "graph_median_us": t.graph_median_us}
+            for t in spec.reference_times if not world_size or t.world_size == world_size]
 
 
 def _signature_lines(layout: problem_pb2.WorldLayout) -> List[str]:

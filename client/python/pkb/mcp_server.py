@@ -131,18 +131,23 @@ class PkbTools:
         return {"problems": problems, "count": len(problems)}
 
     def get_problem(self, problem: ProblemRef, world_size: int = 0,
-                    include_headers: bool = False) -> dict:
+                    include_headers: bool = False, include_source: bool = True) -> dict:
         spec = self.client.problem(_problem(problem))
-        try:
-            refs = agent.reference_times(self.client.leaderboard(problem=spec.id, limit=1),
-                                         world_size)
-            note = ("the reference's median time per call (its timed iterations' median) in "
-                    "the best ranking job of each board (W, dtype, GPU class); a board with no "
-                    "ranking result yet has none")
-        except PkbError as e:
-            refs, note = [], f"reference times unavailable: {e}"
-        d = agent.describe_problem(spec, world_size, reference_us=refs)
-        d["reference_us_note"] = note
+        d = agent.describe_problem(spec, world_size,
+                                   reference_us=agent.reference_times(spec, world_size))
+        d["reference_us_note"] = (
+            "the reference's time per call on this service (the baseline the speedups used, on "
+            "the judge's clock) per world size and GPU class, over the newest OK results at the "
+            "default shape and dtype: median, p10, p90, samples; graph_median_us is the "
+            "reference replayed from a CUDA graph (0: not measured). Empty until such a result "
+            "exists")
+        if include_source:
+            d["source_note"] = ("the problem's own code as the service runs it (C++ with "
+                                "libtorch): inputs (MakeInputs), the reference (Reference), the "
+                                "oracle, tolerances and roofline; then the family libraries it "
+                                "includes")
+        else:
+            d.pop("source", None)
         if include_headers:
             d["headers"] = {f"pkb/{h}": agent.header(h) for h in agent.HEADERS}
             d["example"] = {"file": agent.EXAMPLE, "source": agent.example_candidate()}
@@ -274,14 +279,17 @@ def build_server(client: pkb.Client) -> MCPServer:
 
     @app.tool()
     async def get_problem(problem: ProblemRef, world_size: int = 0,
-                          include_headers: bool = False) -> dict:
+                          include_headers: bool = False, include_source: bool = True) -> dict:
         """One problem as a candidate sees it: the statement; per world size every rank's
         pkb_run arguments by ABI position (inputs[i], args[i].i or args[i].f, outputs[j]) with
         shape, dtype and PKB_* enum; the process groups; tolerances with their reason; the
-        roofline floor in us; the reference's measured time per world size where a ranking result
-        exists. problem: id or slug. world_size 0: every world size. include_headers: also the
-        text of pkb/candidate.h, device.cuh, aten.h and a worked example candidate."""
-        return await blocking(tools.get_problem, problem, world_size, include_headers)
+        roofline floor in us; the reference's measured time per world size and GPU class on this
+        service (reference_us); the problem's own code, reference included (source). problem: id
+        or slug. world_size 0: every world size. include_headers: also the text of
+        pkb/candidate.h, device.cuh, aten.h and a worked example candidate. include_source false:
+        leave the code out."""
+        return await blocking(tools.get_problem, problem, world_size, include_headers,
+                              include_source)
 
     @app.tool()
     async def check_candidate(problem: ProblemRef, source: str, world_size: int,

@@ -28,7 +28,7 @@ class Cluster:
         self.procs = []
         args = [self.coordinator_bin, "--listen", "127.0.0.1:0", "--db", str(tmp / "jobs.db"),
                 "--engine", self.engine, "--heartbeat-interval", "0.2", "--lease-timeout", "2",
-                "--port-file", str(tmp / "port")]
+                "--port-file", str(tmp / "port"), "--reference-times-ttl", "0"]
         if tokens:
             (tmp / "tokens").write_text(tokens)
             args += ["--tokens", str(tmp / "tokens")]

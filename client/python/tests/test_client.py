@@ -16,10 +16,12 @@ REPO = pathlib.Path(__file__).resolve().parents[3]
 
 def test_problems_and_spec(cluster):
     with pkb.Client(cluster.target) as c:
-        slugs = [p.slug for p in c.problems()]
-        assert slugs == ["1_allreduce", "2_allgather"]
+        listed = c.problems()
+        assert [p.slug for p in listed] == ["1_allreduce", "2_allgather"]
+        assert not listed[0].sources  # the listing leaves the code out; GetProblem has it
         spec = c.problem("1_allreduce")
         assert spec.id == 1 and "All-reduce" in spec.statement
+        assert [f.path for f in spec.sources] == ["problems/collectives/p001_allreduce.cc"]
         assert c.problem(2).slug == "2_allgather"
         with pytest.raises(pkb.PkbError) as e:
             c.problem("nope")

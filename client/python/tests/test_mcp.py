@@ -139,8 +139,14 @@ def test_a_whole_agent_session_over_stdio(cluster):
             entries = board["boards"][0]["entries"]
             assert [(e["speedup"], e["model"]) for e in entries] == [(2.0, "m1")]
             spec = await _call(c, "get_problem", problem=1, world_size=2)
-            assert spec["reference_us"][0]["reference_median_us"] == 15
-            assert spec["reference_us"][0]["from_job"] == ok["job_id"]
+            # The baselines of the OK results at W = 2 (the test double's 15 us per call).
+            times = spec["reference_us"]
+            assert [(t["world_size"], t["median_us"]) for t in times] == [(2, 15)]
+            assert times[0]["samples"] >= 2 and times[0]["p10_us"] == times[0]["p90_us"] == 15
+            assert spec["source"] == [{"path": "problems/collectives/p001_allreduce.cc",
+                                       "text": "// the test double's problem 1"}]
+            lean = await _call(c, "get_problem", problem=1, world_size=2, include_source=False)
+            assert "source" not in lean
 
             assert "NOT_FOUND" in await _error(c, "get_result", job_id="no-such-job")
             assert "NOT_FOUND" in await _error(c, "get_problem", problem="nope")
