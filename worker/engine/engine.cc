@@ -26,6 +26,7 @@
 #include "problems/harness/registry.h"
 #include "worker/engine/baseline_store.h"
 #include "worker/engine/compiler.h"
+#include "worker/engine/gpu_probe.h"
 #include "worker/engine/launcher.h"
 #include "worker/engine/profiler.h"
 #include "worker/engine/sandbox.h"
@@ -87,16 +88,6 @@ std::string DefaultCacheDir() {
   if (const char* x = getenv("XDG_CACHE_HOME")) return absl::StrCat(x, "/pkb/compile");
   if (const char* h = getenv("HOME")) return absl::StrCat(h, "/.cache/pkb/compile");
   return "/tmp/pkb-cache/compile";
-}
-
-// The GPUs the rank processes would see; 0 when the probe fails (no driver, a CPU-only build).
-int GpuCount(const std::string& rank_binary) {
-  SubprocessOptions o;
-  o.argv = {rank_binary, "probe"};
-  o.timeout = absl::Seconds(60);
-  auto r = RunSubprocess(o);
-  if (!r.ok() || r->exit_code != 0 || r->signaled) return 0;
-  return std::max(0, std::atoi(r->out.c_str()));
 }
 
 // The installation folder of the OpenMPI whose mpirun is `mpirun` (a path, or a name looked up
@@ -286,7 +277,7 @@ class Evaluation {
                  absl::StrCat("this node's engine is incomplete: ", installed.message()));
     }
     if (backend_ == "cuda" && !cpu_candidate_) {
-      gpu_count_ = GpuCount(o_.rank_binary);
+      gpu_count_ = ProbeGpuCount(o_.rank_binary, o_.cache_dir);
       // A functional run's ranks share the GPUs there are.
       if (absl::Status fits = CheckWorldFitsGpus(run_.world_size(), gpu_count_);
           !fits.ok() && !run_.functional()) {
