@@ -54,6 +54,10 @@ class WorkerStream : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Coord
       case v1::WorkerMessage::kEvent:
         st = registered_ ? scheduler_->OnJobEvent(connection_id_, in_.event()) : NotRegistered();
         break;
+      case v1::WorkerMessage::kCompileResult:
+        st = registered_ ? scheduler_->OnCompileResult(connection_id_, in_.compile_result())
+                         : NotRegistered();
+        break;
       case v1::WorkerMessage::kDrain:
         st = registered_ ? scheduler_->OnDrain(connection_id_, in_.drain()) : NotRegistered();
         break;

@@ -79,6 +79,22 @@ def test_rejections_raise_with_the_grpc_code(cluster):
         assert e.value.code == grpc.StatusCode.NOT_FOUND
 
 
+def test_check_compiles_on_a_worker_only_when_asked(cluster):
+    from pkb.v1 import evaluation_pb2
+    with pkb.Client(cluster.target) as c:
+        quick = c.check(1, "int f() { return 0; }", 2)
+        assert quick.verdict == evaluation_pb2.POLICY_OK
+        assert quick.compile_verdict == evaluation_pb2.CheckAnswer.COMPILE_VERDICT_UNSPECIFIED
+        ok = c.check(1, "int f() { return 0; }", 2, compile=True)
+        assert ok.compile_verdict == evaluation_pb2.CheckAnswer.COMPILED, ok
+        assert ok.compiled_by == "w1" and ok.compile.ok
+        bad = c.check("1_allreduce", "FAKE_COMPILE_ERROR\n", 2, compile=True)
+        assert bad.compile_verdict == evaluation_pb2.CheckAnswer.COMPILE_ERROR
+        assert bad.compile.diagnostics[0].line == 3
+        # No job came of it: nothing was queued, nothing is stored.
+        assert not (cluster.tmp / "engine_runs.log").exists()
+
+
 def test_cancel_ends_a_running_job(cluster):
     with pkb.Client(cluster.target) as c:
         stream = c.submit(1, "FAKE_HANG", world_size=2)
