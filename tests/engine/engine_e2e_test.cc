@@ -173,16 +173,11 @@ TEST_CASE("--compile-only: the policy and the real compile, then COMPILED, no ra
   CHECK_FALSE(good.contains("candidate"));
   // A syntax error: COMPILE_ERROR with the diagnostic's line in the submission's name.
   const std::string broken = TempSource("syntax.cu",
-                                        "#include <pkb/candidate.h>
-"
-                                        "PKB_CANDIDATE_API_V1;
-"
-                                        "int f() {
-"
-                                        "  return 0
-"
-                                        "}
-");
+                                        "#include <pkb/candidate.h>\n"
+                                        "PKB_CANDIDATE_API_V1;\n"
+                                        "int f() {\n"
+                                        "  return 0\n"
+                                        "}\n");
   auto bad = Eval({"-p", "1", "-w", "2", broken, "--compile-only"});
   INFO(bad.dump(1));
   CHECK(bad["status"] == "COMPILE_ERROR");
@@ -193,8 +188,7 @@ TEST_CASE("--compile-only: the policy and the real compile, then COMPILED, no ra
   CHECK(bad["compile"]["log"].get<std::string>().find("syntax.cu") != std::string::npos);
   // The source policy first: REJECTED with its findings, nothing compiled.
   const std::string env = TempSource("env.cu",
-                                     "#include <cstdlib>
-"
+                                     "#include <cstdlib>\n"
                                      "int f() { return getenv(\"HOME\") != 0; }\n");
   auto policy = Eval({"-p", "1", "-w", "2", env, "--compile-only"});
   INFO(policy.dump(1));
