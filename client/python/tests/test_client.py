@@ -4,6 +4,7 @@ import importlib.util
 import io
 import pathlib
 import threading
+import time
 
 import grpc
 import pytest
@@ -85,7 +86,11 @@ def test_check_compiles_on_a_worker_only_when_asked(cluster):
         quick = c.check(1, "int f() { return 0; }", 2)
         assert quick.verdict == evaluation_pb2.POLICY_OK
         assert quick.compile_verdict == evaluation_pb2.CheckAnswer.COMPILE_VERDICT_UNSPECIFIED
-        ok = c.check(1, "int f() { return 0; }", 2, compile=True)
+        for _ in range(200):  # until the worker has registered
+            ok = c.check(1, "int f() { return 0; }", 2, compile=True)
+            if "no connected worker" not in ok.compile_message:
+                break
+            time.sleep(0.05)
         assert ok.compile_verdict == evaluation_pb2.CheckAnswer.COMPILED, ok
         assert ok.compiled_by == "w1" and ok.compile.ok
         bad = c.check("1_allreduce", "FAKE_COMPILE_ERROR\n", 2, compile=True)
