@@ -267,6 +267,8 @@ class Evaluation {
     cfg_.dtype = *dtype;
     absl::Status runnable = CheckRunnable(*p_, cfg_);
     if (!runnable.ok()) return End(v1::REJECTED, std::string(runnable.message()));
+    if (o_.compile_only && o_.baseline_only)
+      return End(v1::REJECTED, "a compile-only run needs a submission to compile");
     if (run_.trials() < 1 || run_.iters() < 1 || run_.warmup() < 0) {
       return End(v1::REJECTED,
                  "trials and timed iterations must be at least 1, warm-up at least 0");
