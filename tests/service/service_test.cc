@@ -1521,7 +1521,7 @@ void AwaitCompiler(Cluster& c) {
   FAIL("no worker registered for compiling");
 }
 
-TEST_CASE("check with compile: real nvcc and g++ on a worker, no job, never a hang",
+TEST_CASE("check with compile: real nvcc and g++ on a worker and no job and never a hang",
           "[service][check]") {
   if (std::string(PKB_REAL_ENGINE).empty()) {
     WARN("pkb-eval is not built: the compile needs the real engine");
