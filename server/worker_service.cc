@@ -169,6 +169,14 @@ absl::StatusOr<v1::Register> BindRegistration(const Principal& who, bool open, v
         absl::StrCat("worker '", reg.worker_id(), "' claims max_functional_world_size ", functional,
                      "; it is 0 to ", kMaxFunctionalWorld));
   }
+  // Compile tasks run on the worker's CPUs beside its job: a bounded claim, whoever makes it.
+  constexpr int32_t kMaxCompileSlots = 64;
+  if (reg.capabilities().compile_slots() < 0 ||
+      reg.capabilities().compile_slots() > kMaxCompileSlots) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker '", reg.worker_id(), "' claims compile_slots ",
+        reg.capabilities().compile_slots(), "; it is 0 to ", kMaxCompileSlots));
+  }
   if (!who.worker) {
     // An open coordinator takes the worker's word; under --tokens only worker tokens carry a
     // grant, and an admin token may not pose as a worker.
