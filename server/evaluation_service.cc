@@ -238,7 +238,7 @@ void FillCompile(const CompileAnswer& a, v1::CheckAnswer* answer) {
   answer->set_compiled_by(a.worker_id);
   if (!a.status.ok()) {
     answer->set_compile_verdict(v1::CheckAnswer::NOT_COMPILED);
-    answer->set_compile_message(absl::StrCat("not compiled: ", a.status.message()));
+    answer->set_compile_message(std::string(a.status.message()));
     return;
   }
   const v1::EvalResult& r = a.result;
@@ -265,7 +265,7 @@ void FillCompile(const CompileAnswer& a, v1::CheckAnswer* answer) {
       break;
   }
   answer->set_compile_verdict(v1::CheckAnswer::NOT_COMPILED);
-  answer->set_compile_message(absl::StrCat("not compiled: worker ", a.worker_id, " answered ",
+  answer->set_compile_message(absl::StrCat("worker ", a.worker_id, " answered ",
                                            v1::Status_Name(r.status()), ": ", r.message()));
   if (r.has_compile()) *answer->mutable_compile() = r.compile();
 }
@@ -325,8 +325,10 @@ grpc::ServerUnaryReactor* EvaluationService::Check(grpc::CallbackServerContext* 
   scheduler_->StartCompile(req.spec(), req.source(), [reactor, response](CompileAnswer a) {
     FillCompile(a, response);
     if (response->verdict() == v1::POLICY_OK) {
-      response->set_message(
-          absl::StrCat("breaks no rule of the source policy; ", response->compile_message()));
+      const bool not_compiled = response->compile_verdict() == v1::CheckAnswer::NOT_COMPILED;
+      response->set_message(absl::StrCat("breaks no rule of the source policy; ",
+                                         not_compiled ? "not compiled: " : "",
+                                         response->compile_message()));
     }
     reactor->Finish(grpc::Status::OK);
   });
