@@ -47,6 +47,7 @@ void WorkerDaemon::QueueCompile(v1::CompileTask task) {
     absl::MutexLock lock(&compile_mu_);
     if (!compile_threads_.empty() && compile_queue_.size() < kMaxQueued) {
       compile_queue_.push_back(std::move(task));
+      ++compiles_busy_;
       return;
     }
   }
@@ -86,6 +87,7 @@ void WorkerDaemon::CompileLoop() {
     *m.mutable_compile_result()->mutable_result() = std::move(result);
     // No stream: the coordinator answered the task as lost when the stream ended.
     if (!Send(m)) spdlog::warn("compile task {}: no stream to answer on", task.task_id());
+    --compiles_busy_;
   }
 }
 

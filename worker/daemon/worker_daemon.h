@@ -83,7 +83,10 @@ class WorkerDaemon {
   void Post(v1::JobEvent event);
   void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartJob(const v1::Lease& lease);
-  bool IdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !job_running_ && outbox_.empty(); }
+  // No job, nothing to send, and no compile task queued or running (a drain waits for them).
+  bool IdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !job_running_ && outbox_.empty() && compiles_busy_ == 0;
+  }
   // Queues a compile task for the compile threads (or answers at once when the queue is full).
   void QueueCompile(v1::CompileTask task);
   // One compile thread: takes tasks until the daemon ends.
@@ -116,6 +119,7 @@ class WorkerDaemon {
   // The running compiles' tokens, so that the daemon's end kills them.
   std::vector<std::shared_ptr<CancelToken>> compiles_running_ ABSL_GUARDED_BY(compile_mu_);
   std::vector<std::thread> compile_threads_;
+  std::atomic<int> compiles_busy_{0};  // tasks queued or running, until their answer is sent
 };
 
 }  // namespace pkb
