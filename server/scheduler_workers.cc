@@ -303,11 +303,11 @@ void Scheduler::DropWorker(uint64_t connection_id) {
   for (auto t = compile_tasks_.begin(); t != compile_tasks_.end();) {
     auto next = std::next(t);
     if (t->second.connection_id == connection_id) {
-      AnswerCompile(t, {absl::UnavailableError(absl::StrCat(
-                            "worker ", w.worker_id,
-                            " was lost before it answered; nothing was compiled")),
-                        {},
-                        w.worker_id});
+      AnswerCompile(
+          t, {absl::UnavailableError(absl::StrCat(
+                  "worker ", w.worker_id, " was lost before it answered; nothing was compiled")),
+              {},
+              w.worker_id});
     }
     t = next;
   }
@@ -362,9 +362,9 @@ void Scheduler::Tick() {
     auto next = std::next(t);
     if (t->second.deadline <= now) {
       const std::string worker = t->second.worker_id;
-      AnswerCompile(t, {absl::DeadlineExceededError(absl::StrCat(
-                            "worker ", worker, " did not answer within ",
-                            absl::FormatDuration(options_.compile_deadline))),
+      AnswerCompile(t, {absl::DeadlineExceededError(
+                            absl::StrCat("worker ", worker, " did not answer within ",
+                                         absl::FormatDuration(options_.compile_deadline))),
                         {},
                         worker});
     }
@@ -428,10 +428,9 @@ void Scheduler::StartCompile(const v1::EvalSpec& spec, const std::string& source
   task->set_source(source);
   task->set_deadline_ms(absl::ToInt64Milliseconds(options_.compile_deadline));
   ++best->compiles;
-  compile_tasks_[task_id] = {best_conn, best->worker_id,
-                             clock_->Now() + options_.compile_deadline, std::move(done)};
-  spdlog::info("compile task {} ({}) sent to worker {}", task_id, spec.language(),
-               best->worker_id);
+  compile_tasks_[task_id] = {best_conn, best->worker_id, clock_->Now() + options_.compile_deadline,
+                             std::move(done)};
+  spdlog::info("compile task {} ({}) sent to worker {}", task_id, spec.language(), best->worker_id);
   best->connection->Send(m);
 }
 

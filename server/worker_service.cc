@@ -173,9 +173,9 @@ absl::StatusOr<v1::Register> BindRegistration(const Principal& who, bool open, v
   constexpr int32_t kMaxCompileSlots = 64;
   if (reg.capabilities().compile_slots() < 0 ||
       reg.capabilities().compile_slots() > kMaxCompileSlots) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "worker '", reg.worker_id(), "' claims compile_slots ",
-        reg.capabilities().compile_slots(), "; it is 0 to ", kMaxCompileSlots));
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker '", reg.worker_id(), "' claims compile_slots ",
+                     reg.capabilities().compile_slots(), "; it is 0 to ", kMaxCompileSlots));
   }
   if (!who.worker) {
     // An open coordinator takes the worker's word; under --tokens only worker tokens carry a

@@ -162,8 +162,8 @@ std::string TempSource(const std::string& name, const std::string& text) {
 TEST_CASE("the engine's --compile-only: the policy and the real compile then COMPILED and no rank",
           "[engine][nvcc]") {
   // nvcc: a good example compiles (on this GPU-less machine: COMPILED, not NO_DEVICE).
-  auto good = Eval({"-p", "1", "-w", "2", kSrc + "/problems/examples/p001_allreduce_symm.cu",
-                    "--compile-only"});
+  auto good = Eval(
+      {"-p", "1", "-w", "2", kSrc + "/problems/examples/p001_allreduce_symm.cu", "--compile-only"});
   INFO(good.dump(1));
   CHECK(good["status"] == "COMPILED");
   CHECK(good["compile"]["ok"] == true);

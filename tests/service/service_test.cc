@@ -1601,8 +1601,15 @@ TEST_CASE("check with compile: real nvcc and g++ on a worker and no job and neve
   CHECK(Slurp(c.dir + "/worker-w1.log").find("(attempt ") == std::string::npos);  // no lease
   // The CLI: --compile prints the verdict and exits 10 on a compile error.
   SubprocessOptions o;
-  o.argv = {PKB_CLI_BIN, "--coordinator", absl::StrCat("127.0.0.1:", c.port), "check",
-            c.WriteSource("bad.cu", "int f() {\n  return 0\n}\n"), "-p", "1", "-w", "2",
+  o.argv = {PKB_CLI_BIN,
+            "--coordinator",
+            absl::StrCat("127.0.0.1:", c.port),
+            "check",
+            c.WriteSource("bad.cu", "int f() {\n  return 0\n}\n"),
+            "-p",
+            "1",
+            "-w",
+            "2",
             "--compile"};
   o.timeout = absl::Seconds(150);
   SubprocessResult cli = RunSubprocess(o).value();

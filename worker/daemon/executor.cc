@@ -41,27 +41,25 @@ v1::EvalResult Executor::Compile(const v1::CompileTask& task, CancelToken* cance
 
 v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& on_event,
                                    CancelToken* cancel) {
-  return RunEngine(lease.spec(), lease.source(), lease.job_key(), {}, "job-", "evaluation",
-                   lease.deadline_ms() > 0 ? absl::Milliseconds(lease.deadline_ms())
-                                           : absl::Minutes(30),
-                   on_event, cancel);
+  return RunEngine(
+      lease.spec(), lease.source(), lease.job_key(), {}, "job-", "evaluation",
+      lease.deadline_ms() > 0 ? absl::Milliseconds(lease.deadline_ms()) : absl::Minutes(30),
+      on_event, cancel);
 }
 
 v1::EvalResult EngineExecutor::Compile(const v1::CompileTask& task, CancelToken* cancel) {
   // The compile's events (COMPILING) have no watcher: the answer is the result alone.
-  return RunEngine(task.spec(), task.source(), "", {"--compile-only"}, "compile-", "compile",
-                   task.deadline_ms() > 0 ? absl::Milliseconds(task.deadline_ms())
-                                          : absl::Minutes(2),
-                   [](const v1::EvalEvent&) {}, cancel);
+  return RunEngine(
+      task.spec(), task.source(), "", {"--compile-only"}, "compile-", "compile",
+      task.deadline_ms() > 0 ? absl::Milliseconds(task.deadline_ms()) : absl::Minutes(2),
+      [](const v1::EvalEvent&) {}, cancel);
 }
 
 v1::EvalResult EngineExecutor::RunEngine(const v1::EvalSpec& spec_message,
-                                         const std::string& source_text,
-                                         const std::string& job_key,
-                                         const std::vector<std::string>& extra,
-                                         const char* prefix, const char* what,
-                                         absl::Duration timeout, const EventCallback& on_event,
-                                         CancelToken* cancel) {
+                                         const std::string& source_text, const std::string& job_key,
+                                         const std::vector<std::string>& extra, const char* prefix,
+                                         const char* what, absl::Duration timeout,
+                                         const EventCallback& on_event, CancelToken* cancel) {
   // The file name tells the engine how to compile the source: .cu with nvcc, .cc with the host
   // compiler (a CPU candidate).
   const std::string& language = spec_message.language();
@@ -143,7 +141,8 @@ v1::EvalResult EngineExecutor::RunEngine(const v1::EvalSpec& spec_message,
   if (!r.ok())
     return Verdict(v1::INTERNAL, absl::StrCat("cannot start the engine: ", r.status().message()));
   if (cancel->cancelled())
-    return Verdict(v1::CANCELLED, absl::StrCat("cancelled; the ", what, " was killed on the worker"));
+    return Verdict(v1::CANCELLED,
+                   absl::StrCat("cancelled; the ", what, " was killed on the worker"));
   if (r->timed_out) {
     return Verdict(v1::TIMEOUT,
                    absl::StrCat("the ", what, " ran past its limit of ",

@@ -158,11 +158,11 @@ int main(int argc, char** argv) {
     o.unhealthy_reason = absl::StrCat("no runnable engine at '", e.engine, "' (give --engine)");
     spdlog::error("{}", o.unhealthy_reason);
   }
-  spdlog::info(
-      "worker {}: {} x{} ({}), max W {} (functional {}), {} compile slot(s), engine {}",
-      o.worker_id, o.capabilities.gpu_class(), o.capabilities.gpu_count(),
-      o.capabilities.gpu_model(), o.capabilities.max_world_size(),
-      o.capabilities.max_functional_world_size(), o.capabilities.compile_slots(), e.engine);
+  spdlog::info("worker {}: {} x{} ({}), max W {} (functional {}), {} compile slot(s), engine {}",
+               o.worker_id, o.capabilities.gpu_class(), o.capabilities.gpu_count(),
+               o.capabilities.gpu_model(), o.capabilities.max_world_size(),
+               o.capabilities.max_functional_world_size(), o.capabilities.compile_slots(),
+               e.engine);
 
   if (health_command.empty() && o.capabilities.gpu_count() > 0) {
     health_command =

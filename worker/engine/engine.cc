@@ -395,12 +395,12 @@ class Evaluation {
   Verdict Compiled() {
     int warnings = 0;
     for (const auto& d : r_.compile().diagnostics()) warnings += d.severity() == "warning";
-    return End(v1::COMPILED,
-               absl::StrFormat("compiled %s in %.2f s%s with %d warning(s); nothing was run "
-                               "(compile only)",
-                               o_.source_name, r_.compile().seconds(),
-                               r_.compile().cache_hit() ? " (from the compile cache)" : "",
-                               warnings));
+    return End(
+        v1::COMPILED,
+        absl::StrFormat("compiled %s in %.2f s%s with %d warning(s); nothing was run "
+                        "(compile only)",
+                        o_.source_name, r_.compile().seconds(),
+                        r_.compile().cache_hit() ? " (from the compile cache)" : "", warnings));
   }
 
   // The W rank processes, each with its report key and the run's spec, under the node's GPU lock.

@@ -31,7 +31,7 @@ struct EvalOptions {
   std::string source;  // the submission's text
   std::string source_name = "candidate.cu";
   bool baseline = true;
-  bool baseline_only = false;     // no submission: time the reference alone
+  bool baseline_only = false;  // no submission: time the reference alone
   // Stop after the compile (pkb-eval --compile-only, the worker's compile task): the same
   // constraints, source policy and sandboxed, cached compile as a run, then status COMPILED (or
   // the verdict that stopped it: REJECTED, COMPILE_ERROR, ...). No rank starts, no GPU is
