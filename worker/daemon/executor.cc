@@ -95,18 +95,21 @@ v1::EvalResult EngineExecutor::RunEngine(const v1::EvalSpec& spec_message,
   // TODO: replace with a start callback in SubprocessOptions (common/ is another owner's).
   // setpriv makes the engine die with the daemon (kill -9 included) instead of holding the GPUs.
   const bool pdeathsig = access("/usr/bin/setpriv", X_OK) == 0;
-  opts.argv = {
-      "/bin/sh",
-      "-c",
-      absl::StrCat("echo \"", kPidPrefix, "$$\"; exec ",
-                   pdeathsig ? "/usr/bin/setpriv --pdeathsig KILL -- " : "", "\"$0\" \"$@\""),
-      options_.engine,
-      "--spec",
-      spec,
-      source,  // positional, as pkb-eval takes it
-      "--events",
-      "--scratch",
-      *dir};
+  // A compile runs beside the node's job, whose ranks are timed on the host's clock: it yields
+  // the CPU to them.
+  const bool nice = background && access("/usr/bin/nice", X_OK) == 0;
+  opts.argv = {"/bin/sh",
+               "-c",
+               absl::StrCat("echo \"", kPidPrefix, "$$\"; exec ",
+                            pdeathsig ? "/usr/bin/setpriv --pdeathsig KILL -- " : "",
+                            nice ? "/usr/bin/nice -n 10 " : "", "\"$0\" \"$@\""),
+               options_.engine,
+               "--spec",
+               spec,
+               source,  // positional, as pkb-eval takes it
+               "--events",
+               "--scratch",
+               *dir};
   if (!job_key.empty()) opts.argv.insert(opts.argv.end(), {"--job-key", job_key});
   opts.argv.insert(opts.argv.end(), extra.begin(), extra.end());
   opts.cwd = *dir;

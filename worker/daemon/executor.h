@@ -77,11 +77,13 @@ class EngineExecutor : public Executor {
 
  private:
   // pkb-eval on the spec and source, in a fresh scratch folder (`prefix`XXXXXX), killed after
-  // `timeout`; `extra` are more flags (--compile-only). `what` names the work in messages.
+  // `timeout`; `extra` are more flags (--compile-only). `what` names the work in messages;
+  // `background` work runs at a lower CPU priority (nice 10) than the node's job.
   v1::EvalResult RunEngine(const v1::EvalSpec& spec, const std::string& source,
                            const std::string& job_key, const std::vector<std::string>& extra,
-                           const char* prefix, const char* what, absl::Duration timeout,
-                           const EventCallback& on_event, CancelToken* cancel);
+                           const char* prefix, const char* what, bool background,
+                           absl::Duration timeout, const EventCallback& on_event,
+                           CancelToken* cancel);
 
   EngineExecutorOptions options_;
 };
