@@ -43,6 +43,7 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
                                    CancelToken* cancel) {
   return RunEngine(
       lease.spec(), lease.source(), lease.job_key(), {}, "job-", "evaluation",
+      /*background=*/false,
       lease.deadline_ms() > 0 ? absl::Milliseconds(lease.deadline_ms()) : absl::Minutes(30),
       on_event, cancel);
 }
@@ -51,6 +52,7 @@ v1::EvalResult EngineExecutor::Compile(const v1::CompileTask& task, CancelToken*
   // The compile's events (COMPILING) have no watcher: the answer is the result alone.
   return RunEngine(
       task.spec(), task.source(), "", {"--compile-only"}, "compile-", "compile",
+      /*background=*/true,
       task.deadline_ms() > 0 ? absl::Milliseconds(task.deadline_ms()) : absl::Minutes(2),
       [](const v1::EvalEvent&) {}, cancel);
 }
@@ -58,7 +60,7 @@ v1::EvalResult EngineExecutor::Compile(const v1::CompileTask& task, CancelToken*
 v1::EvalResult EngineExecutor::RunEngine(const v1::EvalSpec& spec_message,
                                          const std::string& source_text, const std::string& job_key,
                                          const std::vector<std::string>& extra, const char* prefix,
-                                         const char* what, absl::Duration timeout,
+                                         const char* what, bool background, absl::Duration timeout,
                                          const EventCallback& on_event, CancelToken* cancel) {
   // The file name tells the engine how to compile the source: .cu with nvcc, .cc with the host
   // compiler (a CPU candidate).
