@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -202,6 +203,8 @@ TEST_CASE("the engine's --compile-only: the policy and the real compile then COM
   CHECK(cpp["status"] == "COMPILED");
   CHECK(cpp["compile"]["command"].get<std::string>().find("g++") != std::string::npos);
   CHECK_FALSE(cpp.contains("rank_trials"));
+  for (const std::string& f : {broken, env})
+    std::filesystem::remove_all(std::filesystem::path(f).parent_path());
 }
 
 TEST_CASE("the catalog lists every problem with layouts and tolerances", "[engine]") {
