@@ -408,17 +408,23 @@ Command AddCheck(CLI::App& app) {
   struct Options {
     int problem = 0, world = 0;
     std::string file, dtype, language;
+    bool compile = false;
   };
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
       "check",
-      "check a source against the source policy, in milliseconds: no GPU, no job, nothing kept "
-      "(exit 14 when a submission of it would be REJECTED for the policy)");
+      "check a source against the source policy, in milliseconds; with --compile also compile "
+      "it on a worker, in seconds: no GPU, no job, nothing kept (exit 14 when a submission of it "
+      "would be REJECTED for the policy, 10 when it does not compile, 3 when it could not be "
+      "compiled now)");
   cmd->add_option("file", o->file, "the candidate")->required()->check(CLI::ExistingFile);
   cmd->add_option("-p,--problem", o->problem, "problem id")->required();
   cmd->add_option("-w,--world-size", o->world, "ranks (GPUs)")->required();
   cmd->add_option("--dtype", o->dtype, "default: the problem's");
   cmd->add_option("--language", o->language, "cuda or cpp (default: from the file name)");
+  cmd->add_flag("--compile", o->compile,
+                "also compile it, sandboxed on a worker, as a submission is compiled (up to "
+                "120 s; counts against the token's submission rate)");
   return {
       cmd, [o](Session& s) -> int {
         auto source = ReadSource(o->file);
@@ -429,8 +435,12 @@ Command AddCheck(CLI::App& app) {
         r.set_source(*source);
         r.set_dtype(o->dtype);
         r.set_language(o->language.empty() ? LanguageOfFile(o->file) : o->language);
+        r.set_compile(o->compile);
         grpc::ClientContext ctx;
         s.Prepare(&ctx);
+        // The coordinator answers a compile within its 120 s deadline.
+        if (o->compile)
+          ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(150));
         v1::CheckAnswer a;
         grpc::Status st = s.stub->Check(&ctx, r, &a);
         if (!st.ok()) return Fail(st, s.g);
@@ -441,8 +451,25 @@ Command AddCheck(CLI::App& app) {
           for (const auto& d : a.policy_findings()) {
             std::printf("  POLICY %s:%d: %s\n", d.file().c_str(), d.line(), d.message().c_str());
           }
+          if (a.compile_verdict() != v1::CheckAnswer::COMPILE_VERDICT_UNSPECIFIED) {
+            std::printf("%s: %s\n",
+                        v1::CheckAnswer::CompileVerdict_Name(a.compile_verdict()).c_str(),
+                        a.compile_message().c_str());
+            for (const auto& d : a.compile().diagnostics()) {
+              std::printf("  %s:%d:%d: %s: %s\n", d.file().c_str(), d.line(), d.column(),
+                          d.severity().c_str(), d.message().c_str());
+            }
+          }
         }
-        return a.verdict() == v1::POLICY ? kExitRejected : kExitOk;
+        if (a.verdict() == v1::POLICY) return kExitRejected;
+        switch (a.compile_verdict()) {
+          case v1::CheckAnswer::COMPILE_ERROR:
+            return kExitCompileError;
+          case v1::CheckAnswer::NOT_COMPILED:
+            return kExitUnavailable;
+          default:
+            return kExitOk;
+        }
       }};
 }
 

@@ -116,6 +116,8 @@ void Coordinator::Wait() { server_->Wait(); }
 void Coordinator::Shutdown() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (ticker_.joinable()) ticker_.join();
+  // A Check waiting for a compile would hold the server's shutdown until its deadline.
+  if (scheduler_) scheduler_->AbandonCompiles("the coordinator is shutting down");
   if (http_) http_->Stop();
   metrics_server_.reset();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -245,12 +245,53 @@ grpc::ServerUnaryReactor* EvaluationService::GetProblem(grpc::CallbackServerCont
   return reactor;
 }
 
+namespace {
+
+// The Check's answer to a compile task's outcome.
+void FillCompile(const CompileAnswer& a, v1::CheckAnswer* answer) {
+  answer->set_compiled_by(a.worker_id);
+  if (!a.status.ok()) {
+    answer->set_compile_verdict(v1::CheckAnswer::NOT_COMPILED);
+    answer->set_compile_message(std::string(a.status.message()));
+    return;
+  }
+  const v1::EvalResult& r = a.result;
+  switch (r.status()) {
+    case v1::COMPILED:
+      answer->set_compile_verdict(v1::CheckAnswer::COMPILED);
+      answer->set_compile_message(absl::StrCat("on worker ", a.worker_id, ": ", r.message()));
+      *answer->mutable_compile() = r.compile();
+      return;
+    case v1::COMPILE_ERROR:
+      answer->set_compile_verdict(v1::CheckAnswer::COMPILE_ERROR);
+      answer->set_compile_message(r.message());
+      *answer->mutable_compile() = r.compile();
+      return;
+    case v1::REJECTED:
+      if (r.policy_findings_size() > 0) {
+        // The worker's engine applies the policy too; one of another version may disagree.
+        answer->set_verdict(v1::POLICY);
+        answer->mutable_policy_findings()->CopyFrom(r.policy_findings());
+        answer->set_message(r.message());
+      }
+      break;
+    default:
+      break;
+  }
+  answer->set_compile_verdict(v1::CheckAnswer::NOT_COMPILED);
+  answer->set_compile_message(absl::StrCat("worker ", a.worker_id, " answered ",
+                                           v1::Status_Name(r.status()), ": ", r.message()));
+  if (r.has_compile()) *answer->mutable_compile() = r.compile();
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* EvaluationService::Check(grpc::CallbackServerContext* ctx,
                                                    const v1::CheckRequest* request,
                                                    v1::CheckAnswer* response) {
   auto* reactor = ctx->DefaultReactor();
-  if (absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
-      !who.ok()) {
+  absl::StatusOr<Principal> who = auth_->Check(ctx, {Role::kAgent, Role::kResearcher});
+  if (!who.ok()) {
     reactor->Finish(ToGrpcStatus(who.status()));
     return reactor;
   }
@@ -261,27 +302,50 @@ grpc::ServerUnaryReactor* EvaluationService::Check(grpc::CallbackServerContext* 
   req.set_source(request->source());
   req.set_dtype(request->dtype());
   req.set_language(request->language());
-  if (absl::Status st = catalog_->Normalize(&req); !st.ok()) {
+  if (absl::Status st = catalog_->Normalize(&req, scheduler_->options().default_gpu_class);
+      !st.ok()) {
     reactor->Finish(ToGrpcStatus(st));
     return reactor;
   }
   // The name the engine gives the source, so findings point where a submission's would.
   const std::string name = req.spec().language() == "cpp" ? "candidate.cc" : "candidate.cu";
   std::vector<v1::Diagnostic> findings = CheckSource(req.source(), name);
-  if (findings.empty()) {
-    response->set_verdict(v1::POLICY_OK);
-    response->set_message(
-        "breaks no rule of the source policy (not compiled: a practice submission compiles and "
-        "runs it without ranking)");
-  } else {
+  if (!findings.empty()) {
     response->set_verdict(v1::POLICY);
     response->set_message(absl::StrCat("breaks ", findings.size(),
                                        " rule(s) of the source policy (docs/security.md); first, "
                                        "at line ",
                                        findings[0].line(), ": ", findings[0].message()));
     for (auto& d : findings) *response->add_policy_findings() = std::move(d);
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
   }
-  reactor->Finish(grpc::Status::OK);
+  response->set_verdict(v1::POLICY_OK);
+  if (!request->compile()) {
+    response->set_message(
+        "breaks no rule of the source policy (not compiled: ask with compile, or a practice "
+        "submission compiles and runs it without ranking)");
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  // A compile is a worker's work: charged as a submission is.
+  if (absl::Status st = auth_->ChargeSubmit(*who); !st.ok()) {
+    reactor->Finish(ToGrpcStatus(st));
+    return reactor;
+  }
+  response->set_message("breaks no rule of the source policy");
+  // Answered once, perhaps before StartCompile returns, with the scheduler's lock held: filling
+  // the answer and Finish do not block.
+  scheduler_->StartCompile(req.spec(), req.source(), [reactor, response](CompileAnswer a) {
+    FillCompile(a, response);
+    if (response->verdict() == v1::POLICY_OK) {
+      const bool not_compiled = response->compile_verdict() == v1::CheckAnswer::NOT_COMPILED;
+      response->set_message(absl::StrCat("breaks no rule of the source policy; ",
+                                         not_compiled ? "not compiled: " : "",
+                                         response->compile_message()));
+    }
+    reactor->Finish(grpc::Status::OK);
+  });
   return reactor;
 }
 

@@ -34,7 +34,8 @@ class EvaluationService final : public v1::Evaluation::CallbackService {
   grpc::ServerUnaryReactor* GetProblem(grpc::CallbackServerContext* ctx,
                                        const v1::GetProblemRequest* request,
                                        v1::ProblemSpec* response) override;
-  // The source policy, run here: no job, no queue, nothing stored.
+  // The source policy, run here; with `compile` and a clean policy, also a compile task on a worker
+  // (Scheduler::StartCompile), answered when it answers. No job, no queue, nothing stored.
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* ctx, const v1::CheckRequest* request,
                                   v1::CheckAnswer* response) override;
 

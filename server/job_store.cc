@@ -14,6 +14,7 @@ bool IsCacheable(v1::Status status) {
     case v1::CANCELLED:
     case v1::NO_DEVICE:
     case v1::VOIDED:
+    case v1::COMPILED:  // a compile task's, never a job's
     case v1::STATUS_UNSPECIFIED:
       return false;
     default:

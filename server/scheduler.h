@@ -29,6 +29,14 @@
 // Dispatch keeps a confirmation off the worker that reported the original while another
 // connected worker could run it.
 //
+// Compile tasks (Evaluation.Check with compile) are not jobs: nothing is stored or queued. A task
+// goes at once to a connected, healthy, undrained worker that advertises compile slots and serves
+// the spec (harness and gpu class as a job's; any world size), the one with the fewest tasks in
+// flight, beside whatever job it runs; or is answered at once when there is none. Its answer comes
+// back as a CompileTaskResult; a worker lost (dropped, replaced, silent) answers its tasks
+// UNAVAILABLE, and Tick answers DEADLINE_EXCEEDED for one past compile_deadline, so every
+// StartCompile is answered exactly once.
+//
 // Dispatch is O(queued jobs it passes over), not O(workers): idle workers are indexed by
 // (harness, gpu class) and max world size, and connected capabilities are counted, so neither a
 // Submit nor a Dispatch walks the fleet.
@@ -41,6 +49,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -80,6 +89,12 @@ struct SchedulerOptions {
   // refused (FAILED_PRECONDITION). Never logged or shown.
   int64_t secret_set_offset = 0;          // ranked jobs run on JobSetOffset(this, job id)
   SchedulerObserver* observer = nullptr;  // metrics; must outlive the scheduler
+  // A compile task not answered within this is answered DEADLINE_EXCEEDED (the worker is told
+  // the same limit and kills its compile).
+  absl::Duration compile_deadline = absl::Seconds(120);
+  // Tasks in flight per compile slot of a worker (the rest wait on the worker); past it for every
+  // worker that could compile, StartCompile answers UNAVAILABLE (busy).
+  int compile_tasks_per_slot = 4;
 };
 
 // Receives one job's events, history first, the last one DONE.
@@ -130,6 +145,18 @@ struct SchedulerStats {
   int unhealthy_workers = 0;
 };
 
+// The answer to one compile task: OK with the worker's result (status COMPILED, COMPILE_ERROR,
+// REJECTED, or the worker's TIMEOUT / INTERNAL), or why nothing was compiled: UNAVAILABLE (no
+// connected worker compiles the spec, all are busy, or the worker was lost) or DEADLINE_EXCEEDED.
+struct CompileAnswer {
+  absl::Status status;
+  v1::EvalResult result;
+  std::string worker_id;  // the worker it was sent to, if any
+};
+// Called exactly once per task, with the scheduler's mutex held: it must not block and must not
+// call back into the Scheduler.
+using CompileDone = std::function<void(CompileAnswer)>;
+
 // The input-set offset of one ranked job: derived from the coordinator's secret and the job id,
 // so every job's secret inputs differ and none can be predicted from another.
 int64_t JobSetOffset(int64_t secret, const std::string& job_id);
@@ -172,7 +199,15 @@ class Scheduler {
   absl::Status OnDrain(uint64_t connection_id, const v1::Drain& drain);
   void Disconnect(uint64_t connection_id, const std::string& reason);
 
-  // Expires leases; the server calls it a few times a second, tests after advancing the clock.
+  // Compiles `source` as `spec` (completed, as a lease's) on a worker; `done` gets the answer,
+  // perhaps before this returns.
+  void StartCompile(const v1::EvalSpec& spec, const std::string& source, CompileDone done);
+  absl::Status OnCompileResult(uint64_t connection_id, const v1::CompileTaskResult& result);
+  // Answers every task in flight UNAVAILABLE with `reason` (the coordinator is shutting down).
+  void AbandonCompiles(const std::string& reason);
+
+  // Expires leases and compile tasks; the server calls it a few times a second, tests after
+  // advancing the clock.
   void Tick();
   // Waits until every write queued so far is durable and its event delivered.
   void Flush() ABSL_LOCKS_EXCLUDED(mu_);
@@ -210,6 +245,13 @@ class Scheduler {
     std::string job_id;  // the lease it holds, empty when idle
     int32_t attempt = 0;
     bool indexed = false;  // in idle_ (healthy, not draining, no lease)
+    int compiles = 0;      // compile tasks sent and not answered
+  };
+  struct CompileTaskState {
+    uint64_t connection_id;
+    std::string worker_id;
+    absl::Time deadline;
+    CompileDone done;
   };
   // Workers that can serve the same jobs: (harness version, gpu class).
   using CapsKey = std::pair<std::string, std::string>;
@@ -308,6 +350,9 @@ class Scheduler {
   // Puts the worker in or out of idle_ after a change of its health, drain or lease.
   void Reindex(uint64_t connection_id, WorkerState& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropWorker(uint64_t connection_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends a compile task in flight with `answer` (its worker's count goes down).
+  void AnswerCompile(std::map<std::string, CompileTaskState>::iterator task, CompileAnswer answer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t NowMicros() { return absl::ToUnixMicros(clock_->Now()); }
   std::string NewJobId() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -328,6 +373,8 @@ class Scheduler {
   // (max world size, max functional world size) of every connected worker, by what they serve.
   std::map<CapsKey, std::multiset<std::pair<int32_t, int32_t>>> connected_ ABSL_GUARDED_BY(mu_);
   uint64_t id_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, CompileTaskState> compile_tasks_ ABSL_GUARDED_BY(mu_);  // by task id
+  uint64_t compile_counter_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t writes_queued_ ABSL_GUARDED_BY(mu_) = 0;  // tickets of store writes, in queue order
 
   // Filled by the store's write callbacks, emptied by its commit observer (one writer thread).

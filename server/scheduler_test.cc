@@ -812,5 +812,116 @@ TEST_CASE("practice runs: public seeds only and keyed apart and never confirmed"
   CHECK(w->Leases()[1].job_id() == real->job_id);  // the real one still runs
 }
 
+// Registers a worker that takes compile tasks (`slots` of them at once).
+std::shared_ptr<RecordingConnection> AddCompiler(Fixture& f, uint64_t conn, const std::string& id,
+                                                 const std::string& gpu_class, int slots) {
+  auto c = std::make_shared<RecordingConnection>();
+  v1::Register reg;
+  reg.set_worker_id(id);
+  reg.set_healthy(true);
+  reg.mutable_capabilities()->set_gpu_class(gpu_class);
+  reg.mutable_capabilities()->set_max_world_size(1);
+  reg.mutable_capabilities()->set_harness_version("h1");
+  reg.mutable_capabilities()->set_compile_slots(slots);
+  REQUIRE(f.scheduler->Connect(conn, reg, c).ok());
+  return c;
+}
+
+std::vector<v1::CompileTask> Tasks(const RecordingConnection& c) {
+  std::vector<v1::CompileTask> out;
+  for (const auto& m : c.sent) {
+    if (m.has_compile()) out.push_back(m.compile());
+  }
+  return out;
+}
+
+v1::EvalSpec CompileSpec(const std::string& language, const std::string& gpu_class) {
+  v1::EvalSpec s;
+  s.set_problem_id(1);
+  s.set_world_size(8);  // any world size: a compile takes no GPU
+  s.set_language(language);
+  s.set_gpu_class(gpu_class);
+  return s;
+}
+
+TEST_CASE("compile tasks go to a worker that compiles and are answered exactly once",
+          "[scheduler][compile]") {
+  Fixture f;
+  std::vector<CompileAnswer> answers;
+  auto record = [&](CompileAnswer a) { answers.push_back(std::move(a)); };
+  // Nobody: answered at once, UNAVAILABLE, saying so.
+  f.scheduler->StartCompile(CompileSpec("cuda", "any"), "src", record);
+  REQUIRE(answers.size() == 1);
+  CHECK(answers[0].status.code() == absl::StatusCode::kUnavailable);
+  CHECK(std::string(answers[0].status.message()).find("no connected worker compiles cuda") !=
+        std::string::npos);
+  // A worker of before (no compile slots) is never sent one.
+  auto old = AddCompiler(f, 1, "old", "h200", 0);
+  f.scheduler->StartCompile(CompileSpec("cuda", "any"), "src", record);
+  REQUIRE(answers.size() == 2);
+  CHECK(answers[1].status.code() == absl::StatusCode::kUnavailable);
+  CHECK(Tasks(*old).empty());
+
+  auto cpu = AddCompiler(f, 2, "cpu1", "cpu", 2);
+  auto gpu = AddCompiler(f, 3, "gpu1", "h200", 2);
+  // cpp: the cpu worker only. CUDA: the GPU node among equally loaded ones.
+  f.scheduler->StartCompile(CompileSpec("cpp", "cpu"), "host", record);
+  f.scheduler->StartCompile(CompileSpec("cuda", "any"), "dev", record);
+  CHECK(answers.size() == 2);
+  REQUIRE(Tasks(*cpu).size() == 1);
+  REQUIRE(Tasks(*gpu).size() == 1);
+  CHECK(Tasks(*cpu)[0].source() == "host");
+  CHECK(Tasks(*gpu)[0].source() == "dev");
+  CHECK(Tasks(*gpu)[0].spec().world_size() == 8);
+  CHECK(Tasks(*gpu)[0].deadline_ms() == 120000);
+  // A compile holds no job slot: a job is still leased to the GPU worker.
+  REQUIRE(f.scheduler->Submit(Fixture::Request("job", 1)).ok());
+  CHECK(gpu->Leases().size() + cpu->Leases().size() + old->Leases().size() == 1);
+
+  // The worker's answer reaches the caller once; a second (stale) one is dropped.
+  v1::CompileTaskResult done;
+  done.set_task_id(Tasks(*gpu)[0].task_id());
+  done.mutable_result()->set_status(v1::COMPILED);
+  REQUIRE(f.scheduler->OnCompileResult(3, done).ok());
+  REQUIRE(answers.size() == 3);
+  CHECK(answers[2].status.ok());
+  CHECK(answers[2].result.status() == v1::COMPILED);
+  CHECK(answers[2].worker_id == "gpu1");
+  REQUIRE(f.scheduler->OnCompileResult(3, done).ok());
+  CHECK(answers.size() == 3);
+
+  // The cpu worker is lost: its task is answered UNAVAILABLE at once.
+  f.scheduler->Disconnect(2, "test");
+  REQUIRE(answers.size() == 4);
+  CHECK(answers[3].status.code() == absl::StatusCode::kUnavailable);
+  CHECK(std::string(answers[3].status.message()).find("cpu1 was lost") != std::string::npos);
+
+  // Silence past the deadline: DEADLINE_EXCEEDED from Tick (heartbeats keep the worker).
+  f.scheduler->StartCompile(CompileSpec("cuda", "h200"), "slow", record);
+  REQUIRE(Tasks(*gpu).size() == 2);
+  for (int i = 0; i < 13; ++i) {
+    f.clock.Advance(absl::Seconds(10));
+    v1::Heartbeat hb;
+    hb.set_healthy(true);
+    for (const auto& l : gpu->Leases()) hb.add_running_job_ids(l.job_id());
+    REQUIRE(f.scheduler->OnHeartbeat(3, hb).ok());
+    f.scheduler->Tick();
+  }
+  REQUIRE(answers.size() == 5);
+  CHECK(answers[4].status.code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(answers[4].worker_id == "gpu1");
+
+  // Busy: at most compile_tasks_per_slot tasks per slot in flight, then UNAVAILABLE.
+  for (int i = 0; i < 2 * f.options.compile_tasks_per_slot; ++i)
+    f.scheduler->StartCompile(CompileSpec("cuda", "h200"), "many", record);
+  CHECK(answers.size() == 5);
+  f.scheduler->StartCompile(CompileSpec("cuda", "h200"), "one more", record);
+  REQUIRE(answers.size() == 6);
+  CHECK(std::string(answers[5].status.message()).find("busy") != std::string::npos);
+  // The coordinator's shutdown answers the rest.
+  f.scheduler->AbandonCompiles("shutting down");
+  CHECK(answers.size() == size_t(6 + 2 * f.options.compile_tasks_per_slot));
+}
+
 }  // namespace
 }  // namespace pkb

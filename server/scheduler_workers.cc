@@ -264,6 +264,10 @@ absl::Status Scheduler::OnJobEvent(uint64_t connection_id, const v1::JobEvent& j
       result.set_status(v1::INTERNAL);
       if (result.message().empty())
         result.set_message("the worker sent a DONE event without a verdict");
+    } else if (result.status() == v1::COMPILED) {
+      // A compile task's verdict is no job's: the job did not run.
+      result.set_status(v1::INTERNAL);
+      result.set_message("the worker answered a job with a compile-only verdict (COMPILED)");
     }
     std::string message = je.event().message().empty() ? result.message() : je.event().message();
     js.job.set_reported_by_worker(w.worker_id);
@@ -296,6 +300,17 @@ void Scheduler::DropWorker(uint64_t connection_id) {
   auto it = workers_.find(connection_id);
   if (it == workers_.end()) return;
   WorkerState& w = it->second;
+  for (auto t = compile_tasks_.begin(); t != compile_tasks_.end();) {
+    auto next = std::next(t);
+    if (t->second.connection_id == connection_id) {
+      AnswerCompile(
+          t, {absl::UnavailableError(absl::StrCat(
+                  "worker ", w.worker_id, " was lost before it answered; nothing was compiled")),
+              {},
+              w.worker_id});
+    }
+    t = next;
+  }
   w.healthy = false;
   Reindex(connection_id, w);
   auto caps = connected_.find(KeyOf(w.caps));
@@ -343,6 +358,18 @@ void Scheduler::Tick() {
     }
   }
   ExpireQueued(now);
+  for (auto t = compile_tasks_.begin(); t != compile_tasks_.end();) {
+    auto next = std::next(t);
+    if (t->second.deadline <= now) {
+      const std::string worker = t->second.worker_id;
+      AnswerCompile(t, {absl::DeadlineExceededError(
+                            absl::StrCat("worker ", worker, " did not answer within ",
+                                         absl::FormatDuration(options_.compile_deadline))),
+                        {},
+                        worker});
+    }
+    t = next;
+  }
   std::vector<std::string> orphans;
   for (const auto& [id, js] : jobs_) {
     if (js.orphan_deadline <= now) orphans.push_back(id);
@@ -353,6 +380,96 @@ void Scheduler::Tick() {
                                absl::FormatDuration(options_.lease_timeout)));
   }
   if (!silent.empty() || !orphans.empty()) Dispatch();
+}
+
+void Scheduler::StartCompile(const v1::EvalSpec& spec, const std::string& source,
+                             CompileDone done) {
+  absl::MutexLock lock(&mu_);
+  // A walk of the fleet: compile tasks are few, and the idle index serves jobs, not them.
+  const bool cuda = spec.language() != "cpp";
+  WorkerState* best = nullptr;
+  uint64_t best_conn = 0;
+  int capable = 0;
+  for (auto& [conn, w] : workers_) {
+    if (w.caps.compile_slots() <= 0 || !w.healthy || w.draining) continue;
+    if (w.caps.harness_version() != options_.harness_version) continue;
+    if (spec.gpu_class() != "any" && spec.gpu_class() != w.caps.gpu_class()) continue;
+    ++capable;
+    if (w.compiles >= w.caps.compile_slots() * options_.compile_tasks_per_slot) continue;
+    // The least loaded; among equals, for CUDA, a GPU node (its nvcc is the one jobs use).
+    auto load = [](const WorkerState& x) {
+      return static_cast<double>(x.compiles) / x.caps.compile_slots();
+    };
+    const bool gpu = w.caps.gpu_class() != "cpu";
+    if (best == nullptr || load(w) < load(*best) ||
+        (load(w) == load(*best) && cuda && gpu && best->caps.gpu_class() == "cpu")) {
+      best = &w;
+      best_conn = conn;
+    }
+  }
+  if (best == nullptr) {
+    const std::string what = absl::StrCat(spec.language(), " for gpu class ", spec.gpu_class());
+    done({absl::UnavailableError(
+              capable == 0
+                  ? absl::StrCat("no connected worker compiles ", what,
+                                 " (none with compile slots, healthy and not draining, harness ",
+                                 options_.harness_version, ")")
+                  : absl::StrCat("every worker that compiles ", what, " is busy; retry soon")),
+          {},
+          ""});
+    return;
+  }
+  const std::string task_id = absl::StrFormat("c%x-%06x-%04x", NowMicros(),
+                                              ++compile_counter_ & 0xffffff, id_salt_ & 0xffff);
+  v1::CoordinatorMessage m;
+  v1::CompileTask* task = m.mutable_compile();
+  task->set_task_id(task_id);
+  *task->mutable_spec() = spec;
+  task->set_source(source);
+  task->set_deadline_ms(absl::ToInt64Milliseconds(options_.compile_deadline));
+  ++best->compiles;
+  compile_tasks_[task_id] = {best_conn, best->worker_id, clock_->Now() + options_.compile_deadline,
+                             std::move(done)};
+  spdlog::info("compile task {} ({}) sent to worker {}", task_id, spec.language(), best->worker_id);
+  best->connection->Send(m);
+}
+
+absl::Status Scheduler::OnCompileResult(uint64_t connection_id,
+                                        const v1::CompileTaskResult& result) {
+  absl::MutexLock lock(&mu_);
+  auto wit = workers_.find(connection_id);
+  if (wit == workers_.end())
+    return absl::FailedPreconditionError("not registered (or expired): reconnect");
+  wit->second.last_heard = clock_->Now();
+  auto t = compile_tasks_.find(result.task_id());
+  // Answered already (its deadline passed), or another stream's: stale.
+  if (t == compile_tasks_.end() || t->second.connection_id != connection_id)
+    return absl::OkStatus();
+  v1::EvalResult r = result.result();
+  if (r.status() == v1::STATUS_UNSPECIFIED) {
+    r.set_status(v1::INTERNAL);
+    if (r.message().empty()) r.set_message("the worker answered a compile task without a verdict");
+  }
+  AnswerCompile(t, {absl::OkStatus(), std::move(r), wit->second.worker_id});
+  return absl::OkStatus();
+}
+
+void Scheduler::AbandonCompiles(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  while (!compile_tasks_.empty()) {
+    auto t = compile_tasks_.begin();
+    const std::string worker = t->second.worker_id;
+    AnswerCompile(t, {absl::UnavailableError(reason), {}, worker});
+  }
+}
+
+void Scheduler::AnswerCompile(std::map<std::string, CompileTaskState>::iterator task,
+                              CompileAnswer answer) {
+  auto w = workers_.find(task->second.connection_id);
+  if (w != workers_.end()) --w->second.compiles;
+  CompileDone done = std::move(task->second.done);
+  compile_tasks_.erase(task);
+  done(std::move(answer));
 }
 
 SchedulerStats Scheduler::Stats() {

@@ -54,6 +54,10 @@ class WorkerStream : public grpc::ServerBidiReactor<v1::WorkerMessage, v1::Coord
       case v1::WorkerMessage::kEvent:
         st = registered_ ? scheduler_->OnJobEvent(connection_id_, in_.event()) : NotRegistered();
         break;
+      case v1::WorkerMessage::kCompileResult:
+        st = registered_ ? scheduler_->OnCompileResult(connection_id_, in_.compile_result())
+                         : NotRegistered();
+        break;
       case v1::WorkerMessage::kDrain:
         st = registered_ ? scheduler_->OnDrain(connection_id_, in_.drain()) : NotRegistered();
         break;
@@ -164,6 +168,14 @@ absl::StatusOr<v1::Register> BindRegistration(const Principal& who, bool open, v
     return absl::InvalidArgumentError(
         absl::StrCat("worker '", reg.worker_id(), "' claims max_functional_world_size ", functional,
                      "; it is 0 to ", kMaxFunctionalWorld));
+  }
+  // Compile tasks run on the worker's CPUs beside its job: a bounded claim, whoever makes it.
+  constexpr int32_t kMaxCompileSlots = 64;
+  if (reg.capabilities().compile_slots() < 0 ||
+      reg.capabilities().compile_slots() > kMaxCompileSlots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker '", reg.worker_id(), "' claims compile_slots ",
+                     reg.capabilities().compile_slots(), "; it is 0 to ", kMaxCompileSlots));
   }
   if (!who.worker) {
     // An open coordinator takes the worker's word; under --tokens only worker tokens carry a

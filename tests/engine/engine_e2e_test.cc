@@ -1,7 +1,11 @@
 // End-to-end tests of pkb-eval on this machine: real compiles (nvcc for the .cu examples, g++
 // for CPU test candidates), real rank processes under mpirun, real verdicts. Without a GPU the
 // .cu examples must stop at NO_DEVICE (or COMPILE_ERROR), never pretend to a verdict.
+#include <stdlib.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "common/subprocess.h"
@@ -145,6 +149,62 @@ TEST_CASE("the .cu examples compile with nvcc, without a GPU nothing pretends", 
     CHECK(broken["status"] == "COMPILE_ERROR");
     CHECK(broken["compile"]["diagnostics"][0]["file"] == std::string(ex) + "_broken.cu");
   }
+}
+
+// Writes `text` to a fresh file named `name` in a folder of its own; its path.
+std::string TempSource(const std::string& name, const std::string& text) {
+  char dir[] = "/tmp/pkb-e2e-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  std::string path = std::string(dir) + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST_CASE("the engine's --compile-only: the policy and the real compile then COMPILED and no rank",
+          "[engine][nvcc]") {
+  // nvcc: a good example compiles (on this GPU-less machine: COMPILED, not NO_DEVICE).
+  auto good = Eval(
+      {"-p", "1", "-w", "2", kSrc + "/problems/examples/p001_allreduce_symm.cu", "--compile-only"});
+  INFO(good.dump(1));
+  CHECK(good["status"] == "COMPILED");
+  CHECK(good["compile"]["ok"] == true);
+  CHECK(good["compile"]["command"].get<std::string>().find("nvcc") != std::string::npos);
+  CHECK(good["message"].get<std::string>().find("nothing was run") != std::string::npos);
+  CHECK_FALSE(good.contains("rank_trials"));
+  CHECK_FALSE(good.contains("candidate"));
+  // A syntax error: COMPILE_ERROR with the diagnostic's line in the submission's name.
+  const std::string broken = TempSource("syntax.cu",
+                                        "#include <pkb/candidate.h>\n"
+                                        "PKB_CANDIDATE_API_V1;\n"
+                                        "int f() {\n"
+                                        "  return 0\n"
+                                        "}\n");
+  auto bad = Eval({"-p", "1", "-w", "2", broken, "--compile-only"});
+  INFO(bad.dump(1));
+  CHECK(bad["status"] == "COMPILE_ERROR");
+  REQUIRE(bad["compile"]["diagnostics"].size() >= 1);
+  CHECK(bad["compile"]["diagnostics"][0]["file"] == "syntax.cu");
+  CHECK((bad["compile"]["diagnostics"][0]["line"] == 4 ||
+         bad["compile"]["diagnostics"][0]["line"] == 5));
+  CHECK(bad["compile"]["log"].get<std::string>().find("syntax.cu") != std::string::npos);
+  // The source policy first: REJECTED with its findings, nothing compiled.
+  const std::string env = TempSource("env.cu",
+                                     "#include <cstdlib>\n"
+                                     "int f() { return getenv(\"HOME\") != 0; }\n");
+  auto policy = Eval({"-p", "1", "-w", "2", env, "--compile-only"});
+  INFO(policy.dump(1));
+  CHECK(policy["status"] == "REJECTED");
+  REQUIRE(policy["policy_findings"].size() >= 1);
+  CHECK(policy["policy_findings"][0]["line"] == 2);
+  CHECK_FALSE(policy.contains("compile"));
+  // g++ for a cpp candidate, the same way.
+  auto cpp = Eval({"-p", "1", "-w", "2", Cpu("p001_correct.cc"), "--compile-only"});
+  INFO(cpp.dump(1));
+  CHECK(cpp["status"] == "COMPILED");
+  CHECK(cpp["compile"]["command"].get<std::string>().find("g++") != std::string::npos);
+  CHECK_FALSE(cpp.contains("rank_trials"));
+  for (const std::string& f : {broken, env})
+    std::filesystem::remove_all(std::filesystem::path(f).parent_path());
 }
 
 TEST_CASE("the catalog lists every problem with layouts and tolerances", "[engine]") {

@@ -11,6 +11,8 @@
 #   FAKE_CRASH          -> the engine dies mid-run without a verdict, by SIGSEGV (FAKE_CRASH=exit:
 #                          exit status 3); the worker reports INTERNAL
 #   otherwise           -> NO_DEVICE after compiling, like the real engine on a GPU-less node
+# With --compile-only (a compile task): FAKE_COMPILE_ERROR -> COMPILE_ERROR, FAKE_REJECT ->
+# REJECTED with a policy finding, FAKE_HANG -> sleeps 600 s, otherwise COMPILED; not logged.
 # FAKE_LEAKY_MESSAGE anywhere in the source: the source's line holding it is echoed, as a compiler
 # or a candidate's own error would echo it, into every free-text field (event messages, the
 # verdict's message, compile command/log/diagnostics, rank errors, output problems, the failing
@@ -43,7 +45,7 @@ if [[ "${1:-}" == "--catalog" ]]; then
 JSON
   exit 0
 fi
-problem="" world="" source="" events=0 offset=0 dtype=bfloat16 spec="" job_key=""
+problem="" world="" source="" events=0 offset=0 dtype=bfloat16 spec="" job_key="" compile_only=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --problem) problem="$2"; shift 2 ;;
@@ -53,6 +55,7 @@ while [[ $# -gt 0 ]]; do
     --job-key) job_key="$2"; shift 2 ;;
     --events) events=1; shift ;;
     --functional) shift ;;  # flags without a value
+    --compile-only) compile_only=1; shift ;;
     --set-offset) offset="$2"; shift 2 ;;
     --dtype) dtype="$2"; shift 2 ;;
     --*) shift 2 ;;
@@ -84,7 +87,7 @@ pause() {
     [[ "${stat[3]}" == "$parent" ]] || exit 1
   done
 }
-[[ -n "${FAKE_PKB_EVAL_LOG:-}" ]] && echo "ran problem=$problem world=$world offset=$offset pid=$$ source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
+[[ -n "${FAKE_PKB_EVAL_LOG:-}" && $compile_only == 0 ]] && echo "ran problem=$problem world=$world offset=$offset pid=$$ source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
 seq=0
 leak=""
 if grep -q FAKE_LEAKY_MESSAGE "$source"; then
@@ -124,6 +127,14 @@ if grep -q FAKE_COMPILE_ERROR "$source"; then
   exit 0
 fi
 if grep -q FAKE_HANG "$source"; then pause 600; fi
+if [[ $compile_only == 1 ]]; then
+  if grep -q FAKE_REJECT "$source"; then
+    done_with REJECTED "the source breaks 1 rule(s) of the candidate policy (test double)" ',"policyFindings":[{"file":"candidate.cu","line":2,"severity":"error","message":"[environment] (test double)"}]'
+  else
+    done_with COMPILED "compiled candidate.cu in 0.10 s with 0 warning(s); nothing was run (compile only, test double)" "$(compile_report true ',"command":"nvcc (test double)"')"
+  fi
+  exit 0
+fi
 if grep -q FAKE_CRASH "$source"; then
   emit '"stage":"VERIFYING","trial":0,"trialOk":true'
   pause "$delay"

@@ -35,11 +35,36 @@ std::string Tail(const std::string& s, size_t n) {
 
 }  // namespace
 
+v1::EvalResult Executor::Compile(const v1::CompileTask& task, CancelToken* cancel) {
+  return Verdict(v1::INTERNAL, "this worker's executor does not compile");
+}
+
 v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& on_event,
                                    CancelToken* cancel) {
+  return RunEngine(
+      lease.spec(), lease.source(), lease.job_key(), {}, "job-", "evaluation",
+      /*background=*/false,
+      lease.deadline_ms() > 0 ? absl::Milliseconds(lease.deadline_ms()) : absl::Minutes(30),
+      on_event, cancel);
+}
+
+v1::EvalResult EngineExecutor::Compile(const v1::CompileTask& task, CancelToken* cancel) {
+  // The compile's events (COMPILING) have no watcher: the answer is the result alone.
+  return RunEngine(
+      task.spec(), task.source(), "", {"--compile-only"}, "compile-", "compile",
+      /*background=*/true,
+      task.deadline_ms() > 0 ? absl::Milliseconds(task.deadline_ms()) : absl::Minutes(2),
+      [](const v1::EvalEvent&) {}, cancel);
+}
+
+v1::EvalResult EngineExecutor::RunEngine(const v1::EvalSpec& spec_message,
+                                         const std::string& source_text, const std::string& job_key,
+                                         const std::vector<std::string>& extra, const char* prefix,
+                                         const char* what, bool background, absl::Duration timeout,
+                                         const EventCallback& on_event, CancelToken* cancel) {
   // The file name tells the engine how to compile the source: .cu with nvcc, .cc with the host
   // compiler (a CPU candidate).
-  const std::string& language = lease.spec().language();
+  const std::string& language = spec_message.language();
   const char* file_name = nullptr;
   if (language.empty() || language == "cuda") {
     file_name = "candidate.cu";
@@ -49,7 +74,7 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
     return Verdict(v1::INTERNAL, absl::StrCat("this worker does not know the language '", language,
                                               "' (\"cuda\" or \"cpp\")"));
   }
-  absl::StatusOr<std::string> dir = MakeTempDir(options_.scratch, "job-");
+  absl::StatusOr<std::string> dir = MakeTempDir(options_.scratch, prefix);
   if (!dir.ok())
     return Verdict(v1::INTERNAL, absl::StrCat("worker scratch: ", dir.status().message()));
   // Search-only for others: the engine's sandbox runs the submission as another uid, which must
@@ -59,8 +84,8 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
   const std::string source = absl::StrCat(*dir, "/", file_name);
   // The spec goes to the engine unchanged, as a file (text: readable in a kept scratch folder).
   const std::string spec = absl::StrCat(*dir, "/spec.txtpb");
-  absl::Status written = WriteFileAtomic(source, lease.source());
-  if (written.ok()) written = WriteSpecFile(spec, lease.spec());
+  absl::Status written = WriteFileAtomic(source, source_text);
+  if (written.ok()) written = WriteSpecFile(spec, spec_message);
   if (!written.ok()) {
     RemoveTree(*dir).IgnoreError();
     return Verdict(v1::INTERNAL, absl::StrCat("worker scratch: ", written.message()));
@@ -72,23 +97,25 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
   // TODO: replace with a start callback in SubprocessOptions (common/ is another owner's).
   // setpriv makes the engine die with the daemon (kill -9 included) instead of holding the GPUs.
   const bool pdeathsig = access("/usr/bin/setpriv", X_OK) == 0;
-  opts.argv = {
-      "/bin/sh",
-      "-c",
-      absl::StrCat("echo \"", kPidPrefix, "$$\"; exec ",
-                   pdeathsig ? "/usr/bin/setpriv --pdeathsig KILL -- " : "", "\"$0\" \"$@\""),
-      options_.engine,
-      "--spec",
-      spec,
-      "--job-key",
-      lease.job_key(),
-      source,  // positional, as pkb-eval takes it
-      "--events",
-      "--scratch",
-      *dir};
+  // A compile runs beside the node's job, whose ranks are timed on the host's clock: it yields
+  // the CPU to them.
+  const bool nice = background && access("/usr/bin/nice", X_OK) == 0;
+  opts.argv = {"/bin/sh",
+               "-c",
+               absl::StrCat("echo \"", kPidPrefix, "$$\"; exec ",
+                            pdeathsig ? "/usr/bin/setpriv --pdeathsig KILL -- " : "",
+                            nice ? "/usr/bin/nice -n 10 " : "", "\"$0\" \"$@\""),
+               options_.engine,
+               "--spec",
+               spec,
+               source,  // positional, as pkb-eval takes it
+               "--events",
+               "--scratch",
+               *dir};
+  if (!job_key.empty()) opts.argv.insert(opts.argv.end(), {"--job-key", job_key});
+  opts.argv.insert(opts.argv.end(), extra.begin(), extra.end());
   opts.cwd = *dir;
-  opts.timeout =
-      lease.deadline_ms() > 0 ? absl::Milliseconds(lease.deadline_ms()) : absl::Minutes(30);
+  opts.timeout = timeout;
   opts.max_output_bytes = 16 << 20;
 
   std::optional<v1::EvalResult> final_result;
@@ -119,10 +146,11 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
   if (!r.ok())
     return Verdict(v1::INTERNAL, absl::StrCat("cannot start the engine: ", r.status().message()));
   if (cancel->cancelled())
-    return Verdict(v1::CANCELLED, "cancelled; the evaluation was killed on the worker");
+    return Verdict(v1::CANCELLED,
+                   absl::StrCat("cancelled; the ", what, " was killed on the worker"));
   if (r->timed_out) {
     return Verdict(v1::TIMEOUT,
-                   absl::StrCat("the evaluation ran past its limit of ",
+                   absl::StrCat("the ", what, " ran past its limit of ",
                                 absl::FormatDuration(opts.timeout), " and was killed"));
   }
   if (final_result && r->exit_code == 0 && !r->signaled) return *final_result;

@@ -6,7 +6,9 @@
 //   v1::EvalResult r = exec.Run(lease, [](const v1::EvalEvent& e) { ... }, &cancel);
 //
 // Run blocks until the job ends and always returns a verdict: the engine's, or TIMEOUT,
-// CANCELLED or INTERNAL when the run was cut short or the engine itself failed.
+// CANCELLED or INTERNAL when the run was cut short or the engine itself failed. Compile does the
+// same for a compile task (pkb-eval --compile-only): COMPILED, COMPILE_ERROR, REJECTED, or the
+// same TIMEOUT, CANCELLED and INTERNAL. Both may run at once from several threads.
 #ifndef PKB_WORKER_DAEMON_EXECUTOR_H_
 #define PKB_WORKER_DAEMON_EXECUTOR_H_
 
@@ -14,8 +16,10 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "pkb/v1/result.pb.h"
 #include "pkb/v1/worker.pb.h"
 
@@ -54,6 +58,9 @@ class Executor {
   // Streams the job's non-final events to `on_event`; returns the verdict.
   virtual v1::EvalResult Run(const v1::Lease& lease, const EventCallback& on_event,
                              CancelToken* cancel) = 0;
+  // Compiles the task's source, nothing more. This default answers INTERNAL: an executor that
+  // cannot compile (a worker that has none advertises no compile slots).
+  virtual v1::EvalResult Compile(const v1::CompileTask& task, CancelToken* cancel);
 };
 
 struct EngineExecutorOptions {
@@ -66,8 +73,18 @@ class EngineExecutor : public Executor {
   explicit EngineExecutor(EngineExecutorOptions options) : options_(std::move(options)) {}
   v1::EvalResult Run(const v1::Lease& lease, const EventCallback& on_event,
                      CancelToken* cancel) override;
+  v1::EvalResult Compile(const v1::CompileTask& task, CancelToken* cancel) override;
 
  private:
+  // pkb-eval on the spec and source, in a fresh scratch folder (`prefix`XXXXXX), killed after
+  // `timeout`; `extra` are more flags (--compile-only). `what` names the work in messages;
+  // `background` work runs at a lower CPU priority (nice 10) than the node's job.
+  v1::EvalResult RunEngine(const v1::EvalSpec& spec, const std::string& source,
+                           const std::string& job_key, const std::vector<std::string>& extra,
+                           const char* prefix, const char* what, bool background,
+                           absl::Duration timeout, const EventCallback& on_event,
+                           CancelToken* cancel);
+
   EngineExecutorOptions options_;
 };
 

@@ -54,6 +54,40 @@ TEST_CASE("the engine's events are streamed and its verdict returned", "[executo
             .status() == v1::COMPILE_ERROR);
 }
 
+TEST_CASE("a compile task runs the engine with --compile-only and a deadline", "[executor]") {
+  Scratch s;
+  // Records its arguments, then answers as the test double does.
+  const std::string args = s.dir + "/args";
+  const std::string engine =
+      s.Script("engine", "echo \"$@\" > " + args + "\nexec " PKB_FAKE_ENGINE " \"$@\"\n");
+  EngineExecutor exec({engine, s.dir});
+  CancelToken cancel;
+  v1::CompileTask task;
+  task.set_task_id("c1");
+  task.mutable_spec()->set_problem_id(1);
+  task.mutable_spec()->set_world_size(2);
+  task.mutable_spec()->set_language("cpp");
+  task.set_source("int f() { return 0; }");
+  task.set_deadline_ms(30000);
+  v1::EvalResult r = exec.Compile(task, &cancel);
+  INFO(r.message());
+  CHECK(r.status() == v1::COMPILED);
+  const std::string argv = ReadFile(args).value();
+  CHECK(argv.find("--compile-only") != std::string::npos);
+  CHECK(argv.find("candidate.cc") != std::string::npos);  // the file name says the language
+  CHECK(argv.find("--job-key") == std::string::npos);
+  task.set_source("FAKE_COMPILE_ERROR");
+  CHECK(exec.Compile(task, &cancel).status() == v1::COMPILE_ERROR);
+  // A compile that hangs is killed at the task's deadline.
+  task.set_source("FAKE_HANG");
+  task.set_deadline_ms(500);
+  const absl::Time start = absl::Now();
+  v1::EvalResult slow = exec.Compile(task, &cancel);
+  CHECK(slow.status() == v1::TIMEOUT);
+  CHECK(slow.message().find("the compile ran past its limit") != std::string::npos);
+  CHECK(absl::Now() - start < absl::Seconds(10));
+}
+
 TEST_CASE("cancel kills the engine's process group", "[executor]") {
   Scratch s;
   EngineExecutor exec({PKB_FAKE_ENGINE, s.dir});

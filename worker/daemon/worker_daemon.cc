@@ -1,5 +1,6 @@
 #include "worker/daemon/worker_daemon.h"
 
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -25,10 +26,69 @@ WorkerDaemon::WorkerDaemon(WorkerDaemonOptions options, Executor* executor)
   }
   channel_ = grpc::CreateCustomChannel(options_.coordinator, creds, args);
   stub_ = v1::Worker::NewStub(channel_);
+  for (int i = 0; i < options_.capabilities.compile_slots(); ++i)
+    compile_threads_.emplace_back([this] { CompileLoop(); });
 }
 
 WorkerDaemon::~WorkerDaemon() {
+  {
+    absl::MutexLock lock(&compile_mu_);
+    compile_stop_ = true;
+    for (auto& c : compiles_running_) c->Cancel();
+  }
+  for (std::thread& t : compile_threads_) t.join();
   if (job_thread_.joinable()) job_thread_.join();
+}
+
+void WorkerDaemon::QueueCompile(v1::CompileTask task) {
+  // The coordinator sends a worker a few tasks per slot at most; this bounds a confused one.
+  constexpr size_t kMaxQueued = 64;
+  {
+    absl::MutexLock lock(&compile_mu_);
+    if (!compile_threads_.empty() && compile_queue_.size() < kMaxQueued) {
+      compile_queue_.push_back(std::move(task));
+      ++compiles_busy_;
+      return;
+    }
+  }
+  v1::WorkerMessage m;
+  m.mutable_compile_result()->set_task_id(task.task_id());
+  m.mutable_compile_result()->mutable_result()->set_status(v1::INTERNAL);
+  m.mutable_compile_result()->mutable_result()->set_message(
+      compile_threads_.empty() ? "this worker takes no compile tasks (--compile-slots 0)"
+                               : "this worker's compile queue is full");
+  Send(m);
+}
+
+void WorkerDaemon::CompileLoop() {
+  while (true) {
+    v1::CompileTask task;
+    auto cancel = std::make_shared<CancelToken>();
+    {
+      absl::MutexLock lock(&compile_mu_);
+      compile_mu_.Await(absl::Condition(this, &WorkerDaemon::CompileReadyLocked));
+      if (compile_stop_) return;
+      task = std::move(compile_queue_.front());
+      compile_queue_.pop_front();
+      compiles_running_.push_back(cancel);
+    }
+    LogScope log_scope(task.task_id());
+    const absl::Time started = absl::Now();
+    v1::EvalResult result = executor_->Compile(task, cancel.get());
+    spdlog::info("compile task {}: {} in {}", task.task_id(), v1::Status_Name(result.status()),
+                 absl::FormatDuration(absl::Now() - started));
+    {
+      absl::MutexLock lock(&compile_mu_);
+      compiles_running_.erase(
+          std::find(compiles_running_.begin(), compiles_running_.end(), cancel));
+    }
+    v1::WorkerMessage m;
+    m.mutable_compile_result()->set_task_id(task.task_id());
+    *m.mutable_compile_result()->mutable_result() = std::move(result);
+    // No stream: the coordinator answered the task as lost when the stream ended.
+    if (!Send(m)) spdlog::warn("compile task {}: no stream to answer on", task.task_id());
+    --compiles_busy_;
+  }
 }
 
 void WorkerDaemon::Run() {
@@ -127,6 +187,9 @@ void WorkerDaemon::Session() {
     switch (in.kind_case()) {
       case v1::CoordinatorMessage::kLease:
         StartJob(in.lease());
+        break;
+      case v1::CoordinatorMessage::kCompile:
+        QueueCompile(in.compile());
         break;
       case v1::CoordinatorMessage::kCancel: {
         absl::MutexLock lock(&mu_);

@@ -4,6 +4,11 @@
 // reconnect: its events wait in an outbox and the new Register lists it, so the coordinator
 // resumes the lease instead of running it again.
 //
+// Compile tasks (CompileTask, for Evaluation.Check with compile) run beside the job on
+// capabilities.compile_slots threads of their own (Executor::Compile; more wait in a queue), and
+// each answers with a CompileTaskResult. They are not leases: a task whose stream ended is
+// answered by the coordinator, so its result is dropped when no stream is up.
+//
 //   EngineExecutor executor({...});
 //   WorkerDaemon daemon(options, &executor);
 //   daemon.Run();   // returns once drained (RequestDrain, or the coordinator asked) and idle
@@ -18,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -77,7 +83,17 @@ class WorkerDaemon {
   void Post(v1::JobEvent event);
   void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartJob(const v1::Lease& lease);
-  bool IdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !job_running_ && outbox_.empty(); }
+  // No job, nothing to send, and no compile task queued or running (a drain waits for them).
+  bool IdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !job_running_ && outbox_.empty() && compiles_busy_ == 0;
+  }
+  // Queues a compile task for the compile threads (or answers at once when the queue is full).
+  void QueueCompile(v1::CompileTask task);
+  // One compile thread: takes tasks until the daemon ends.
+  void CompileLoop();
+  bool CompileReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(compile_mu_) {
+    return compile_stop_ || !compile_queue_.empty();
+  }
 
   const WorkerDaemonOptions options_;
   Executor* const executor_;
@@ -96,6 +112,14 @@ class WorkerDaemon {
   bool healthy_ ABSL_GUARDED_BY(mu_);
   std::string unhealthy_reason_ ABSL_GUARDED_BY(mu_);
   std::thread job_thread_;
+
+  absl::Mutex compile_mu_;
+  std::deque<v1::CompileTask> compile_queue_ ABSL_GUARDED_BY(compile_mu_);
+  bool compile_stop_ ABSL_GUARDED_BY(compile_mu_) = false;
+  // The running compiles' tokens, so that the daemon's end kills them.
+  std::vector<std::shared_ptr<CancelToken>> compiles_running_ ABSL_GUARDED_BY(compile_mu_);
+  std::vector<std::thread> compile_threads_;
+  std::atomic<int> compiles_busy_{0};  // tasks queued or running, until their answer is sent
 };
 
 }  // namespace pkb

@@ -97,6 +97,12 @@ int main(int argc, char** argv) {
                  "none beyond --max-world-size)")
       ->check(CLI::Range(0, 8))
       ->capture_default_str();
+  int compile_slots = 2;
+  app.add_option("--compile-slots", compile_slots,
+                 "compile tasks (Evaluation.Check with compile) run at once beside the jobs, "
+                 "each a sandboxed pkb-eval --compile-only; 0: take none")
+      ->check(CLI::Range(0, 16))
+      ->capture_default_str();
   app.add_option("--harness-version", *o.capabilities.mutable_harness_version(),
                  "the engine's harness version")
       ->capture_default_str();
@@ -146,14 +152,16 @@ int main(int argc, char** argv) {
   o.capabilities.set_max_functional_world_size(max_functional_world_size);
   o.capabilities.set_hostname(host);
   o.capabilities.set_slots(1);
+  o.capabilities.set_compile_slots(compile_slots);
   if (e.engine.empty() || access(e.engine.c_str(), X_OK) != 0) {
     o.healthy = false;
     o.unhealthy_reason = absl::StrCat("no runnable engine at '", e.engine, "' (give --engine)");
     spdlog::error("{}", o.unhealthy_reason);
   }
-  spdlog::info("worker {}: {} x{} ({}), max W {} (functional {}), engine {}", o.worker_id,
-               o.capabilities.gpu_class(), o.capabilities.gpu_count(), o.capabilities.gpu_model(),
-               o.capabilities.max_world_size(), o.capabilities.max_functional_world_size(),
+  spdlog::info("worker {}: {} x{} ({}), max W {} (functional {}), {} compile slot(s), engine {}",
+               o.worker_id, o.capabilities.gpu_class(), o.capabilities.gpu_count(),
+               o.capabilities.gpu_model(), o.capabilities.max_world_size(),
+               o.capabilities.max_functional_world_size(), o.capabilities.compile_slots(),
                e.engine);
 
   if (health_command.empty() && o.capabilities.gpu_count() > 0) {

@@ -150,6 +150,7 @@ absl::Status CheckInstallation(const EvalOptions& o, const std::string& backend)
                        o.api_include_dir, "'"));
     }
   }
+  if (o.compile_only) return absl::OkStatus();  // no rank starts
   if (!IsExecutableFile(o.rank_binary)) {
     return absl::FailedPreconditionError(
         absl::StrCat("the rank binary '", o.rank_binary,
@@ -221,10 +222,11 @@ class Evaluation {
   }
 
   v1::EvalResult Run() {
-    for (auto stage : {&Evaluation::CheckJob, &Evaluation::OpenScratch, &Evaluation::Compile,
-                       &Evaluation::RunRanks}) {
+    for (auto stage : {&Evaluation::CheckJob, &Evaluation::OpenScratch, &Evaluation::Compile}) {
       if (std::optional<Verdict> end = (this->*stage)()) return Finish(*end);
     }
+    if (o_.compile_only) return Finish(Compiled());
+    if (std::optional<Verdict> end = RunRanks()) return Finish(*end);
     return Finish(Judge());
   }
 
@@ -256,6 +258,8 @@ class Evaluation {
     cfg_.dtype = *dtype;
     absl::Status runnable = CheckRunnable(*p_, cfg_);
     if (!runnable.ok()) return End(v1::REJECTED, std::string(runnable.message()));
+    if (o_.compile_only && o_.baseline_only)
+      return End(v1::REJECTED, "a compile-only run needs a submission to compile");
     if (run_.trials() < 1 || run_.iters() < 1 || run_.warmup() < 0) {
       return End(v1::REJECTED,
                  "trials and timed iterations must be at least 1, warm-up at least 0");
@@ -276,7 +280,7 @@ class Evaluation {
       return End(v1::INTERNAL,
                  absl::StrCat("this node's engine is incomplete: ", installed.message()));
     }
-    if (backend_ == "cuda" && !cpu_candidate_) {
+    if (backend_ == "cuda" && !cpu_candidate_ && !o_.compile_only) {
       gpu_count_ = ProbeGpuCount(o_.rank_binary, o_.cache_dir);
       // A functional run's ranks share the GPUs there are.
       if (absl::Status fits = CheckWorldFitsGpus(run_.world_size(), gpu_count_);
@@ -355,6 +359,7 @@ class Evaluation {
       }
       library_path_ = compiled->library_path;
     }
+    if (o_.compile_only) return std::nullopt;  // Run ends with Compiled()
     if (backend_ == "cuda" && cpu_candidate_) {
       return End(v1::REJECTED,
                  "a .cc candidate is a CPU test candidate; GPU runs need a .cu source");
@@ -375,6 +380,18 @@ class Evaluation {
       library_path_ = copy;
     }
     return std::nullopt;
+  }
+
+  // The verdict of a compile-only run that compiled: nothing ran.
+  Verdict Compiled() {
+    int warnings = 0;
+    for (const auto& d : r_.compile().diagnostics()) warnings += d.severity() == "warning";
+    return End(
+        v1::COMPILED,
+        absl::StrFormat("compiled %s in %.2f s%s with %d warning(s); nothing was run "
+                        "(compile only)",
+                        o_.source_name, r_.compile().seconds(),
+                        r_.compile().cache_hit() ? " (from the compile cache)" : "", warnings));
   }
 
   // The W rank processes, each with its report key and the run's spec, under the node's GPU lock.

@@ -4,7 +4,8 @@
 //   EvalResult r = RunEvaluation(o, [](const v1::EvalEvent& e) { ... });
 //
 // Stages: constraint check, COMPILING (cached), VERIFYING (one event per trial), BENCHMARKING,
-// DONE. Never throws; a fault of the service itself comes back as status INTERNAL.
+// DONE (with compile_only: constraint check, COMPILING, DONE). Never throws; a fault of the service
+// itself comes back as status INTERNAL.
 #ifndef PKB_WORKER_ENGINE_ENGINE_H_
 #define PKB_WORKER_ENGINE_ENGINE_H_
 
@@ -30,7 +31,12 @@ struct EvalOptions {
   std::string source;  // the submission's text
   std::string source_name = "candidate.cu";
   bool baseline = true;
-  bool baseline_only = false;     // no submission: time the reference alone
+  bool baseline_only = false;  // no submission: time the reference alone
+  // Stop after the compile (pkb-eval --compile-only, the worker's compile task): the same
+  // constraints, source policy and sandboxed, cached compile as a run, then status COMPILED (or
+  // the verdict that stopped it: REJECTED, COMPILE_ERROR, ...). No rank starts, no GPU is
+  // counted or locked, and pkb-rank need not be installed.
+  bool compile_only = false;
   std::string mpirun = "mpirun";  // CPU backend and functional GPU runs
   std::string backend = "auto";   // "cuda", "cpu" (MPI + CPU test candidates), "auto"
   std::string gencode = "arch=compute_90a,code=sm_90a";
@@ -72,7 +78,8 @@ v1::EvalResult RunEvaluation(const EvalOptions& options, const EvalEventCallback
 absl::Status CheckWorldFitsGpus(int world, int gpu_count);
 
 // What the engine needs beside itself before anything runs: the candidate API headers (unless
-// `baseline_only`), the rank binary, and for sandboxed CUDA runs pkb-rank-group. `options` has its
+// `baseline_only`), the rank binary, and for sandboxed CUDA runs pkb-rank-group (neither binary
+// for `compile_only`). `options` has its
 // installed paths filled in (RunEvaluation does it). FAILED_PRECONDITION naming the missing path
 // and what provides it.
 absl::Status CheckInstallation(const EvalOptions& options, const std::string& backend);

@@ -4,6 +4,9 @@
 //   pkb-eval --problem 1 --world-size 4 my_kernel.cu --json   the EvalResult as JSON
 //   pkb-eval ... --events                                     EvalEvents as JSON lines
 //   pkb-eval --spec spec.txtpb my_kernel.cu --events         the job as a pkb.v1.EvalSpec file
+//   pkb-eval --problem 1 --world-size 4 my_kernel.cu --compile-only
+//                                                            policy and compile only (no GPU):
+//                                                            COMPILED, COMPILE_ERROR or REJECTED
 //   pkb-eval --catalog                                        every problem's spec as JSON
 //   pkb-eval --problem 13 --dump-inputs out/ --world-size 2   inputs and reference outputs
 //
@@ -123,6 +126,11 @@ int Main(int argc, char** argv) {
   app.add_flag("--keep-scratch", o.keep_scratch, "keep the job's scratch folder");
   app.add_flag("--json", json, "print the result as JSON");
   app.add_flag("--baseline-only", o.baseline_only, "no submission: time the reference alone");
+  app.add_flag("--compile-only", o.compile_only,
+               "the constraints, the source policy and the sandboxed, cached compile of a run, "
+               "then stop: status COMPILED (or REJECTED, COMPILE_ERROR); no rank starts, no GPU "
+               "is needed")
+      ->excludes("--baseline-only");
   app.add_flag("--events", events, "print every stage event as a JSON line");
   app.add_flag("--strict", strict, "exit 1 unless the verdict is OK");
   app.add_flag("--catalog", catalog, "print every problem's spec as JSON and exit");

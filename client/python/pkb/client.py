@@ -93,9 +93,9 @@ class Client:
     def _metadata(self):
         return (("authorization", f"Bearer {self._token}"),) if self._token else ()
 
-    def _unary(self, method, request):
+    def _unary(self, method, request, timeout: Optional[float] = None):
         try:
-            return method(request, timeout=self.timeout, metadata=self._metadata(),
+            return method(request, timeout=timeout or self.timeout, metadata=self._metadata(),
                           wait_for_ready=True)
         except grpc.RpcError as e:
             raise PkbError(e.code(), e.details()) from None
@@ -206,17 +206,25 @@ class Client:
         return self._unary(self._eval.Cancel, evaluation_pb2.CancelRequest(job_id=job_id))
 
     def check(self, problem: Union[int, str], source: Union[str, bytes], world_size: int, *,
-              dtype: str = "", language: str = "") -> evaluation_pb2.CheckAnswer:
+              dtype: str = "", language: str = "",
+              compile: bool = False) -> evaluation_pb2.CheckAnswer:
         """The service's source policy (docs/security.md) on ``source``, answered by the
-        coordinator in milliseconds: no job, no queue, no GPU, and nothing compiled. ``verdict``
-        is POLICY_OK, or POLICY with ``policy_findings`` (a submission would end REJECTED)."""
+        coordinator in milliseconds: no job, no queue, no GPU. ``verdict`` is POLICY_OK, or POLICY
+        with ``policy_findings`` (a submission would end REJECTED).
+
+        With ``compile`` and a clean policy, the source is also compiled on a worker, sandboxed,
+        as a submission is (seconds; at most 120 s; charged to the token's submission rate):
+        ``compile_verdict`` is COMPILED, COMPILE_ERROR (``compile.diagnostics``, ``compile.log``)
+        or NOT_COMPILED (``compile_message`` says why: no worker compiles the language, the
+        worker was lost, the deadline passed)."""
         if isinstance(problem, str):
             problem = self.problem(problem).id
         if isinstance(source, str):
             source = source.encode("utf-8")
         return self._unary(self._eval.Check, evaluation_pb2.CheckRequest(
             problem_id=problem, world_size=world_size, source=source, dtype=dtype,
-            language=language))
+            language=language, compile=compile),
+            timeout=max(self.timeout, 150.0) if compile else None)
 
     def problems(self) -> list:
         """Every problem's spec (pkb.v1.ProblemSpec), by id."""

@@ -154,15 +154,30 @@ class PkbTools:
         return d
 
     def check_candidate(self, problem: ProblemRef, source: str, world_size: int,
-                        language: str = "cuda") -> dict:
-        # The service's source policy (Evaluation.Check): no job, no GPU, nothing compiled.
+                        language: str = "cuda", compile: bool = True) -> dict:
+        # The service's source policy and, with compile, a sandboxed compile on a worker
+        # (Evaluation.Check): no job, no GPU, nothing kept.
         answer = to_plain(self.client.check(_problem(problem), source, world_size,
-                                            language=language))
+                                            language=language, compile=compile))
+        log = answer.get("compile", {}).get("log")
+        if log and len(log) > _MAX_LOG:
+            answer["compile"]["log"] = "...\n" + log[-_MAX_LOG:]
+        verdict = answer.get("compile_verdict", "COMPILE_VERDICT_UNSPECIFIED")
+        if not compile:
+            note = ("the service's source policy only; nothing was compiled (compile: true "
+                    "compiles it on a worker).")
+        elif answer.get("verdict") == "POLICY":
+            note = "the source policy failed, so nothing was compiled."
+        elif verdict == "NOT_COMPILED":
+            note = ("the policy passed but nothing was compiled (compile_message says why); "
+                    "try again later, or submit with practice: true.")
+        else:
+            note = ("the service's source policy, and a compile on a worker with a submission's "
+                    "flags; nothing ran: correctness and speed need a submission.")
         answer.update({
             "checked": True,
-            "compiled": False,
-            "note": ("the service's source policy only; nothing was compiled. A practice "
-                     "submission compiles and runs it without ranking or disqualifying it."),
+            "compiled": verdict == "COMPILED",
+            "note": note,
             "local_findings": local_findings(source, language),
             "local_note": ("local_findings are textual checks of the candidate contract made "
                            "here, not the service's source policy (docs/security.md)"),
@@ -293,10 +308,14 @@ def build_server(client: pkb.Client) -> MCPServer:
 
     @app.tool()
     async def check_candidate(problem: ProblemRef, source: str, world_size: int,
-                              language: str = "cuda") -> dict:
-        """Checks a source against the static source policy and compiles it, without a GPU
-        (when the service offers it; the answer says plainly when it does not)."""
-        return await blocking(tools.check_candidate, problem, source, world_size, language)
+                              language: str = "cuda", compile: bool = True) -> dict:
+        """Checks a source against the static source policy and compiles it on a worker as a
+        submission is compiled (sandboxed; no GPU, no job, nothing kept; seconds, at most 120 s).
+        verdict: POLICY_OK or POLICY (policy_findings). compile_verdict: COMPILED, COMPILE_ERROR
+        (compile.diagnostics with line and column, compile.log) or NOT_COMPILED (compile_message
+        says why). compile: false checks the policy only, in milliseconds."""
+        return await blocking(tools.check_candidate, problem, source, world_size, language,
+                              compile)
 
     @app.tool()
     async def submit(problem: ProblemRef, source: str, world_size: int, ctx: Context,

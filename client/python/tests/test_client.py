@@ -4,6 +4,7 @@ import importlib.util
 import io
 import pathlib
 import threading
+import time
 
 import grpc
 import pytest
@@ -79,6 +80,26 @@ def test_rejections_raise_with_the_grpc_code(cluster):
         with pytest.raises(pkb.PkbError) as e:
             c.get("no-such-job")
         assert e.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_check_compiles_on_a_worker_only_when_asked(cluster):
+    from pkb.v1 import evaluation_pb2
+    with pkb.Client(cluster.target) as c:
+        quick = c.check(1, "int f() { return 0; }", 2)
+        assert quick.verdict == evaluation_pb2.POLICY_OK
+        assert quick.compile_verdict == evaluation_pb2.CheckAnswer.COMPILE_VERDICT_UNSPECIFIED
+        for _ in range(200):  # until the worker has registered
+            ok = c.check(1, "int f() { return 0; }", 2, compile=True)
+            if "no connected worker" not in ok.compile_message:
+                break
+            time.sleep(0.05)
+        assert ok.compile_verdict == evaluation_pb2.CheckAnswer.COMPILED, ok
+        assert ok.compiled_by == "w1" and ok.compile.ok
+        bad = c.check("1_allreduce", "FAKE_COMPILE_ERROR\n", 2, compile=True)
+        assert bad.compile_verdict == evaluation_pb2.CheckAnswer.COMPILE_ERROR
+        assert bad.compile.diagnostics[0].line == 3
+        # No job came of it: nothing was queued, nothing is stored.
+        assert not (cluster.tmp / "engine_runs.log").exists()
 
 
 def test_cancel_ends_a_running_job(cluster):

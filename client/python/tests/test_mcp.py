@@ -81,11 +81,22 @@ def test_a_whole_agent_session_over_stdio(cluster):
             assert "PKB_CANDIDATE_API_V1" in full["example"]["source"]
             assert [l["world_size"] for l in full["layouts"]] == [1, 2, 3, 4, 8]
 
+            # compile (the default): a compile task on the worker (the test double's
+            # --compile-only answers COMPILED, or COMPILE_ERROR for FAKE_COMPILE_ERROR).
             check = await _call(c, "check_candidate", problem=1, source="int main() {}",
                                 world_size=2)
-            assert (check["checked"], check["compiled"], check["verdict"]) == \
-                (True, False, "POLICY_OK")
+            assert (check["checked"], check["compiled"], check["verdict"],
+                    check["compile_verdict"]) == (True, True, "POLICY_OK", "COMPILED")
+            assert check["compiled_by"] == "w1"
             assert any("pkb_run" in f for f in check["local_findings"])
+            broken = await _call(c, "check_candidate", problem=1, world_size=2,
+                                 source="FAKE_COMPILE_ERROR\nint f() { return 0 }\n")
+            assert (broken["compiled"], broken["compile_verdict"]) == (False, "COMPILE_ERROR")
+            assert broken["compile"]["diagnostics"][0]["line"] == 3
+            quick = await _call(c, "check_candidate", problem=1, source="int main() {}",
+                                world_size=2, compile=False)
+            assert (quick["compiled"], quick["compile_verdict"]) == \
+                (False, "COMPILE_VERDICT_UNSPECIFIED")
             policy = await _call(c, "check_candidate", problem=1, world_size=2,
                                  source='int f() { return getenv("SEED") != 0; }')
             assert policy["verdict"] == "POLICY"
