@@ -619,7 +619,7 @@ TEST_CASE("a result with shape runs ranks with the geometric mean over its shape
   CHECK(!sub->ranks());
 }
 
-TEST_CASE("a queued shape run keeps its result pending, a failed one names its shape",
+TEST_CASE("a queued shape run keeps its result pending and a failed one names its shape",
           "[leaderboard][shapes]") {
   Fixture f;
   Shaped waiting = WithShapes(f, {.speedup = 2.0, .user = "alice"}, {.speedup = 1.9},

@@ -831,7 +831,7 @@ v1::ShapeRange ShapedRange() {
   return r;
 }
 
-TEST_CASE("shapes are drawn from the range, apart from the job's own, from the secret and the id",
+TEST_CASE("shapes are drawn from the range apart from the job's own from the secret and the id",
           "[scheduler][shapes]") {
   const v1::ShapeRange r = ShapedRange();
   const auto a = DrawRankedShapes(777, "j1", r, 64, 64, 2);
@@ -964,7 +964,7 @@ TEST_CASE("a ranked OK result gets a confirmation and two shape runs inside its 
   CHECK(f.scheduler->Get(again->job_id)->result().shape_job_ids().empty());
 }
 
-TEST_CASE("no shape runs unranked, for a one-point range or without a declared range",
+TEST_CASE("no shape runs unranked or for a one-point range or without a declared range",
           "[scheduler][confirm][shapes]") {
   Fixture f;
   f.options.secret_set_offset = 777;
