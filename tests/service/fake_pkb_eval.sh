@@ -8,6 +8,7 @@
 #   FAKE_REJECT         -> REJECTED          FAKE_SECRET_MISMATCH -> MISMATCH with --set-offset
 #   FAKE_HANG           -> sleeps 600 s after COMPILING (for cancel and kill tests)
 #   FAKE_MISMATCH       -> MISMATCH on rank 1, trial 2
+#   FAKE_HARDCODED_M=k  -> MISMATCH when the spec's m is not k (a candidate tuned for one shape)
 #   FAKE_CRASH          -> the engine dies mid-run without a verdict, by SIGSEGV (FAKE_CRASH=exit:
 #                          exit status 3); the worker reports INTERNAL
 #   otherwise           -> NO_DEVICE after compiling, like the real engine on a GPU-less node
@@ -38,7 +39,8 @@ if [[ "${1:-}" == "--catalog" ]]; then
 {"worldSize":4,"supported":true},{"worldSize":8,"supported":true}]},
 {"id":2,"slug":"2_allgather","version":3,"origin":"test double","category":"collective",
 "statement":"All-gather.","defaultM":4096,"defaultN":1024,"defaultDtype":"bfloat16",
-"layouts":[{"worldSize":2,"supported":true},{"worldSize":8,"supported":true}]}]}
+"layouts":[{"worldSize":2,"supported":true,"rankedShapes":{"mMin":"2048","mMax":"8192",
+"mStep":"1024","nMin":"1024","nMax":"1024","nStep":"1"}},{"worldSize":8,"supported":true}]}]}
 JSON
   exit 0
 fi
@@ -65,7 +67,9 @@ if [[ -n "$spec" ]]; then
   problem=$(spec_field problem_id) world=$(spec_field world_size)
   offset=$(spec_field set_offset) dtype=$(spec_field dtype)
   offset=${offset:-0} dtype=${dtype:-bfloat16}
+  m=$(spec_field m) n=$(spec_field n)
 fi
+m=${m:-} n=${n:-}
 [[ -n "$problem" && -n "$world" && -f "$source" && $events == 1 ]] || { echo "fake_pkb_eval: bad usage" >&2; exit 2; }
 delay="${FAKE_PKB_EVAL_DELAY:-0.05}"
 own_delay=$(grep -o 'FAKE_DELAY=[0-9.]*' "$source" | head -1 | cut -d= -f2 || true)
@@ -83,7 +87,7 @@ pause() {
     [[ "${stat[3]}" == "$parent" ]] || exit 1
   done
 }
-[[ -n "${FAKE_PKB_EVAL_LOG:-}" ]] && echo "ran problem=$problem world=$world offset=$offset pid=$$ source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
+[[ -n "${FAKE_PKB_EVAL_LOG:-}" ]] && echo "ran problem=$problem world=$world offset=$offset pid=$$ source=$(basename "$source") m=$m n=$n" >> "$FAKE_PKB_EVAL_LOG"
 seq=0
 leak=""
 if grep -q FAKE_LEAKY_MESSAGE "$source"; then
@@ -146,6 +150,12 @@ if grep -q FAKE_MISMATCH "$source"; then
   done_with MISMATCH "rank 1 is wrong (test double)" "$(compile_report true '')$(rank_trials false)$extra"
   exit 0
 fi
+# A candidate that hard-codes M: wrong at any other shape (what shape runs catch).
+hard_m=$(grep -o 'FAKE_HARDCODED_M=[0-9]*' "$source" | head -1 | cut -d= -f2 || true)
+if [[ -n "$hard_m" && -n "$m" && "$m" != "$hard_m" ]]; then
+  done_with MISMATCH "M is hard-coded to $hard_m, the job's is $m (test double)" "$(leak_fields)"
+  exit 0
+fi
 if grep -q FAKE_OK "$source"; then
   speedup=$(grep -o 'FAKE_SPEEDUP=[0-9.]*' "$source" | head -1 | cut -d= -f2 || true)
   speedup=${speedup:-1.5}
@@ -169,7 +179,7 @@ if grep -q FAKE_OK "$source"; then
   # one would be) where it leaks.
   kname="fake_kernel"; [[ -n "$leak" ]] && kname="$leak"
   profile="\"profiles\":[{\"candidate\":{\"records\":[{\"kind\":\"KERNEL\",\"name\":\"$kname\",\"startUs\":0,\"durationUs\":$cand,\"grid\":[132,1,1],\"block\":[512,1,1]},{\"kind\":\"MEMCPY\",\"name\":\"copy peer to peer\",\"startUs\":1,\"durationUs\":2,\"bytes\":4096,\"stream\":7}],\"spanUs\":$cand,\"busyUs\":$cand},\"reference\":{\"records\":[{\"kind\":\"KERNEL\",\"name\":\"ncclDevKernel_AllReduce_Sum_bf16_RING_LL\",\"startUs\":0,\"durationUs\":12,\"grid\":[2,1,1],\"block\":[640,1,1]}],\"spanUs\":15,\"busyUs\":12}}],"
-  done_with OK "correct on every rank; ${speedup}x faster than the baseline (test double)" ",$profile\"speedup\":$speedup,\"problemSlug\":\"$slug\",\"gpu\":\"test double\",\"candidate\":{\"medianUs\":$cand,\"wallPerIterUs\":$cand,\"perRankMedianUs\":[$cand,$cand]},\"baseline\":{\"medianUs\":15,\"wallPerIterUs\":15},\"roofline\":{\"floorUs\":5,\"percentOfRoofline\":$pct},\"totalSeconds\":0.5,\"stageSeconds\":{$stages}$extra"
+  done_with OK "correct on every rank; ${speedup}x faster than the baseline (test double)" ",$profile\"speedup\":$speedup,\"m\":\"${m:-0}\",\"n\":\"${n:-0}\",\"problemSlug\":\"$slug\",\"gpu\":\"test double\",\"candidate\":{\"medianUs\":$cand,\"wallPerIterUs\":$cand,\"perRankMedianUs\":[$cand,$cand]},\"baseline\":{\"medianUs\":15,\"wallPerIterUs\":15},\"roofline\":{\"floorUs\":5,\"percentOfRoofline\":$pct},\"totalSeconds\":0.5,\"stageSeconds\":{$stages}$extra"
   exit 0
 fi
 done_with NO_DEVICE "compiled; this node has no GPU, so nothing ran (test double)" "$(compile_report true '')$(leak_fields)"
