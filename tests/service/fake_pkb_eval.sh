@@ -87,7 +87,7 @@ pause() {
     [[ "${stat[3]}" == "$parent" ]] || exit 1
   done
 }
-[[ -n "${FAKE_PKB_EVAL_LOG:-}" ]] && echo "ran problem=$problem world=$world offset=$offset pid=$$ source=$(basename "$source") m=$m n=$n" >> "$FAKE_PKB_EVAL_LOG"
+[[ -n "${FAKE_PKB_EVAL_LOG:-}" ]] && echo "ran problem=$problem world=$world offset=$offset m=$m n=$n pid=$$ source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
 seq=0
 leak=""
 if grep -q FAKE_LEAKY_MESSAGE "$source"; then
@@ -179,7 +179,7 @@ if grep -q FAKE_OK "$source"; then
   # one would be) where it leaks.
   kname="fake_kernel"; [[ -n "$leak" ]] && kname="$leak"
   profile="\"profiles\":[{\"candidate\":{\"records\":[{\"kind\":\"KERNEL\",\"name\":\"$kname\",\"startUs\":0,\"durationUs\":$cand,\"grid\":[132,1,1],\"block\":[512,1,1]},{\"kind\":\"MEMCPY\",\"name\":\"copy peer to peer\",\"startUs\":1,\"durationUs\":2,\"bytes\":4096,\"stream\":7}],\"spanUs\":$cand,\"busyUs\":$cand},\"reference\":{\"records\":[{\"kind\":\"KERNEL\",\"name\":\"ncclDevKernel_AllReduce_Sum_bf16_RING_LL\",\"startUs\":0,\"durationUs\":12,\"grid\":[2,1,1],\"block\":[640,1,1]}],\"spanUs\":15,\"busyUs\":12}}],"
-  done_with OK "correct on every rank; ${speedup}x faster than the baseline (test double)" ",$profile\"speedup\":$speedup,\"m\":\"${m:-0}\",\"n\":\"${n:-0}\",\"problemSlug\":\"$slug\",\"gpu\":\"test double\",\"candidate\":{\"medianUs\":$cand,\"wallPerIterUs\":$cand,\"perRankMedianUs\":[$cand,$cand]},\"baseline\":{\"medianUs\":15,\"wallPerIterUs\":15},\"roofline\":{\"floorUs\":5,\"percentOfRoofline\":$pct},\"totalSeconds\":0.5,\"stageSeconds\":{$stages}$extra"
+  done_with OK "correct on every rank; ${speedup}x faster than the baseline (test double)" ",$profile\"speedup\":$speedup,\"problemSlug\":\"$slug\",\"gpu\":\"test double\",\"candidate\":{\"medianUs\":$cand,\"wallPerIterUs\":$cand,\"perRankMedianUs\":[$cand,$cand]},\"baseline\":{\"medianUs\":15,\"wallPerIterUs\":15},\"roofline\":{\"floorUs\":5,\"percentOfRoofline\":$pct},\"totalSeconds\":0.5,\"stageSeconds\":{$stages}$extra"
   exit 0
 fi
 done_with NO_DEVICE "compiled; this node has no GPU, so nothing ran (test double)" "$(compile_report true '')$(leak_fields)"
