@@ -23,9 +23,10 @@ namespace pkb {
 //  - a dimension stays at its default (min = max) where no step passes, or where changing it
 //    changes no input or output shape nor scalar (the problem ignores it: timing it again would
 //    measure the same work);
-//  - then the larger maximum is lowered, step by step, until m_max * n_max <= max_mn, and the
-//    range's corners and a grid of points inside are checked together; where one fails, n is
-//    fixed, and then m too.
+//  - then the larger maximum is lowered, step by step, until m_max * n_max <= max_mn;
+//  - then the corners, a grid and random pairs of the range are checked together; where a pair
+//    fails (a rule on M * N), the finer step is doubled until all pass (p020: 16 x 8, so that
+//    M * N is a multiple of 128); where no step passes, n is fixed, and then m too.
 // The default shape must be runnable at `world`; otherwise the range is the default point.
 ShapeRange DeriveRankedShapes(const Problem& p, int world);
 
