@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -15,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -216,24 +218,60 @@ void PrintResult(const v1::EvalResult& r) {
       std::printf("  %.*s\n", static_cast<int>(line.size()), line.data());
     }
   }
-  if (!r.confirmation_job_id().empty()) {
+  if (!r.confirmation_job_id().empty() && r.shape_job_ids().empty()) {
     std::printf(
         "  confirmation run: job %s times it again; it ranks once that run is OK too, with the "
         "lower of the two speedups (pkb watch %s)\n",
         r.confirmation_job_id().c_str(), r.confirmation_job_id().c_str());
   }
-  if (!r.confirms_job_id().empty())
+  if (!r.confirmation_job_id().empty() && !r.shape_job_ids().empty()) {
+    std::printf(
+        "  confirmation run: job %s times it again, and shape runs %s time it at other shapes; "
+        "it ranks once all are OK too, with the geometric mean over the shapes (pkb history "
+        "shows each figure)\n",
+        r.confirmation_job_id().c_str(), absl::StrJoin(r.shape_job_ids(), ", ").c_str());
+  }
+  if (r.shape_run()) {
+    std::printf("  a shape run of job %s\n", r.confirms_job_id().c_str());
+  } else if (!r.confirms_job_id().empty()) {
     std::printf("  a confirmation run of job %s\n", r.confirms_job_id().c_str());
+  }
   if (!r.failed_rank_log().empty()) std::printf("  log tail:\n%s\n", r.failed_rank_log().c_str());
+}
+
+// The shapes of a result with shape runs: "1024x1024 1.600x, 512x2048 1.200x, 1536x1024 -".
+std::string DescribeShapes(const v1::Confirmation& c) {
+  std::vector<std::string> parts;
+  for (const v1::ShapeFigure& f : c.shapes()) {
+    std::string figure = "-";
+    if (f.stage() == v1::DONE && f.status() == v1::OK) {
+      figure = absl::StrFormat("%.3fx", f.speedup());
+    } else if (f.stage() == v1::DONE) {
+      figure = v1::Status_Name(f.status());
+    } else {
+      figure = "pending";
+    }
+    parts.push_back(absl::StrFormat("%dx%d %s", f.m(), f.n(), figure));
+  }
+  return absl::StrJoin(parts, ", ");
 }
 
 // "confirmed 1.600x (2.000x, then 1.600x)", "pending: ...", for boards and histories.
 std::string DescribeConfirmation(const v1::Confirmation& c) {
   switch (c.state()) {
     case v1::CONFIRMED:
+      if (c.shapes_size() > 0) {
+        return absl::StrFormat(
+            "confirmed %.3fx, the geometric mean over shapes (%s; the default shape %.3fx, "
+            "then %.3fx in job %s)",
+            c.speedup(), DescribeShapes(c), c.first_speedup(), c.confirmation_speedup(),
+            c.job_id());
+      }
       return absl::StrFormat("confirmed %.3fx (%.3fx, then %.3fx in job %s)", c.speedup(),
                              c.first_speedup(), c.confirmation_speedup(), c.job_id());
     case v1::CONFIRMATION_PENDING:
+      if (c.shapes_size() > 0)
+        return absl::StrCat("pending: ", c.reason(), " (", DescribeShapes(c), ")");
       return absl::StrCat("pending: ", c.reason());
     case v1::CONFIRMATION_FAILED:
       return absl::StrCat("not confirmed: ", c.reason());
@@ -522,6 +560,35 @@ int Submit(Session& s, SubmitOptions& o) {
     std::printf("not confirmed: the confirmation run ended %s; the result does not rank\n",
                 v1::Status_Name(confirmed.status()).c_str());
   }
+  // A ranked result's shape runs: the boards use the geometric mean over the shapes.
+  if (code != kExitOk || confirmed.status() != v1::OK || result.shape_job_ids().empty())
+    return code;
+  double log_sum = std::log(std::min(result.speedup(), confirmed.speedup()));
+  for (const std::string& id : result.shape_job_ids()) {
+    if (!s.g.json) std::printf("following shape run %s\n", id.c_str());
+    v1::EvalResult shaped;
+    code = Stream(s.g, s.channel.get(), s.stub.get(), nullptr, id, false, &shaped);
+    if (code != kExitOk || shaped.status() != v1::OK) {
+      if (!s.g.json && shaped.status() != v1::STATUS_UNSPECIFIED) {
+        std::printf(
+            "not confirmed: the shape run at m=%lld, n=%lld ended %s; the result does not "
+            "rank\n",
+            static_cast<long long>(shaped.m()), static_cast<long long>(shaped.n()),
+            v1::Status_Name(shaped.status()).c_str());
+      }
+      return code;
+    }
+    if (!s.g.json) {
+      std::printf("shape m=%lld, n=%lld: %.3fx\n", static_cast<long long>(shaped.m()),
+                  static_cast<long long>(shaped.n()), shaped.speedup());
+    }
+    log_sum += std::log(shaped.speedup());
+  }
+  if (!s.g.json) {
+    std::printf("the boards use %.3fx, the geometric mean over the %d shapes\n",
+                std::exp(log_sum / (result.shape_job_ids_size() + 1)),
+                result.shape_job_ids_size() + 1);
+  }
   return code;
 }
 
@@ -571,8 +638,8 @@ Command AddSubmit(CLI::App& app) {
                 "a practice run: never ranks, and a REJECTED verdict does not disqualify the "
                 "source (public seeds only)");
   cmd->add_flag("--wait-confirmation", o->wait_confirmation,
-                "after an OK verdict, follow its confirmation run too (the figure the boards "
-                "use); the exit code is then the confirmation's");
+                "after an OK verdict, follow its confirmation run too, and a ranked one's shape "
+                "runs (the figure the boards use); the exit code is then theirs");
   cmd->add_flag("--detach", o->detach, "print the first event (with the job id) and return");
   return {cmd, [o](Session& s) -> int { return Submit(s, *o); }};
 }

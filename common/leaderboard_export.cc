@@ -27,6 +27,21 @@ void Row(std::string* out, const std::vector<std::string>& fields) {
   out->push_back('\n');
 }
 
+// A result's shapes, `;`-joined: "1024x1024=1.5;512x2048=1.25;1536x1024=PENDING" (a run not
+// OK: its status; PENDING while it runs; MISSING when the store has not got it). Empty for a
+// result without shape runs.
+std::string Shapes(const v1::Confirmation& c) {
+  std::vector<std::string> parts;
+  for (const v1::ShapeFigure& f : c.shapes()) {
+    std::string figure = f.stage() == v1::STAGE_UNSPECIFIED ? "MISSING"
+                         : f.stage() != v1::DONE            ? "PENDING"
+                         : f.status() != v1::OK             ? v1::Status_Name(f.status())
+                                                            : Num(f.speedup());
+    parts.push_back(absl::StrCat(f.m(), "x", f.n(), "=", figure));
+  }
+  return absl::StrJoin(parts, ";");
+}
+
 std::string Tags(const google::protobuf::RepeatedPtrField<std::string>& tags) {
   return absl::StrJoin(tags, ";");
 }
@@ -82,7 +97,8 @@ std::string LeaderboardCsv(const v1::LeaderboardAnswer& answer) {
              "confirmation",
              "first_speedup",
              "confirmation_speedup",
-             "confirmation_job_id"});
+             "confirmation_job_id",
+             "shapes"});
   // Ranked entries, then pending ones (rank 0, confirmation CONFIRMATION_PENDING).
   for (const v1::Board& b : answer.boards()) {
     for (const auto* entries : {&b.entries(), &b.pending()}) {
@@ -109,7 +125,8 @@ std::string LeaderboardCsv(const v1::LeaderboardAnswer& answer) {
                    v1::ConfirmationState_Name(c.state()),
                    Num(c.first_speedup()),
                    Num(c.confirmation_speedup()),
-                   c.job_id()});
+                   c.job_id(),
+                   Shapes(c)});
       }
     }
   }

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 
 namespace pkb {
@@ -94,9 +95,12 @@ absl::Status RankingJobs(JobStore* store, const v1::ResultFilter& f, Ranking* r)
       ++r->disqualified;
       continue;
     }
-    auto c = r->confirmations.find(job.confirmation_job_id());
-    const v1::Job* confirmation = c == r->confirmations.end() ? nullptr : &c->second;
-    Candidate cand{&job, ConfirmationOf(job, confirmation), &job};
+    auto find = [&](const std::string& id) -> const v1::Job* {
+      auto c = r->confirmations.find(id);
+      return c == r->confirmations.end() ? nullptr : &c->second;
+    };
+    const v1::Job* confirmation = find(job.confirmation_job_id());
+    Candidate cand{&job, ConfirmationOf(job, find), &job};
     switch (cand.confirmation.state()) {
       case v1::CONFIRMED:
         if (confirmation->result().speedup() < job.result().speedup())
@@ -176,6 +180,12 @@ absl::StatusOr<DisqualifiedSet> FindDisqualified(JobStore* store, int32_t proble
 }
 
 v1::Confirmation ConfirmationOf(const v1::Job& job, const v1::Job* confirmation) {
+  return ConfirmationOf(job, [&](const std::string& id) -> const v1::Job* {
+    return confirmation != nullptr && confirmation->job_id() == id ? confirmation : nullptr;
+  });
+}
+
+v1::Confirmation ConfirmationOf(const v1::Job& job, const JobLookup& find) {
   v1::Confirmation c;
   if (job.stage() != v1::DONE || job.result().status() != v1::OK ||
       !job.cached_from_job_id().empty() || !job.confirms_job_id().empty() ||
@@ -190,30 +200,79 @@ v1::Confirmation ConfirmationOf(const v1::Job& job, const v1::Job* confirmation)
     c.set_speedup(first);
     return c;
   }
-  if (confirmation == nullptr) {
+  // Every run the result waits for: the confirmation first, then the shape runs. The first
+  // failure decides (a result that cannot be confirmed is not pending); otherwise it is pending
+  // while any runs.
+  std::string failed;
+  std::vector<std::string> pending;
+  auto check = [&](const v1::Job* run, const std::string& id, const std::string& what) {
+    if (run == nullptr) {
+      if (failed.empty()) failed = absl::StrCat(what, " (job ", id, ") is not in the store");
+      return false;
+    }
+    if (run->stage() != v1::DONE) {
+      pending.push_back(absl::StrCat(what, " (job ", id, ", ", StageWord(run->stage()), ")"));
+      return false;
+    }
+    if (run->result().status() != v1::OK) {
+      if (failed.empty())
+        failed =
+            absl::StrCat(what, " (job ", id, ") ended ", v1::Status_Name(run->result().status()));
+      return false;
+    }
+    return true;
+  };
+  const v1::Job* confirmation = find(job.confirmation_job_id());
+  const bool confirmed = check(confirmation, job.confirmation_job_id(), "its confirmation run");
+  if (confirmation != nullptr && confirmation->stage() == v1::DONE) {
+    c.set_confirmation_status(confirmation->result().status());
+    if (confirmed) c.set_confirmation_speedup(confirmation->result().speedup());
+  }
+  const double default_figure = std::min(first, c.confirmation_speedup());
+  if (job.shape_job_ids_size() > 0) {
+    v1::ShapeFigure* d = c.add_shapes();
+    d->set_m(job.request().spec().m());
+    d->set_n(job.request().spec().n());
+    d->set_job_id(job.job_id());
+    d->set_stage(confirmation ? confirmation->stage() : v1::DONE);
+    d->set_status(c.confirmation_status());
+    if (confirmed) d->set_speedup(default_figure);
+  }
+  for (const std::string& id : job.shape_job_ids()) {
+    const v1::Job* run = find(id);
+    v1::ShapeFigure* f = c.add_shapes();
+    f->set_job_id(id);
+    std::string what = "its shape run";
+    if (run != nullptr) {
+      f->set_m(run->request().spec().m());
+      f->set_n(run->request().spec().n());
+      f->set_stage(run->stage());
+      if (run->stage() == v1::DONE) f->set_status(run->result().status());
+      what = absl::StrCat("its shape run at m=", f->m(), ", n=", f->n());
+    }
+    if (check(run, id, what)) f->set_speedup(run->result().speedup());
+  }
+  if (!failed.empty()) {
     c.set_state(v1::CONFIRMATION_FAILED);
-    c.set_reason(absl::StrCat("its confirmation run (job ", job.confirmation_job_id(),
-                              ") is not in the store"));
+    c.set_reason(failed);
     return c;
   }
-  if (confirmation->stage() != v1::DONE) {
+  if (!pending.empty()) {
     c.set_state(v1::CONFIRMATION_PENDING);
     c.set_speedup(first);
-    c.set_reason(absl::StrCat("awaiting its confirmation run (job ", confirmation->job_id(), ", ",
-                              StageWord(confirmation->stage()), ")"));
-    return c;
-  }
-  const v1::EvalResult& cr = confirmation->result();
-  c.set_confirmation_status(cr.status());
-  if (cr.status() != v1::OK) {
-    c.set_state(v1::CONFIRMATION_FAILED);
-    c.set_reason(absl::StrCat("its confirmation run (job ", confirmation->job_id(), ") ended ",
-                              v1::Status_Name(cr.status())));
+    c.set_reason(absl::StrCat("awaiting ", absl::StrJoin(pending, "; ")));
     return c;
   }
   c.set_state(v1::CONFIRMED);
-  c.set_confirmation_speedup(cr.speedup());
-  c.set_speedup(std::min(first, cr.speedup()));
+  if (c.shapes_size() == 0) {
+    c.set_speedup(default_figure);
+    return c;
+  }
+  // The geometric mean over the shapes: one shape's luck or weakness moves the figure by its
+  // share only, and a candidate tuned for the default shape alone gains little.
+  double log_sum = 0;
+  for (const v1::ShapeFigure& f : c.shapes()) log_sum += std::log(f.speedup());
+  c.set_speedup(std::exp(log_sum / c.shapes_size()));
   return c;
 }
 
@@ -231,8 +290,14 @@ std::string NotRankedReason(const v1::Job& job, const DisqualifiedSet& disqualif
     return "a practice submission: it never ranks, and never disqualifies its source";
   if (job.result().status() != v1::OK)
     return absl::StrCat("verdict ", v1::Status_Name(job.result().status()));
-  if (disqualified.count({job.request().spec().problem_id(), job.source_sha256()}))
-    return "this source was rejected, or failed a ranked (secret-seed) run, on this problem";
+  if (disqualified.count({job.request().spec().problem_id(), job.source_sha256()})) {
+    std::string why =
+        "this source was rejected, or failed a ranked (secret-seed) run, on this problem";
+    // Its own confirmation or shape run may be that run: say which.
+    if (confirmation.state() == v1::CONFIRMATION_FAILED)
+      absl::StrAppend(&why, " (", confirmation.reason(), ")");
+    return why;
+  }
   if (confirmation.state() == v1::CONFIRMATION_PENDING ||
       confirmation.state() == v1::CONFIRMATION_FAILED) {
     return confirmation.reason();
@@ -388,17 +453,24 @@ absl::StatusOr<v1::Submission> GetSubmission(JobStore* store, const std::string&
   if (out.job().stage() == v1::DONE) {
     PKB_ASSIGN_OR_RETURN(DisqualifiedSet disq,
                          FindDisqualified(store, out.job().request().spec().problem_id()));
-    std::optional<v1::Job> confirmation;
-    if (!out.job().confirmation_job_id().empty()) {
-      absl::StatusOr<v1::Job> c = store->GetJob(out.job().confirmation_job_id());
+    // Its confirmation run and shape runs, those the store has.
+    std::map<std::string, v1::Job> runs;
+    std::vector<std::string> ids(out.job().shape_job_ids().begin(),
+                                 out.job().shape_job_ids().end());
+    if (!out.job().confirmation_job_id().empty()) ids.push_back(out.job().confirmation_job_id());
+    for (const std::string& id : ids) {
+      absl::StatusOr<v1::Job> c = store->GetJob(id);
       if (c.ok()) {
-        confirmation = std::move(*c);
+        runs.emplace(id, std::move(*c));
       } else if (c.status().code() != absl::StatusCode::kNotFound) {
         return c.status();
       }
     }
     *out.mutable_confirmation() =
-        ConfirmationOf(out.job(), confirmation ? &*confirmation : nullptr);
+        ConfirmationOf(out.job(), [&](const std::string& id) -> const v1::Job* {
+          auto c = runs.find(id);
+          return c == runs.end() ? nullptr : &c->second;
+        });
     std::string why = NotRankedReason(out.job(), disq, out.confirmation());
     out.set_ranks(why.empty());
     out.set_not_ranked_reason(why);

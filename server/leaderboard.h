@@ -10,6 +10,7 @@
 #ifndef PKB_SERVER_LEADERBOARD_H_
 #define PKB_SERVER_LEADERBOARD_H_
 
+#include <functional>
 #include <set>
 #include <string>
 #include <utility>
@@ -25,8 +26,13 @@ namespace pkb {
 using DisqualifiedSet = std::set<std::pair<int32_t, std::string>>;
 absl::StatusOr<DisqualifiedSet> FindDisqualified(JobStore* store, int32_t problem_id);
 
-// The confirmation state of `job` and the figure its boards use. `confirmation` is the job named
-// by job.confirmation_job_id, or null when the store has none.
+// The confirmation state of `job` and the figure its boards use, from its confirmation run and
+// its shape runs (job.confirmation_job_id, job.shape_job_ids). `find` returns the job of an id,
+// or null when the store has none.
+using JobLookup = std::function<const v1::Job*(const std::string& job_id)>;
+v1::Confirmation ConfirmationOf(const v1::Job& job, const JobLookup& find);
+// The same for a job without shape runs: `confirmation` is the job named by
+// job.confirmation_job_id, or null when the store has none.
 v1::Confirmation ConfirmationOf(const v1::Job& job, const v1::Job* confirmation);
 
 // Why `job` does not rank; empty when it ranks. `disqualified` covers the job's problem;

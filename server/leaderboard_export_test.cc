@@ -1,6 +1,7 @@
 #include "common/leaderboard_export.h"
 
 #include <catch2/catch.hpp>
+#include <tuple>
 
 namespace pkb {
 namespace {
@@ -32,6 +33,17 @@ TEST_CASE("a leaderboard, a suite and a run export to CSV and JSON", "[export]")
   e->mutable_confirmation()->set_first_speedup(1.5);
   e->mutable_confirmation()->set_confirmation_speedup(1.25);
   e->mutable_confirmation()->set_job_id("c1");
+  for (auto [m, n, speedup] : {std::tuple<int, int, double>{1024, 1024, 1.25}, {512, 2048, 1.5}}) {
+    v1::ShapeFigure* f = e->mutable_confirmation()->add_shapes();
+    f->set_m(m);
+    f->set_n(n);
+    f->set_stage(v1::DONE);
+    f->set_status(v1::OK);
+    f->set_speedup(speedup);
+  }
+  v1::ShapeFigure* running = e->mutable_confirmation()->add_shapes();
+  running->set_m(768);
+  running->set_stage(v1::QUEUED);
   v1::LeaderboardEntry* p = b->add_pending();
   p->set_problem_id(1);
   p->set_submitter("bob");
@@ -42,10 +54,11 @@ TEST_CASE("a leaderboard, a suite and a run export to CSV and JSON", "[export]")
   std::string csv = LeaderboardCsv(a);
   CHECK(csv.rfind("problem_id,problem_slug,world_size,", 0) == 0);
   CHECK(csv.find(",finished_utc,confirmation,first_speedup,confirmation_speedup,"
-                 "confirmation_job_id\n") != std::string::npos);
+                 "confirmation_job_id,shapes\n") != std::string::npos);
   CHECK(csv.find("\n1,1_allreduce,8,,,1,alice,\"m, with comma\",,1.25,0,0,,true,0,exp1;fp8,,,"
-                 "CONFIRMED,1.5,1.25,c1\n") != std::string::npos);
-  CHECK(csv.find("\n1,,0,,,0,bob,,,3,0,0,,false,0,,,,CONFIRMATION_PENDING,3,0,c2\n") !=
+                 "CONFIRMED,1.5,1.25,c1,1024x1024=1.25;512x2048=1.5;768x0=PENDING\n") !=
+        std::string::npos);
+  CHECK(csv.find("\n1,,0,,,0,bob,,,3,0,0,,false,0,,,,CONFIRMATION_PENDING,3,0,c2,\n") !=
         std::string::npos);
   CHECK(ToJson(a).find("\"speedup\":1.25") != std::string::npos);
 

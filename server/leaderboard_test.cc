@@ -44,6 +44,9 @@ struct Fixture {
     v1::Stage stage = v1::DONE;
     bool practice = false;
     bool functional = false;
+    int64_t m = 0, n = 0;                 // the shape (0: the request leaves it unset)
+    bool shape_run = false;               // a shape run of `confirms`
+    std::vector<std::string> shape_jobs;  // this job's shape runs
   };
   std::string Add(const Spec& s) {
     v1::Job job;
@@ -56,6 +59,8 @@ struct Fixture {
     job.set_cached_from_job_id(s.cached_from);
     job.set_confirms_job_id(s.confirms);
     job.set_confirmation_job_id(s.confirmation);
+    job.set_shape_run(s.shape_run);
+    for (const std::string& id : s.shape_jobs) job.add_shape_job_ids(id);
     job.set_created_unix_micros(n * 1000 - 500);
     job.set_updated_unix_micros(n * 1000);
     auto* r = job.mutable_request();
@@ -69,6 +74,8 @@ struct Fixture {
     r->set_ranked(s.ranked);
     r->set_practice(s.practice);
     r->set_functional(s.functional);
+    r->set_m(s.m);
+    r->set_n(s.n);
     if (!s.tag.empty()) r->add_tags(s.tag);
     r->set_source("__global__ void k() {} // " + id);
     if (s.stage != v1::DONE) {
@@ -516,6 +523,153 @@ TEST_CASE("practice runs never rank and never disqualify their source", "[leader
   a = f.Query({});
   CHECK(a.boards_size() == 0);
   CHECK(a.disqualified_results() == 1);
+}
+
+// An original, its confirmation run and its shape runs, in that order of ids.
+struct Shaped {
+  std::string original, confirmation;
+  std::vector<std::string> shapes;
+};
+Shaped WithShapes(Fixture& f, Fixture::Spec original, Fixture::Spec confirmation,
+                  std::vector<Fixture::Spec> shapes) {
+  original.ranked = true;
+  original.m = original.n = 1024;
+  original.confirmation = "j" + std::to_string(f.n + 2);
+  for (size_t i = 0; i < shapes.size(); ++i)
+    original.shape_jobs.push_back("j" + std::to_string(f.n + 3 + i));
+  Shaped out;
+  out.original = f.Add(original);
+  auto run_of = [&](Fixture::Spec run) {
+    run.confirms = out.original;
+    run.user = original.user;
+    run.model = original.model;
+    run.problem = original.problem;
+    run.w = original.w;
+    run.ranked = true;
+    run.source = "sha-" + out.original;
+    if (run.m == 0) run.m = original.m;
+    if (run.n == 0) run.n = original.n;
+    return f.Add(run);
+  };
+  out.confirmation = run_of(confirmation);
+  REQUIRE(out.confirmation == original.confirmation);
+  for (Fixture::Spec s : shapes) {
+    s.shape_run = true;
+    out.shapes.push_back(run_of(s));
+  }
+  REQUIRE(out.shapes == original.shape_jobs);
+  return out;
+}
+
+TEST_CASE("a result with shape runs ranks with the geometric mean over its shapes",
+          "[leaderboard][shapes]") {
+  Fixture f;
+  // alice: 2.0, confirmed at 1.8 (the default shape's 1.8), then 1.2 and 1.5 at two more shapes.
+  Shaped alice = WithShapes(f, {.speedup = 2.0, .user = "alice"}, {.speedup = 1.8},
+                            {{.speedup = 1.2, .m = 512, .n = 2048}, {.speedup = 1.5, .m = 1536}});
+  // bob: faster everywhere but on one shape; a plain confirmed result of before shape runs.
+  std::string bob = Confirmed(f, {.speedup = 1.45, .user = "bob"}, {.speedup = 1.5}).original;
+  v1::LeaderboardQuery q;
+  v1::LeaderboardAnswer a = f.Query(q);
+  REQUIRE(a.boards_size() == 1);
+  const v1::Board& b = a.boards(0);
+  REQUIRE(b.entries_size() == 2);
+  const double geomean = std::cbrt(1.8 * 1.2 * 1.5);  // 1.4797
+  CHECK(b.entries(0).job_id() == alice.original);
+  CHECK(b.entries(0).speedup() == Approx(geomean));
+  const v1::Confirmation& c = b.entries(0).confirmation();
+  CHECK(c.state() == v1::CONFIRMED);
+  CHECK(c.speedup() == Approx(geomean));
+  CHECK(c.first_speedup() == 2.0);
+  CHECK(c.confirmation_speedup() == 1.8);
+  REQUIRE(c.shapes_size() == 3);
+  CHECK(c.shapes(0).job_id() == alice.original);
+  CHECK(c.shapes(0).m() == 1024);
+  CHECK(c.shapes(0).speedup() == 1.8);
+  CHECK(c.shapes(1).job_id() == alice.shapes[0]);
+  CHECK(c.shapes(1).m() == 512);
+  CHECK(c.shapes(1).n() == 2048);
+  CHECK(c.shapes(1).stage() == v1::DONE);
+  CHECK(c.shapes(1).status() == v1::OK);
+  CHECK(c.shapes(1).speedup() == 1.2);
+  CHECK(c.shapes(2).m() == 1536);
+  CHECK(c.shapes(2).n() == 1024);
+  CHECK(c.shapes(2).speedup() == 1.5);
+  // The medians stay the default shape's figure run's (the confirmation: baseline 18 us).
+  CHECK(b.entries(0).baseline_median_us() == 18);
+  CHECK(b.entries(1).job_id() == bob);
+  CHECK(b.entries(1).speedup() == 1.45);
+  CHECK(b.entries(1).confirmation().shapes_size() == 0);
+  CHECK(a.ranking_results() == 2);  // shape runs are no results of their own
+  // The suite counts the same figure.
+  v1::SuiteQuery sq;
+  sq.mutable_filter()->set_world_size(2);
+  sq.add_problem_ids(1);
+  auto suite = QuerySuite(f.store.get(), f.catalog, sq);
+  REQUIRE(suite.ok());
+  REQUIRE(suite->models_size() >= 1);
+  CHECK(suite->models(0).best(0).speedup() == Approx(geomean));
+  auto sub = GetSubmission(f.store.get(), alice.original, false);
+  REQUIRE(sub.ok());
+  CHECK(sub->ranks());
+  CHECK(sub->confirmation().shapes_size() == 3);
+  CHECK(sub->confirmation().speedup() == Approx(geomean));
+  sub = GetSubmission(f.store.get(), alice.shapes[1], false);
+  REQUIRE(sub.ok());
+  CHECK(!sub->ranks());
+}
+
+TEST_CASE("a queued shape run keeps its result pending and a failed one names its shape",
+          "[leaderboard][shapes]") {
+  Fixture f;
+  Shaped waiting = WithShapes(f, {.speedup = 2.0, .user = "alice"}, {.speedup = 1.9},
+                              {{.speedup = 1.5, .m = 512}, {.stage = v1::QUEUED, .m = 768}});
+  Shaped wrong =
+      WithShapes(f, {.speedup = 3.0, .user = "bob"}, {.speedup = 2.9},
+                 {{.status = v1::MISMATCH, .m = 2048, .n = 512}, {.speedup = 2.0, .m = 640}});
+  Shaped lost = WithShapes(f, {.speedup = 2.5, .user = "carol"}, {.speedup = 2.4},
+                           {{.speedup = 2.0, .m = 512}, {.status = v1::WORKER_LOST, .n = 768}});
+  // Failed and still running: failed (it can never be confirmed).
+  Shaped both = WithShapes(f, {.speedup = 2.2, .user = "dave"}, {.stage = v1::QUEUED},
+                           {{.status = v1::TIMEOUT, .m = 896}, {.speedup = 2.0, .m = 512}});
+  v1::LeaderboardAnswer a = f.Query({});
+  REQUIRE(a.boards_size() == 1);
+  const v1::Board& b = a.boards(0);
+  CHECK(b.entries_size() == 0);
+  REQUIRE(b.pending_size() == 1);
+  CHECK(b.pending(0).job_id() == waiting.original);
+  CHECK(b.pending(0).speedup() == 2.0);  // the submitted run's, while pending
+  CHECK(b.pending(0).confirmation().state() == v1::CONFIRMATION_PENDING);
+  CHECK(a.pending_results() == 1);
+  auto sub = GetSubmission(f.store.get(), waiting.original, false);
+  REQUIRE(sub.ok());
+  CHECK(!sub->ranks());
+  CHECK(sub->not_ranked_reason() ==
+        "awaiting its shape run at m=768, n=1024 (job " + waiting.shapes[1] + ", queued)");
+  REQUIRE(sub->confirmation().shapes_size() == 3);
+  CHECK(sub->confirmation().shapes(2).stage() == v1::QUEUED);
+
+  sub = GetSubmission(f.store.get(), wrong.original, false);
+  REQUIRE(sub.ok());
+  CHECK(!sub->ranks());
+  CHECK(sub->confirmation().state() == v1::CONFIRMATION_FAILED);
+  CHECK(sub->confirmation().reason() ==
+        "its shape run at m=2048, n=512 (job " + wrong.shapes[0] + ") ended MISMATCH");
+  // A ranked run that failed: the source is disqualified, and the reason says which run.
+  CHECK(sub->not_ranked_reason().find("failed a ranked") != std::string::npos);
+  CHECK(sub->not_ranked_reason().find("at m=2048, n=512") != std::string::npos);
+  CHECK(sub->confirmation().shapes(1).status() == v1::MISMATCH);
+
+  sub = GetSubmission(f.store.get(), lost.original, false);
+  REQUIRE(sub.ok());
+  CHECK(sub->not_ranked_reason() ==
+        "its shape run at m=1024, n=768 (job " + lost.shapes[1] + ") ended WORKER_LOST");
+  sub = GetSubmission(f.store.get(), both.original, false);
+  REQUIRE(sub.ok());
+  CHECK(sub->confirmation().state() == v1::CONFIRMATION_FAILED);
+  CHECK(sub->confirmation().reason().find("at m=896, n=1024") != std::string::npos);
+  CHECK(a.unconfirmed_results() == 1);   // carol's (a service failure disqualifies nothing)
+  CHECK(a.disqualified_results() == 2);  // bob's MISMATCH and dave's TIMEOUT, ranked runs
 }
 
 }  // namespace

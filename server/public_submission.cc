@@ -204,6 +204,8 @@ v1::EvalResult PublicResult(const v1::EvalResult& r) {
   p.set_voided_status(r.voided_status());
   p.set_confirmation_job_id(r.confirmation_job_id());
   p.set_confirms_job_id(r.confirms_job_id());
+  *p.mutable_shape_job_ids() = r.shape_job_ids();
+  p.set_shape_run(r.shape_run());
   if (r.has_roofline()) *p.mutable_roofline() = PublicRoofline(r.roofline());
   for (const v1::RankProfile& rp : r.profiles()) *p.add_profiles() = PublicProfile(rp);
   p.set_cached(r.cached());
@@ -264,6 +266,8 @@ v1::Job PublicJob(const v1::Job& job) {
   p.set_gpu_class(job.gpu_class());
   p.set_confirms_job_id(job.confirms_job_id());
   p.set_confirmation_job_id(job.confirmation_job_id());
+  *p.mutable_shape_job_ids() = job.shape_job_ids();
+  p.set_shape_run(job.shape_run());
   return p;
 }
 
@@ -274,8 +278,8 @@ v1::Submission PublicSubmission(const v1::Submission& s) {
   p.set_ranks(s.ranks());
   // Written by the coordinator from the verdict's name and job ids (NotRankedReason).
   p.set_not_ranked_reason(s.not_ranked_reason());
-  // Figures, states and job ids; its reason is made of a job id and a verdict's name only
-  // (ConfirmationOf).
+  // Figures, states, shapes and job ids; its reason is made of job ids, shapes and a verdict's
+  // name only (ConfirmationOf).
   *p.mutable_confirmation() = s.confirmation();
   return p;
 }

@@ -46,6 +46,9 @@ const std::set<std::string>& PublicText() {
       "pkb.v1.EvalResult.confirms_job_id",
       "pkb.v1.Confirmation.job_id",
       "pkb.v1.Confirmation.reason",
+      "pkb.v1.Job.shape_job_ids",
+      "pkb.v1.EvalResult.shape_job_ids",
+      "pkb.v1.ShapeFigure.job_id",
   };
   return *names;
 }

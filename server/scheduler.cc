@@ -22,6 +22,41 @@ int64_t JobSetOffset(int64_t secret, const std::string& job_id) {
   return 1 + static_cast<int64_t>(std::stoul(h.substr(0, 8), nullptr, 16) & 0x3FFFFFFF);
 }
 
+std::vector<std::pair<int64_t, int64_t>> DrawRankedShapes(int64_t secret, const std::string& job_id,
+                                                          const v1::ShapeRange& range,
+                                                          int64_t own_m, int64_t own_n, int count) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  const v1::ShapeRange& r = range;
+  if (r.m_step() < 1 || r.n_step() < 1 || r.m_min() < 1 || r.n_min() < 1 || r.m_max() < r.m_min() ||
+      r.n_max() < r.n_min()) {
+    return out;  // unset (a catalog of before) or malformed: no shape runs
+  }
+  const int64_t cm = (r.m_max() - r.m_min()) / r.m_step() + 1;
+  const int64_t cn = (r.n_max() - r.n_min()) / r.n_step() + 1;
+  if (cm > (int64_t{1} << 24) || cn > (int64_t{1} << 24)) return out;
+  const int64_t points = cm * cn;
+  // Like JobSetOffset: from the secret and the job id, so that a submitter cannot know its shapes
+  // before the job exists, and one job's shapes say nothing about another's.
+  const std::string h = Sha256Hex(absl::StrCat(secret, "/shapes/", job_id));
+  std::mt19937_64 rng(std::stoull(h.substr(0, 16), nullptr, 16));
+  auto at = [&](int64_t i) {
+    return std::make_pair(r.m_min() + (i / cn) * r.m_step(), r.n_min() + (i % cn) * r.n_step());
+  };
+  auto taken = [&](const std::pair<int64_t, int64_t>& s) {
+    return (s.first == own_m && s.second == own_n) ||
+           std::find(out.begin(), out.end(), s) != out.end();
+  };
+  for (int tries = 0; static_cast<int>(out.size()) < count && tries < 256; ++tries) {
+    auto s = at(static_cast<int64_t>(rng() % static_cast<uint64_t>(points)));
+    if (!taken(s)) out.push_back(s);
+  }
+  // A range of a few points: take the free ones in order.
+  for (int64_t i = 0; static_cast<int>(out.size()) < count && i < points && points <= 256; ++i) {
+    if (!taken(at(i))) out.push_back(at(i));
+  }
+  return out;
+}
+
 Scheduler::Scheduler(JobStore* store, Clock* clock, const ProblemCatalogIndex* catalog,
                      SchedulerOptions options)
     : store_(store), clock_(clock), catalog_(catalog), options_(std::move(options)) {
@@ -179,8 +214,10 @@ absl::Status Scheduler::Recover() {
       absl::StatusOr<v1::Job> original = store_->GetJob(original_id);
       if (!original.ok() && original.status().code() != absl::StatusCode::kNotFound)
         return original.status();
-      if (!original.ok() || original->stage() != v1::DONE ||
-          original->confirmation_job_id() != id) {
+      const bool named = original.ok() && (original->confirmation_job_id() == id ||
+                                           std::count(original->shape_job_ids().begin(),
+                                                      original->shape_job_ids().end(), id) > 0);
+      if (!original.ok() || original->stage() != v1::DONE || !named) {
         // Created, but the coordinator stopped before its original's DONE was stored: the
         // original runs again, and its next OK verdict queues a confirmation of its own.
         js.job = std::move(job);
@@ -192,7 +229,7 @@ absl::Status Scheduler::Recover() {
         Finish(id, result, result.message());
         continue;
       }
-      js.avoid_worker = original->reported_by_worker();
+      if (!job.shape_run()) js.avoid_worker = original->reported_by_worker();
     }
     if (!job.worker_id().empty()) {
       js.orphan_deadline = now + options_.lease_timeout;  // its worker may reconnect and resume
@@ -325,6 +362,7 @@ absl::Status Scheduler::SubmitLocked(v1::SubmitRequest request, const std::strin
     job.set_reported_by_worker(cached->reported_by_worker());
     job.mutable_result()->set_cached(true);
     job.mutable_result()->clear_confirmation_job_id();  // the original's, not this copy's
+    job.mutable_result()->clear_shape_job_ids();
     job.mutable_result()->set_job_key(key);
     v1::EvalEvent done;
     done.set_job_id(job.job_id());
@@ -407,6 +445,7 @@ void Scheduler::FinishFollower(JobState& fs, const v1::Job& leader, const std::s
   result.set_cached(true);
   result.set_job_key(fs.job.job_key());
   result.clear_confirmation_job_id();  // the leader's, not this copy's
+  result.clear_shape_job_ids();
   fs.job.set_stage(v1::DONE);
   fs.job.set_cached_from_job_id(leader.job_id());
   fs.job.set_reported_by_worker(leader.reported_by_worker());
@@ -631,17 +670,27 @@ void Scheduler::Finish(const std::string& job_id, v1::EvalResult result,
   if (result.harness_version().empty()) result.set_harness_version(js.job.harness_version());
   // The coordinator's to say, never the worker's.
   result.set_confirms_job_id(js.job.confirms_job_id());
+  result.set_shape_run(js.job.shape_run());
   result.clear_confirmation_job_id();
+  result.clear_shape_job_ids();
   js.job.set_stage(v1::DONE);
   js.job.set_worker_id("");
   *js.job.mutable_result() = result;
   std::string said = message;
-  if (!js.job.confirms_job_id().empty()) {
+  if (js.job.shape_run()) {
+    said = absl::StrCat("shape run (m=", js.job.request().spec().m(),
+                        ", n=", js.job.request().spec().n(), ") of job ", js.job.confirms_job_id(),
+                        ": ", message);
+  } else if (!js.job.confirms_job_id().empty()) {
     said = absl::StrCat("confirmation run of job ", js.job.confirms_job_id(), ": ", message);
   } else if (NeedsConfirmation(js.job)) {
     QueueConfirmation(js);  // stored before the DONE that names it
-    absl::StrAppend(&said, "; confirmation run ", js.job.confirmation_job_id(),
-                    " queued: the result ranks once that run is OK too");
+    absl::StrAppend(&said, "; confirmation run ", js.job.confirmation_job_id(), " queued");
+    if (js.job.request().spec().ranked()) {
+      absl::StrAppend(&said, QueueShapeRuns(js));  // likewise
+    } else {
+      absl::StrAppend(&said, ": the result ranks once that run is OK too");
+    }
   }
   v1::EvalEvent event;
   *event.mutable_result() = js.job.result();
@@ -690,6 +739,64 @@ void Scheduler::QueueConfirmation(JobState& original) {
   cs.job = std::move(job);
   queue_.push_back(id);
   jobs_.emplace(id, std::move(cs));
+}
+
+std::string Scheduler::QueueShapeRuns(JobState& original) {
+  const v1::Job& o = original.job;
+  const v1::EvalSpec& spec = o.request().spec();
+  v1::ShapeRange range;
+  absl::StatusOr<const v1::ProblemSpec*> problem = catalog_->Find(spec.problem_id());
+  if (problem.ok()) {
+    for (const v1::WorldLayout& l : (*problem)->layouts()) {
+      if (l.world_size() == spec.world_size()) range = l.ranked_shapes();
+    }
+  }
+  const std::vector<std::pair<int64_t, int64_t>> shapes = DrawRankedShapes(
+      options_.secret_set_offset, o.job_id(), range, spec.m(), spec.n(), kShapeRuns);
+  if (shapes.empty()) {
+    return absl::StrCat(": the result ranks once that run is OK too (no shape runs: problem ",
+                        spec.problem_id(), " declares no ranked shape at W=", spec.world_size(),
+                        " besides this one)");
+  }
+  std::vector<std::string> named;
+  for (const auto& [m, n] : shapes) {
+    v1::SubmitRequest request = o.request();  // the source, spec, submitter and metadata
+    request.set_no_cache(true);
+    v1::EvalSpec* s = request.mutable_spec();
+    if (!o.gpu_class().empty()) s->set_gpu_class(o.gpu_class());
+    s->set_m(m);
+    s->set_n(n);
+    MirrorLegacyFields(&request);
+    // Its own key (another shape is another evaluation), with the secret as the seed domain as
+    // every ranked job's (Prepare).
+    v1::EvalSpec keyed = *s;
+    keyed.set_set_offset(options_.secret_set_offset);
+    const std::string key =
+        JobKey(keyed, request.source(), o.problem_version(), o.harness_version());
+    v1::EvalEvent queued;
+    v1::Job job = NewQueuedJob(std::move(request), key, o.problem_version(), &queued);
+    job.set_harness_version(o.harness_version());
+    job.set_confirms_job_id(o.job_id());
+    job.set_shape_run(true);
+    queued.set_message(absl::StrCat("shape run of job ", o.job_id(),
+                                    ": the service times the same source at m=", m, ", n=", n,
+                                    " (queued, ", queue_.size(), " ahead)"));
+    const std::string id = job.job_id();
+    Persist(job, /*create=*/true, &queued);
+    if (options_.observer) options_.observer->JobSubmitted("shape");
+    original.job.add_shape_job_ids(id);
+    original.job.mutable_result()->add_shape_job_ids(id);
+    named.push_back(absl::StrCat(id, " (m=", m, ", n=", n, ")"));
+    JobState ss;
+    ss.next_sequence = 2;
+    ss.job = std::move(job);
+    queue_.push_back(id);
+    jobs_.emplace(id, std::move(ss));
+  }
+  return absl::StrCat(", and shape run", named.size() > 1 ? "s " : " ",
+                      absl::StrJoin(named, " and "),
+                      ": the result ranks once all are OK too, with the geometric mean of its "
+                      "figures over the shapes");
 }
 
 void Scheduler::LoseLease(const std::string& job_id, const std::string& reason) {

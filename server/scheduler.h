@@ -37,6 +37,12 @@
 // UNAVAILABLE, and Tick answers DEADLINE_EXCEEDED for one past compile_deadline, so every
 // StartCompile is answered exactly once.
 //
+// Shape runs (docs/leaderboard.md, "Shape runs"): a ranked original that gets a confirmation also
+// gets up to two shape runs, queued right after it and before the DONE that names them: the same
+// request at (m, n) drawn by DrawRankedShapes, each keyed for its own spec. They are confirmation
+// runs (confirms_job_id, recovered and cancelled the same way) marked shape_run, and may run on
+// any worker of the class, the original's included.
+//
 // Dispatch is O(queued jobs it passes over), not O(workers): idle workers are indexed by
 // (harness, gpu class) and max world size, and connected capabilities are counted, so neither a
 // Submit nor a Dispatch walks the fleet.
@@ -161,8 +167,19 @@ using CompileDone = std::function<void(CompileAnswer)>;
 // so every job's secret inputs differ and none can be predicted from another.
 int64_t JobSetOffset(int64_t secret, const std::string& job_id);
 
+// The shapes of a ranked job's shape runs: up to `count` points of `range` (its problem's
+// WorldLayout.ranked_shapes at its W), distinct from (own_m, own_n), the job's own shape, and from
+// each other, drawn from the secret and the job id like JobSetOffset: a submitter cannot know them
+// before the job exists. Fewer where the range has fewer other points; none where it is unset.
+std::vector<std::pair<int64_t, int64_t>> DrawRankedShapes(int64_t secret, const std::string& job_id,
+                                                          const v1::ShapeRange& range,
+                                                          int64_t own_m, int64_t own_n, int count);
+
 class Scheduler {
  public:
+  // Shape runs a ranked result gets (fewer where its range has fewer other shapes).
+  static constexpr int kShapeRuns = 2;
+
   // `store`, `clock` and `catalog` must outlive the scheduler.
   Scheduler(JobStore* store, Clock* clock, const ProblemCatalogIndex* catalog,
             SchedulerOptions options);
@@ -317,6 +334,10 @@ class Scheduler {
   // Creates, stores and queues the confirmation job of `original` (DONE OK, not yet emitted), and
   // names it in the original's record and result.
   void QueueConfirmation(JobState& original) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A ranked `original` that gets a confirmation: creates, stores and queues its shape runs
+  // (kShapeRuns shapes drawn from its problem's ranked range at its W, DrawRankedShapes), names
+  // them in the original's record and result, and returns what its DONE message says of them.
+  std::string QueueShapeRuns(JobState& original) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new job of this request that shares the evaluation of `leader` (in flight).
   void FollowLocked(v1::SubmitRequest request, const std::string& key,
                     const v1::ProblemSpec* problem, JobState& leader, SubmitOutcome* out,

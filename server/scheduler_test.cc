@@ -3,6 +3,8 @@
 #include "server/scheduler.h"
 
 #include <catch2/catch.hpp>
+#include <map>
+#include <set>
 
 #include "common/files.h"
 #include "server/sqlite_job_store.h"
@@ -14,7 +16,13 @@ const char* kCatalog =
     R"({"problems":[{"id":1,"slug":"1_allreduce","version":1,"defaultM":64,"defaultN":64,
   "defaultDtype":"bfloat16","layouts":[{"worldSize":1,"supported":true},{"worldSize":2,"supported":true},
   {"worldSize":3,"supported":false,"unsupportedReason":"m must divide by the world size"},
-  {"worldSize":8,"supported":true}]}]})";
+  {"worldSize":8,"supported":true}]},
+  {"id":2,"slug":"2_shaped","version":1,"defaultM":64,"defaultN":64,"defaultDtype":"bfloat16",
+  "layouts":[{"worldSize":2,"supported":true,"rankedShapes":{"mMin":32,"mMax":128,"mStep":8,
+  "nMin":64,"nMax":64,"nStep":1}}]},
+  {"id":3,"slug":"3_one_shape","version":1,"defaultM":64,"defaultN":64,"defaultDtype":"bfloat16",
+  "layouts":[{"worldSize":2,"supported":true,"rankedShapes":{"mMin":64,"mMax":64,"mStep":1,
+  "nMin":64,"nMax":64,"nStep":1}}]}]})";
 
 // TEST DOUBLE: records what the scheduler sends to one worker.
 struct RecordingConnection : WorkerConnection {
@@ -921,6 +929,217 @@ TEST_CASE("compile tasks go to a worker that compiles and are answered exactly o
   // The coordinator's shutdown answers the rest.
   f.scheduler->AbandonCompiles("shutting down");
   CHECK(answers.size() == size_t(6 + 2 * f.options.compile_tasks_per_slot));
+}
+
+v1::ShapeRange ShapedRange() {
+  v1::ShapeRange r;  // problem 2's at W = 2 in kCatalog
+  r.set_m_min(32);
+  r.set_m_max(128);
+  r.set_m_step(8);
+  r.set_n_min(64);
+  r.set_n_max(64);
+  r.set_n_step(1);
+  return r;
+}
+
+TEST_CASE("shapes are drawn from the range apart from the job's own from the secret and the id",
+          "[scheduler][shapes]") {
+  const v1::ShapeRange r = ShapedRange();
+  const auto a = DrawRankedShapes(777, "j1", r, 64, 64, 2);
+  REQUIRE(a.size() == 2);
+  CHECK(a == DrawRankedShapes(777, "j1", r, 64, 64, 2));  // the same job: the same shapes
+  CHECK(a[0] != a[1]);
+  for (const auto& [m, n] : a) {
+    CHECK(m >= 32);
+    CHECK(m <= 128);
+    CHECK((m - 32) % 8 == 0);
+    CHECK(n == 64);
+    CHECK(m != 64);
+  }
+  // Other jobs and other secrets draw other shapes (13 points: some of 20 draws must differ).
+  int differ = 0;
+  for (int i = 0; i < 10; ++i) {
+    differ += DrawRankedShapes(777, "j" + std::to_string(i + 2), r, 64, 64, 2) != a;
+    differ += DrawRankedShapes(778 + i, "j1", r, 64, 64, 2) != a;
+  }
+  CHECK(differ >= 15);
+  // Two points, the job's own one of them: one shape run. One point, or none declared: none.
+  v1::ShapeRange two = r;
+  two.set_m_min(64);
+  two.set_m_max(72);
+  CHECK(DrawRankedShapes(777, "j1", two, 64, 64, 2) ==
+        std::vector<std::pair<int64_t, int64_t>>{{72, 64}});
+  v1::ShapeRange one = two;
+  one.set_m_max(64);
+  CHECK(DrawRankedShapes(777, "j1", one, 64, 64, 2).empty());
+  CHECK(DrawRankedShapes(777, "j1", v1::ShapeRange(), 64, 64, 2).empty());
+}
+
+TEST_CASE("a ranked OK result gets a confirmation and two shape runs inside its declared range",
+          "[scheduler][confirm][shapes]") {
+  Fixture f;
+  f.options.secret_set_offset = 777;
+  f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+  auto w1 = f.AddWorker(1, "w1", 8, "h200");
+  v1::SubmitRequest req = By("alice", "k");
+  req.set_problem_id(2);
+  req.set_ranked(true);
+  req.set_model("m1");
+  auto out = f.scheduler->Submit(req);
+  REQUIRE(out.ok());
+  REQUIRE(w1->Leases().size() == 1);
+  auto sink = std::make_shared<RecordingSink>();
+  REQUIRE(f.scheduler->Watch(out->job_id, 0, sink).ok());
+  SendOk(f, 1, w1->Leases()[0], 2.0);
+
+  const v1::Job original = *f.scheduler->Get(out->job_id);
+  REQUIRE(!original.confirmation_job_id().empty());
+  REQUIRE(original.shape_job_ids_size() == 2);
+  CHECK(original.result().shape_job_ids_size() == 2);
+  CHECK(original.result().shape_job_ids(0) == original.shape_job_ids(0));
+  CHECK(original.result().shape_job_ids(1) == original.shape_job_ids(1));
+  REQUIRE(!sink->events.empty());
+  CHECK(sink->events.back().stage() == v1::DONE);
+  CHECK(sink->events.back().result().shape_job_ids_size() == 2);
+  const std::string said = sink->events.back().message();
+  CHECK(said.find("shape runs " + original.shape_job_ids(0)) != std::string::npos);
+  CHECK(said.find("geometric mean") != std::string::npos);
+  // One confirmation and two shape runs, all confirming the original.
+  const std::vector<v1::Job> confs = Confirmations(f.store.get());
+  REQUIRE(confs.size() == 3);
+  const auto drawn =
+      DrawRankedShapes(777, out->job_id, ShapedRange(), 64, 64, Scheduler::kShapeRuns);
+  REQUIRE(drawn.size() == 2);
+  std::set<std::string> keys = {original.job_key()};
+  for (int i = 0; i < 2; ++i) {
+    const v1::Job s = *f.scheduler->Get(original.shape_job_ids(i));
+    INFO("shape run " << i << ": m=" << s.request().spec().m() << " n=" << s.request().spec().n());
+    CHECK(s.confirms_job_id() == out->job_id);
+    CHECK(s.shape_run());
+    CHECK(s.stage() == v1::QUEUED);
+    const int64_t m = s.request().spec().m(), n = s.request().spec().n();
+    CHECK(std::make_pair(m, n) == drawn[i]);
+    CHECK(m >= 32);
+    CHECK(m <= 128);
+    CHECK((m - 32) % 8 == 0);
+    CHECK(n == 64);
+    CHECK(std::make_pair(m, n) != std::make_pair<int64_t, int64_t>(64, 64));
+    CHECK(s.request().m() == m);  // the deprecated fields mirror the spec
+    CHECK(s.request().spec().ranked());
+    CHECK(s.request().no_cache());
+    CHECK(s.request().submitter() == "alice");
+    CHECK(s.request().model() == "m1");
+    CHECK(s.request().spec().gpu_class() == "h200");
+    CHECK(s.source_sha256() == original.source_sha256());
+    keys.insert(s.job_key());  // another spec, another key
+  }
+  CHECK(keys.size() == 3);
+  CHECK(original.shape_job_ids(0) != original.shape_job_ids(1));
+
+  // The lone worker takes the confirmation (no other can); the shape runs wait.
+  REQUIRE(w1->Leases().size() == 2);
+  CHECK(w1->Leases()[1].job_id() == original.confirmation_job_id());
+  CHECK(f.scheduler->Stats().queued == 2);
+  // A restart keeps them: their original's DONE names them.
+  f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+  REQUIRE(f.scheduler->Recover().ok());
+  f.scheduler->Flush();
+  CHECK(f.scheduler->Stats().queued == 2);
+  // Each runs with its shape on fresh secret inputs, and its DONE names its shape.
+  auto w2 = f.AddWorker(2, "w2", 8, "h200");
+  std::map<std::string, v1::Lease> leases;
+  for (int round = 0; round < 3 && leases.size() < 2; ++round) {
+    const std::vector<v1::Lease> now = w2->Leases();
+    for (const v1::Lease& l : now) {
+      if (leases.emplace(l.job_id(), l).second) SendOk(f, 2, l, 1.5);
+    }
+  }
+  REQUIRE(leases.size() == 2);
+  for (int i = 0; i < 2; ++i) {
+    const std::string id = original.shape_job_ids(i);
+    REQUIRE(leases.count(id));
+    CHECK(leases[id].spec().m() == drawn[i].first);
+    CHECK(leases[id].spec().set_offset() == JobSetOffset(777, id));
+    const v1::Job s = *f.scheduler->Get(id);
+    CHECK(s.stage() == v1::DONE);
+    CHECK(s.result().shape_run());
+    CHECK(s.result().confirms_job_id() == out->job_id);
+    CHECK(s.confirmation_job_id().empty());  // none of its own
+    CHECK(s.shape_job_ids().empty());
+  }
+  CHECK(Confirmations(f.store.get()).size() == 3);
+  // The cache answers from the original; its copy names no runs.
+  auto again = f.scheduler->Submit(req);
+  REQUIRE(again.ok());
+  CHECK(again->cached);
+  CHECK(f.scheduler->Get(again->job_id)->result().shape_job_ids().empty());
+}
+
+TEST_CASE("no shape runs unranked or for a one-point range or without a declared range",
+          "[scheduler][confirm][shapes]") {
+  Fixture f;
+  f.options.secret_set_offset = 777;
+  f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+  auto w = f.AddWorker(1, "w1");
+  auto run_ok = [&](v1::SubmitRequest req) {
+    auto out = f.scheduler->Submit(req);
+    REQUIRE(out.ok());
+    const v1::Lease lease = w->Leases().back();
+    REQUIRE(lease.job_id() == out->job_id);
+    auto sink = std::make_shared<RecordingSink>();
+    REQUIRE(f.scheduler->Watch(out->job_id, 0, sink).ok());
+    SendOk(f, 1, lease, 1.5);
+    // Its confirmation takes the lone worker next: finish it so the next job gets a lease.
+    const v1::Job job = *f.scheduler->Get(out->job_id);
+    REQUIRE(!job.confirmation_job_id().empty());
+    REQUIRE(w->Leases().back().job_id() == job.confirmation_job_id());
+    SendOk(f, 1, w->Leases().back(), 1.5);
+    return std::make_pair(job, sink->events.back().message());
+  };
+  v1::SubmitRequest unranked = By("alice", "a");
+  unranked.set_problem_id(2);
+  auto [u, u_said] = run_ok(unranked);
+  CHECK(u.shape_job_ids().empty());
+  CHECK(u_said.find("shape") == std::string::npos);
+
+  v1::SubmitRequest one_point = By("alice", "b");
+  one_point.set_problem_id(3);
+  one_point.set_ranked(true);
+  auto [o, o_said] = run_ok(one_point);
+  CHECK(o.shape_job_ids().empty());
+  CHECK(o_said.find("no shape runs: problem 3 declares no ranked shape at W=2") !=
+        std::string::npos);
+
+  v1::SubmitRequest undeclared = By("alice", "c");  // problem 1: a catalog of before
+  undeclared.set_ranked(true);
+  auto [d, d_said] = run_ok(undeclared);
+  CHECK(d.shape_job_ids().empty());
+  CHECK(Confirmations(f.store.get()).size() == 3);  // one each, no shape run
+}
+
+TEST_CASE("a shape run whose original has no DONE is cancelled at restart",
+          "[scheduler][confirm][shapes]") {
+  Fixture f;
+  f.options.secret_set_offset = 777;
+  f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+  v1::SubmitRequest req = By("carol", "p");
+  req.set_problem_id(2);
+  req.set_ranked(true);
+  auto pending = f.scheduler->Submit(req);
+  REQUIRE(pending.ok());
+  v1::Job orphan = *f.scheduler->Get(pending->job_id);
+  orphan.set_job_id("j-shape-orphan");
+  orphan.set_confirms_job_id(pending->job_id);
+  orphan.set_shape_run(true);
+  orphan.mutable_request()->set_source("p");
+  REQUIRE(f.store->CreateJob(orphan, nullptr).ok());
+  f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+  REQUIRE(f.scheduler->Recover().ok());
+  f.scheduler->Flush();
+  const v1::Job o = *f.scheduler->Get("j-shape-orphan");
+  CHECK(o.stage() == v1::DONE);
+  CHECK(o.result().status() == v1::CANCELLED);
+  CHECK(f.scheduler->Get(pending->job_id)->stage() == v1::QUEUED);
 }
 
 }  // namespace

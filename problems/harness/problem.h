@@ -121,6 +121,14 @@ struct TestShape {
   int sets = 2;
 };
 
+// The shapes ranked runs are also timed at, at one world size (pkb.v1.ShapeRange): m in
+// {m_min, m_min + m_step, ..., m_max}, n likewise. A dimension the problem cannot vary has
+// min = max = the default shape's.
+struct ShapeRange {
+  int64_t m_min = 0, m_max = 0, m_step = 1;
+  int64_t n_min = 0, n_max = 0, n_step = 1;
+};
+
 struct ProblemInfo {
   int id = 0;
   std::string slug;       // "1_allreduce"
@@ -148,6 +156,14 @@ class Problem {
   // CanImplement accepts there, said where agents and schedulers can read it (the catalog's
   // world_sizes); a test holds the two to agreement.
   virtual std::vector<int> WorldSizes() const { return {1, 2, 4, 8}; }
+
+  // The shapes ranked runs at world size `world` are also timed at (the catalog's
+  // WorldLayout.ranked_shapes; docs/leaderboard.md, "Shape runs"). Every shape in it must pass
+  // CheckRunnable; a test holds it to that. The default derives it from CanImplement and the
+  // signature (DeriveRankedShapes, problems/harness/shapes.h); override only where that
+  // derivation is wrong for the problem, and say why beside the override. Called for world sizes
+  // the problem runs at.
+  virtual ShapeRange RankedShapes(int world) const;
 
   // Sub-groups besides WORLD (TP, EP, CP, ...). The harness builds one communicator per group.
   virtual std::vector<GroupLayout> Groups(const RunConfig& cfg) const { return {}; }

@@ -98,11 +98,23 @@ function sortableTable(columns, rows, {id, sort, dir, onChange} = {}) {
   return {el: table, setFilter(text) { state.filter = text.toLowerCase(); render(); }};
 }
 
-// A result's confirmation run in words: "confirmed (2.000×, then 1.600×)", "pending", ...
+// A result's shapes in words: "1024×1024 1.800×, 512×2048 1.200×, 768×1024 pending".
+function shapesText(c) {
+  return (c.shapes || []).map(f => {
+    const figure = f.stage !== "DONE" ? "pending" : (f.status || "OK") !== "OK" ? f.status : fmt.x(f.speedup);
+    return `${f.m}×${f.n} ${figure}`;
+  }).join(", ");
+}
+
+// A result's confirmation run in words: "confirmed (2.000×, then 1.600×)", "pending", ...; with
+// shape runs, the geometric mean and each shape's figure.
 function confirmationText(c) {
+  const shaped = c && (c.shapes || []).length;
   switch (c && c.state) {
-    case "CONFIRMED": return `confirmed (${fmt.x(c.firstSpeedup)}, then ${fmt.x(c.confirmationSpeedup)})`;
-    case "CONFIRMATION_PENDING": return "pending";
+    case "CONFIRMED":
+      if (shaped) return `confirmed: geomean over ${c.shapes.length} shapes (${shapesText(c)})`;
+      return `confirmed (${fmt.x(c.firstSpeedup)}, then ${fmt.x(c.confirmationSpeedup)})`;
+    case "CONFIRMATION_PENDING": return shaped ? `pending (${shapesText(c)})` : "pending";
     case "CONFIRMATION_FAILED": return `not confirmed: ${c.reason || ""}`;
     case "UNCONFIRMED": return "unconfirmed (before confirmation runs)";
     default: return "";
@@ -284,8 +296,9 @@ async function problemView(id, params) {
       el("p", {class: "muted"}, `${board.rankingResults || 0} ranking results; ${board.disqualifiedResults || 0} ` +
          "correct results left out because their source was rejected or failed a secret-seed run; " +
          `${board.pendingResults || 0} awaiting their confirmation run; ${board.unconfirmedResults || 0} ` +
-         "whose confirmation run failed. A result ranks once the service has timed it a second time, " +
-         "with the lower of the two speedups."));
+         "whose confirmation or shape run failed. A result ranks once the service has timed it a second " +
+         "time, with the lower of the two speedups; a ranked result also at two shapes drawn from its " +
+         "problem's declared range, with the geometric mean over its shapes."));
 }
 
 // ---- #/job/<id> : one submission -------------------------------------------------------------
@@ -355,7 +368,16 @@ async function jobView(id) {
       sub.confirmation && sub.confirmation.state && sub.confirmation.state !== "CONFIRMATION_NONE" ?
           el("p", {id: "confirmation"}, "Confirmation: ", confirmationText(sub.confirmation), " ",
              sub.confirmation.jobId ? el("a", {href: `#/job/${sub.confirmation.jobId}`}, sub.confirmation.jobId) : "") : null,
-      job.confirmsJobId ? el("p", {id: "confirms"}, "A confirmation run of ",
+      sub.confirmation && (sub.confirmation.shapes || []).length ?
+          el("table", {id: "shapes"},
+             el("thead", {}, el("tr", {}, el("th", {}, "Shape (m × n)"), el("th", {}, "Run"),
+                                el("th", {}, "Verdict"), el("th", {class: "num"}, "Speedup"))),
+             el("tbody", {}, sub.confirmation.shapes.map(f => el("tr", {},
+                 el("td", {}, `${f.m} × ${f.n}`),
+                 el("td", {}, el("a", {href: `#/job/${f.jobId}`}, f.jobId)),
+                 el("td", {}, f.stage !== "DONE" ? "pending" : (f.status || "OK")),
+                 el("td", {class: "num"}, f.stage === "DONE" && (f.status || "OK") === "OK" ? fmt.x(f.speedup) : "–"))))) : null,
+      job.confirmsJobId ? el("p", {id: "confirms"}, job.shapeRun ? `A shape run (${r.m} × ${r.n}) of ` : "A confirmation run of ",
                              el("a", {href: `#/job/${job.confirmsJobId}`}, job.confirmsJobId), ".") : null,
       kv([["Problem", `${r.problemId} ${res.problemSlug || ""}`], ["World size", r.worldSize],
           ["dtype", r.dtype], ["GPU", `${job.gpuClass || r.gpuClass}${res.gpu ? " · " + res.gpu : ""}`],

@@ -8,6 +8,7 @@
 #   FAKE_REJECT         -> REJECTED          FAKE_SECRET_MISMATCH -> MISMATCH with --set-offset
 #   FAKE_HANG           -> sleeps 600 s after COMPILING (for cancel and kill tests)
 #   FAKE_MISMATCH       -> MISMATCH on rank 1, trial 2
+#   FAKE_HARDCODED_M=k  -> MISMATCH when the spec's m is not k (a candidate tuned for one shape)
 #   FAKE_CRASH          -> the engine dies mid-run without a verdict, by SIGSEGV (FAKE_CRASH=exit:
 #                          exit status 3); the worker reports INTERNAL
 #   otherwise           -> NO_DEVICE after compiling, like the real engine on a GPU-less node
@@ -41,7 +42,8 @@ if [[ "${1:-}" == "--catalog" ]]; then
 {"worldSize":4,"supported":true},{"worldSize":8,"supported":true}]},
 {"id":2,"slug":"2_allgather","version":3,"origin":"test double","category":"collective",
 "statement":"All-gather.","defaultM":4096,"defaultN":1024,"defaultDtype":"bfloat16",
-"layouts":[{"worldSize":2,"supported":true},{"worldSize":8,"supported":true}]}]}
+"layouts":[{"worldSize":2,"supported":true,"rankedShapes":{"mMin":"2048","mMax":"8192",
+"mStep":"1024","nMin":"1024","nMax":"1024","nStep":"1"}},{"worldSize":8,"supported":true}]}]}
 JSON
   exit 0
 fi
@@ -69,7 +71,9 @@ if [[ -n "$spec" ]]; then
   problem=$(spec_field problem_id) world=$(spec_field world_size)
   offset=$(spec_field set_offset) dtype=$(spec_field dtype)
   offset=${offset:-0} dtype=${dtype:-bfloat16}
+  m=$(spec_field m) n=$(spec_field n)
 fi
+m=${m:-} n=${n:-}
 [[ -n "$problem" && -n "$world" && -f "$source" && $events == 1 ]] || { echo "fake_pkb_eval: bad usage" >&2; exit 2; }
 delay="${FAKE_PKB_EVAL_DELAY:-0.05}"
 own_delay=$(grep -o 'FAKE_DELAY=[0-9.]*' "$source" | head -1 | cut -d= -f2 || true)
@@ -87,7 +91,7 @@ pause() {
     [[ "${stat[3]}" == "$parent" ]] || exit 1
   done
 }
-[[ -n "${FAKE_PKB_EVAL_LOG:-}" && $compile_only == 0 ]] && echo "ran problem=$problem world=$world offset=$offset pid=$$ source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
+[[ -n "${FAKE_PKB_EVAL_LOG:-}" && $compile_only == 0 ]] && echo "ran problem=$problem world=$world offset=$offset m=$m n=$n pid=$$ source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
 seq=0
 leak=""
 if grep -q FAKE_LEAKY_MESSAGE "$source"; then
@@ -156,6 +160,12 @@ if grep -q FAKE_MISMATCH "$source"; then
   emit "\"stage\":\"VERIFYING\",\"trial\":2,\"trialOk\":false,\"message\":\"$(say "rank 1 wrong")\""
   extra=""; [[ -n "$leak" ]] && extra=",\"failedRankLog\":\"rank 1 stderr: $leak\""
   done_with MISMATCH "rank 1 is wrong (test double)" "$(compile_report true '')$(rank_trials false)$extra"
+  exit 0
+fi
+# A candidate that hard-codes M: wrong at any other shape (what shape runs catch).
+hard_m=$(grep -o 'FAKE_HARDCODED_M=[0-9]*' "$source" | head -1 | cut -d= -f2 || true)
+if [[ -n "$hard_m" && -n "$m" && "$m" != "$hard_m" ]]; then
+  done_with MISMATCH "M is hard-coded to $hard_m, the job's is $m (test double)" "$(leak_fields)"
   exit 0
 fi
 if grep -q FAKE_OK "$source"; then

@@ -779,8 +779,21 @@ TEST_CASE("a functional run puts 4 ranks on a worker that takes 1 and never rank
   const std::string file = c.WriteSource("p001_host.cc", correct);
   auto submit = [&](std::vector<std::string> more) {
     SubprocessOptions o;
-    o.argv = {PKB_CLI_BIN, "--coordinator", absl::StrCat("127.0.0.1:", c.port), "submit", file,
-              "-p", "1", "-w", "4", "--m", "64", "--n", "64", "--warmup", "3"};
+    o.argv = {PKB_CLI_BIN,
+              "--coordinator",
+              absl::StrCat("127.0.0.1:", c.port),
+              "submit",
+              file,
+              "-p",
+              "1",
+              "-w",
+              "4",
+              "--m",
+              "64",
+              "--n",
+              "64",
+              "--warmup",
+              "3"};
     o.argv.insert(o.argv.end(), more.begin(), more.end());
     o.timeout = absl::Seconds(100);
     return RunSubprocess(o).value();
@@ -1421,6 +1434,68 @@ TEST_CASE("postgresql store: confirmation runs pending then across a restart the
   c.store = (*db)->uri();
   ConfirmationEndToEnd(c);
   CHECK(*(*db)->QueryInt("SELECT count(*) FROM jobs WHERE confirms <> ''") == 2);
+}
+
+TEST_CASE("shape runs: a ranked result is timed at two drawn shapes and a hard-coded shape fails",
+          "[service][confirm][shapes]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE, {"--secret-seed-file", c.WriteSource("secret", "424242\n")});
+  c.StartWorker("w1", {{"FAKE_PKB_EVAL_DELAY", "0.01"}});
+  AwaitLog(c, "worker w1 connected");
+  auto cli = [&](std::vector<std::string> args) {
+    SubprocessOptions o;
+    o.argv = {PKB_CLI_BIN, "--coordinator", absl::StrCat("127.0.0.1:", c.port)};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.timeout = absl::Seconds(60);
+    return RunSubprocess(o).value();
+  };
+  // Problem 2 declares m in 2048..8192 step 1024 at W = 2 (its default 4096 x 1024).
+  auto good = cli({"submit", c.WriteSource("good.cu", "FAKE_OK FAKE_SPEEDUP=2.0"), "-p", "2", "-w",
+                   "2", "--ranked", "--wait-confirmation"});
+  CHECK(good.exit_code == 0);
+  INFO(good.out);
+  CHECK(good.out.find("following shape run") != std::string::npos);
+  CHECK(good.out.find("the boards use 2.000x, the geometric mean over the 3 shapes") !=
+        std::string::npos);
+  auto lb = v1::Leaderboard::NewStub(c.channel);
+  v1::LeaderboardQuery q;
+  q.mutable_filter()->set_problem_id(2);
+  v1::LeaderboardAnswer board;
+  grpc::ClientContext ctx;
+  REQUIRE(lb->Query(&ctx, q, &board).ok());
+  REQUIRE(board.boards_size() == 1);
+  REQUIRE(board.boards(0).entries_size() == 1);
+  const v1::Confirmation& conf = board.boards(0).entries(0).confirmation();
+  CHECK(conf.state() == v1::CONFIRMED);
+  REQUIRE(conf.shapes_size() == 3);
+  CHECK(conf.shapes(0).m() == 4096);
+  std::set<int64_t> drawn;
+  for (int i = 1; i < 3; ++i) {
+    const int64_t m = conf.shapes(i).m();
+    CHECK(m >= 2048);
+    CHECK(m <= 8192);
+    CHECK(m % 1024 == 0);
+    CHECK(m != 4096);
+    CHECK(conf.shapes(i).n() == 1024);
+    drawn.insert(m);
+  }
+  CHECK(drawn.size() == 2);
+  // The engine ran them at those shapes: the original and its confirmation at 4096, then each.
+  const std::string runs = Slurp(c.dir + "/engine_runs.log");
+  CHECK(runs.find("m=4096 n=1024") != std::string::npos);
+  for (int64_t m : drawn) CHECK(runs.find(absl::StrCat("m=", m, " n=1024")) != std::string::npos);
+
+  // A candidate tuned for the default shape alone passes twice there, then fails a shape run.
+  auto tuned = cli({"submit", c.WriteSource("tuned.cu", "FAKE_OK FAKE_HARDCODED_M=4096"), "-p", "2",
+                    "-w", "2", "--ranked", "--wait-confirmation"});
+  INFO(tuned.out);
+  CHECK(tuned.exit_code != 0);
+  CHECK(tuned.out.find("not confirmed: the shape run at m=") != std::string::npos);
+  grpc::ClientContext ctx2;
+  REQUIRE(lb->Query(&ctx2, q, &board).ok());
+  REQUIRE(board.boards_size() == 1);
+  CHECK(board.boards(0).entries_size() == 1);  // the good one only
+  CHECK(board.disqualified_results() == 1);    // a ranked run of its source failed
 }
 
 TEST_CASE("check answers the source policy without a job and practice runs never rank",

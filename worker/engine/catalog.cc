@@ -9,6 +9,7 @@
 #include "problems/harness/problem_sources.h"
 #include "problems/harness/registry.h"
 #include "problems/harness/seed_text.h"
+#include "problems/harness/shapes.h"
 #include "worker/engine/engine.h"
 
 namespace pkb {
@@ -122,6 +123,14 @@ v1::ProblemCatalog BuildCatalog() {
           for (int r : part) rl->add_ranks(r);
         }
       }
+      const ShapeRange r = p->RankedShapes(w);
+      v1::ShapeRange* ranked = layout->mutable_ranked_shapes();
+      ranked->set_m_min(r.m_min);
+      ranked->set_m_max(r.m_max);
+      ranked->set_m_step(r.m_step);
+      ranked->set_n_min(r.n_min);
+      ranked->set_n_max(r.n_max);
+      ranked->set_n_step(r.n_step);
       Roofline roof = p->GetRoofline(cfg);
       layout->set_nvlink_bytes(roof.nvlink_bytes);
       layout->set_hbm_bytes(roof.hbm_bytes);

@@ -104,6 +104,14 @@ def describe_layout(layout: problem_pb2.WorldLayout) -> dict:
     d["per_rank"] = {"nvlink_bytes": layout.nvlink_bytes, "hbm_bytes": layout.hbm_bytes,
                      "flops": layout.flops}
     d["roofline_floor_us"] = round(roofline_floor_us(layout), 3)
+    r = layout.ranked_shapes
+    if r.m_step and r.n_step:
+        d["ranked_shapes"] = {
+            "m": {"min": r.m_min, "max": r.m_max, "step": r.m_step},
+            "n": {"min": r.n_min, "max": r.n_max, "step": r.n_step},
+            "note": ("ranked runs are also timed at two shapes drawn from this range after "
+                     "submission: take every size from the tensors, never the default's"),
+        }
     return d
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Iterable, Iterator, Optional, Sequence, Union
+from typing import Iterable, Iterator, List, Optional, Sequence, Union
 
 import grpc
 from google.protobuf import json_format
@@ -151,6 +151,19 @@ class Client:
         for last in self.watch(job_id):
             pass
         return last
+
+    def shape_runs(self, done: result_pb2.EvalEvent) -> List[result_pb2.EvalEvent]:
+        """Follows the shape runs of a ranked DONE event's result (the same source at two more
+        shapes drawn by the service; boards use the geometric mean over the shapes) to their DONE
+        events, in the order drawn: each one's ``result`` has its verdict and speedup, and
+        ``c.get(event.job_id).request.spec`` its shape. Empty when the result has none."""
+        out = []
+        for job_id in done.result.shape_job_ids:
+            last = None
+            for last in self.watch(job_id):
+                pass
+            out.append(last)
+        return out
 
     def watch(self, job_id: str, after_sequence: int = 0) -> Iterator[result_pb2.EvalEvent]:
         """Replays a job's events after ``after_sequence``, then the live ones until DONE."""
