@@ -76,6 +76,14 @@ def test_a_whole_agent_session_over_stdio(cluster):
             unsupported = await _call(c, "get_problem", problem=1, world_size=3)
             assert unsupported["layouts"][0]["unsupported_reason"] == \
                 "m must divide by the world size"
+            # Problem 2 declares the shapes ranked runs are also timed at; problem 1 (a catalog
+            # of before) none.
+            shaped = await _call(c, "get_problem", problem=2, world_size=2)
+            assert shaped["layouts"][0]["ranked_shapes"]["m"] == {"min": 2048, "max": 8192,
+                                                                  "step": 1024}
+            assert shaped["layouts"][0]["ranked_shapes"]["n"] == {"min": 1024, "max": 1024,
+                                                                  "step": 1}
+            assert "ranked_shapes" not in layout
             full = await _call(c, "get_problem", problem="1", include_headers=True)
             assert "pkb_run_fn" in full["headers"]["pkb/candidate.h"]
             assert "PKB_CANDIDATE_API_V1" in full["example"]["source"]
