@@ -66,6 +66,8 @@ TEST_CASE("every problem's source is its own file and the family libraries it in
                                           "problems/dp/adam.h", "problems/dp/adam.cc",
                                           "problems/dp/zero.h", "problems/dp/zero.cc"});
   CHECK(ProblemSources(999).empty());
+}
+
 // Whether `r` is a well-formed range around the default that `p` runs everywhere at `world`: its
 // four corners and `samples` random points pass CheckRunnable (which holds them to LimitsOf too).
 absl::Status CheckRankedShapes(const Problem& p, int world, const ShapeRange& r, int samples) {
