@@ -7,8 +7,8 @@
 #include <random>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "problems/harness/inputs.h"
 #include "problems/harness/problem_sources.h"
 #include "problems/harness/seed_text.h"
@@ -112,6 +112,9 @@ TEST_CASE("every problem's ranked shapes run at every world size it supports") {
       CHECK(s.ok());
       ++total;
       if (r.m_min < r.m_max || r.n_min < r.n_max) ++varied;
+      // Shapes as production has them: a dimension that varies is aligned.
+      if (r.m_min < r.m_max) CHECK(r.m_step % kRankedShapeAlignment == 0);
+      if (r.n_min < r.n_max) CHECK(r.n_step % kRankedShapeAlignment == 0);
     }
   }
   // The derivation must not collapse to the default everywhere: most problems take other shapes.
@@ -163,11 +166,11 @@ TEST_CASE("the derived ranked shapes follow the problem's constraints") {
   const ShapeRange r8 = by_w.RankedShapes(8);
   CHECK(r8.m_min == 512);
   CHECK(r8.m_max == 2048);
-  CHECK(r8.m_step == 8);  // the smallest power of two W divides
+  CHECK(r8.m_step == kRankedShapeAlignment);  // W divides it: no finer step, none coarser
   CHECK(r8.n_min == 512);
   CHECK(r8.n_max == 2048);
-  CHECK(r8.n_step == 1);
-  CHECK(by_w.RankedShapes(1).m_step == 1);
+  CHECK(r8.n_step == kRankedShapeAlignment);
+  CHECK(by_w.RankedShapes(1).m_step == kRankedShapeAlignment);
 
   // No power-of-two step keeps M a multiple of 3 (and the default is not one): M stays fixed.
   const ShapeRange r3 = ShapedProblem(ShapedProblem::kMMultipleOf3).RankedShapes(2);

@@ -38,12 +38,15 @@ struct Span {
   int64_t min, max, step;
 };
 
-// One dimension's span with the other at its default: the smallest power-of-two step on which
+// One dimension's span with the other at its default: the smallest power-of-two step, from
+// kRankedShapeAlignment (or the largest power of two below it that divides the default), on which
 // every value from `lo` to `hi` runs, if any. `set` writes the value into a config.
 template <typename Set>
 std::optional<Span> StepOver(const Problem& p, const RunConfig& base, int64_t def, int64_t lo,
                              int64_t hi, Set set) {
-  for (int64_t step = 1; step <= def; step *= 2) {
+  int64_t first_step = kRankedShapeAlignment;
+  while (first_step > 1 && def % first_step != 0) first_step /= 2;
+  for (int64_t step = first_step; step <= def; step *= 2) {
     if (def % step != 0) break;  // the default must be one of the values
     const int64_t first = (lo + step - 1) / step * step, last = hi / step * step;
     if (first == last) break;  // coarser steps leave only the default

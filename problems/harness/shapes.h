@@ -14,10 +14,15 @@
 
 namespace pkb {
 
+// The alignment of the shapes ranked runs draw, in each dimension that varies: production shapes
+// are multiples of it, and a candidate may rely on it (vector loads, tiles) but not on the values.
+inline constexpr int64_t kRankedShapeAlignment = 64;
+
 // The range Problem::RankedShapes returns by default, at world size `world` (the run's default
 // dtype):
 //  - each dimension spans default/2 .. 2 x default (capped by LimitsOf(p)), on the smallest
-//    power-of-two step (up to the default) whose every multiple in that span CheckRunnable accepts
+//    power-of-two step from kRankedShapeAlignment (or the largest power of two below it that
+//    divides the default) up to the default whose every multiple in that span CheckRunnable accepts
 //    with the other dimension at its default; where no step passes, the same over default ..
 //    2 x default, then over default/2 .. default;
 //  - a dimension stays at its default (min = max) where no step passes, or where changing it
