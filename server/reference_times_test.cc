@@ -148,28 +148,19 @@ TEST_CASE("ReferenceTimes: read from a SQLite store and kept for the TTL", "[ref
   const std::string dir = *MakeTempDir("/tmp", "pkb-reftimes-test");
   {
     std::unique_ptr<JobStore> store = *SqliteJobStore::Open(dir + "/jobs.db");
-    REQUIRE(store
-                ->CreateJob(Make(1, With([](Made& m) {
-                                   m.w = 2;
-                                   m.baseline_node_us = 12;
-                                 })),
-                            nullptr)
-                .ok());
-    REQUIRE(store
-                ->CreateJob(Make(2, With([](Made& m) {
-                                   m.w = 2;
-                                   m.baseline_node_us = 14;
-                                 })),
-                            nullptr)
-                .ok());
-    REQUIRE(store
-                ->CreateJob(Make(3, With([](Made& m) {
-                                   m.w = 2;
-                                   m.baseline_node_us = 99;
-                                   m.confirms = "j1";
-                                 })),
-                            nullptr)
-                .ok());
+    // Result i at W = 2 with this node baseline; `confirms`: a confirmation run of that job.
+    auto add = [&](int i, double baseline_us, const std::string& confirms = "") {
+      REQUIRE(store
+                  ->CreateJob(Make(i, With([&](Made& m) {
+                                     m.baseline_node_us = baseline_us;
+                                     m.confirms = confirms;
+                                   })),
+                              nullptr)
+                  .ok());
+    };
+    add(1, 12);
+    add(2, 14);
+    add(3, 99, "j1");
     ReferenceTimes cached(store.get(), absl::Hours(1));
     absl::StatusOr<std::vector<v1::ReferenceTime>> t = cached.Of(Problem1());
     REQUIRE(t.ok());
@@ -178,13 +169,7 @@ TEST_CASE("ReferenceTimes: read from a SQLite store and kept for the TTL", "[ref
     CHECK(t->at(0).p90_us() == 14);
 
     // A new result: the cached answer stands within the TTL; a fresh reader sees it.
-    REQUIRE(store
-                ->CreateJob(Make(4, With([](Made& m) {
-                                   m.w = 2;
-                                   m.baseline_node_us = 16;
-                                 })),
-                            nullptr)
-                .ok());
+    add(4, 16);
     CHECK(cached.Of(Problem1())->at(0).samples() == 2);
     ReferenceTimes fresh(store.get(), absl::ZeroDuration());
     CHECK(fresh.Of(Problem1())->at(0).samples() == 3);
