@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/files.h"
 #include "common/subprocess.h"
 #include "nlohmann/json.hpp"
 
@@ -126,6 +127,42 @@ TEST_CASE("diagnostics of a failure name the rank, trial and element", "[engine]
 TEST_CASE("a hanging rank is killed at the limit: TIMEOUT", "[engine][e2e]") {
   auto j = Eval({"-p", "1", "-w", "2", "--timeout=4", Cpu("p001_hang.cc")});
   CHECK(j["status"] == "TIMEOUT");
+}
+
+TEST_CASE("the ranks start while the source compiles, and a compile error calls them off",
+          "[engine][e2e][overlap]") {
+  // A compile of seconds (ATen included), in a cache folder of its own so that it really runs.
+  auto cache = MakeTempDir("/tmp/pkb-test", "overlap-cache-");
+  REQUIRE(cache.ok());
+  auto j = Eval({"-p", "1", "-w", "2", "--cache-dir=" + *cache, Cpu("p001_aten.cc")});
+  INFO(j.dump(1));
+  REQUIRE(j["status"] == "OK");
+  REQUIRE(j["compile"]["cache_hit"] != true);
+  const auto& stages = j["stage_seconds"];
+  const double compile = stages["compile"].get<double>();
+  CHECK(compile > 1.0);
+  // The ranks ran during the compile, until it was over (their gate opened only then).
+  REQUIRE(stages.contains("ranks_during_compile"));
+  CHECK(stages["ranks_during_compile"].get<double>() >= 0.9 * compile);
+  CHECK(stages["run"].get<double>() >= stages["ranks_during_compile"].get<double>());
+
+  // The same source one stage after the other: the same verdict, nothing overlapped.
+  auto serial = Eval(
+      {"-p", "1", "-w", "2", "--cache-dir=" + *cache, "--serial-compile", Cpu("p001_aten.cc")});
+  CHECK(serial["status"] == "OK");
+  CHECK(!serial["stage_seconds"].contains("ranks_during_compile"));
+
+  // A compile error: the ranks already started are killed at once, and the verdict is the
+  // compiler's, with its diagnostics.
+  const std::string broken = *cache + "/p001_broken.cc";
+  REQUIRE(WriteFileAtomic(broken, ReadFile(Cpu("p001_correct.cc")).value() + "\nint x = ;\n").ok());
+  auto e = Eval({"-p", "1", "-w", "2", "--cache-dir=" + *cache, broken});
+  INFO(e.dump(1));
+  CHECK(e["status"] == "COMPILE_ERROR");
+  CHECK(e["compile"]["diagnostics"].size() >= 1);
+  CHECK(!e.contains("rank_trials"));
+  CHECK(e["total_seconds"].get<double>() < 5.0);
+  (void)RemoveTree(*cache);
 }
 
 TEST_CASE("constraints are checked before anything runs", "[engine][e2e]") {

@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -217,16 +219,28 @@ class Evaluation {
 
   // The GPU lock is released, then the scratch folder removed, after the verdict was sent.
   ~Evaluation() {
+    JoinCompile();                         // it writes into the scratch folder
     if (gpu_lock_ >= 0) close(gpu_lock_);  // releases the flock
     if (!scratch_.empty() && !o_.keep_scratch) (void)RemoveTree(scratch_);
   }
 
   v1::EvalResult Run() {
-    for (auto stage : {&Evaluation::CheckJob, &Evaluation::OpenScratch, &Evaluation::Compile}) {
+    for (auto stage : {&Evaluation::CheckJob, &Evaluation::OpenScratch, &Evaluation::CheckPolicy}) {
       if (std::optional<Verdict> end = (this->*stage)()) return Finish(*end);
     }
-    if (o_.compile_only) return Finish(Compiled());
-    if (std::optional<Verdict> end = RunRanks()) return Finish(*end);
+    if (!OverlapCompile()) {
+      if (std::optional<Verdict> end = Compile()) return Finish(*end);
+      if (o_.compile_only) return Finish(Compiled());
+      if (std::optional<Verdict> end = RunRanks(/*gated=*/false)) return Finish(*end);
+      return Finish(Judge());
+    }
+    StartCompile();
+    std::optional<Verdict> ranks_end = RunRanks(/*gated=*/true);
+    JoinCompile();
+    // The compile's verdict comes first: ranks that waited for a candidate that never came say
+    // nothing about it.
+    if (std::optional<Verdict> end = AdoptCompile(outcome_)) return Finish(*end);
+    if (ranks_end) return Finish(*ranks_end);
     return Finish(Judge());
   }
 
@@ -316,49 +330,102 @@ class Evaluation {
     return std::nullopt;
   }
 
-  // The source policy, then the compiler (cached); the library the ranks will load.
+  // The source policy on what a candidate may call, before anything of it is compiled. Its
+  // findings are the policy's, not the compiler's: nothing was compiled.
+  std::optional<Verdict> CheckPolicy() {
+    if (o_.baseline_only) return std::nullopt;
+    std::vector<v1::Diagnostic> findings = CheckSource(o_.source, o_.source_name);
+    if (findings.empty()) return std::nullopt;
+    for (auto& d : findings) *r_.add_policy_findings() = d;
+    return End(v1::REJECTED,
+               absl::StrCat("the source breaks ", findings.size(),
+                            " rule(s) of the candidate policy (docs/security.md); first, at line ",
+                            findings[0].line(), ": ", findings[0].message()));
+  }
+
+  // Whether the ranks may start while the source compiles: they will start at all (not for a
+  // compile-only run, nor where the compile is followed by NO_DEVICE or REJECTED), and the job
+  // did not ask for the stages one after the other.
+  bool OverlapCompile() const {
+    return o_.overlap_compile && !o_.baseline_only && !o_.compile_only &&
+           !(backend_ == "cuda" && (cpu_candidate_ || gpu_count_ == 0));
+  }
+
+  // The compiler (sandboxed, cached), then the library placed where the ranks load it. Touches
+  // nothing of the result: it may run on a thread of its own while the ranks start (RunRanks).
+  struct CompileOutcome {
+    absl::StatusOr<CompileOutput> compiled = absl::UnknownError("not compiled");
+    absl::Status placed;  // the library copied into the job's folder
+  };
+  CompileOutcome CompileSource(bool place) const {
+    CompilerOptions co;
+    co.gencode = o_.gencode;
+    co.api_include_dir = o_.api_include_dir;
+    co.torch_include_dir = o_.torch_include_dir;
+    co.cpu_include_dirs = o_.cpu_include_dirs;
+#ifdef PKB_MPI_INCLUDE_DIRS
+    for (absl::string_view d : absl::StrSplit(PKB_MPI_INCLUDE_DIRS, ':')) {
+      co.cpu_include_dirs.emplace_back(d);
+    }
+#endif
+    co.cache_dir = o_.cache_dir;
+    co.scratch_dir = scratch_;
+    co.timeout = o_.compile_timeout;
+    if (sandboxed_) co.sandbox = &sandbox_;
+    CompileOutcome out;
+    out.compiled = CandidateCompiler(co).Compile(o_.source, o_.source_name);
+    if (place && out.compiled.ok() && out.compiled->report.ok()) {
+      out.placed = PlaceLibrary(out.compiled->library_path);
+    }
+    return out;
+  }
+
+  // The ranks load the candidate from the job's own folder: a library from the compile cache,
+  // which holds other submissions too, is copied there; one compiled there is moved.
+  absl::Status PlaceLibrary(const std::string& compiled) const {
+    std::error_code ec;
+    if (absl::StartsWith(compiled, scratch_ + "/")) {
+      std::filesystem::rename(compiled, CandidateLibrary(), ec);
+    } else {
+      std::filesystem::copy_file(compiled, CandidateLibrary(),
+                                 std::filesystem::copy_options::overwrite_existing, ec);
+    }
+    if (ec) return absl::InternalError("cannot place the compiled candidate: " + ec.message());
+    return absl::OkStatus();
+  }
+  std::string CandidateLibrary() const { return scratch_ + "/candidate.so"; }
+  std::string CandidateGate() const { return scratch_ + "/candidate.gate"; }
+
+  // The compile's outcome in the result, and the verdict when it ends the job.
+  std::optional<Verdict> AdoptCompile(const CompileOutcome& c) {
+    if (!c.compiled.ok()) return End(v1::INTERNAL, std::string(c.compiled.status().message()));
+    *r_.mutable_compile() = c.compiled->report;
+    (*r_.mutable_stage_seconds())["compile"] = c.compiled->report.seconds();
+    if (!c.compiled->report.ok()) {
+      int errors = 0;
+      for (const auto& d : c.compiled->report.diagnostics()) errors += d.severity() == "error";
+      return End(v1::COMPILE_ERROR,
+                 absl::StrCat("compilation failed with ", errors, " error(s)", errors ? ": " : "",
+                              errors ? c.compiled->report.diagnostics(0).message() : ""));
+    }
+    if (!c.placed.ok()) return End(v1::INTERNAL, std::string(c.placed.message()));
+    library_path_ = CandidateLibrary();
+    return std::nullopt;
+  }
+
+  // The compile, one stage after the other (compile-only runs, runs that start no rank, and
+  // --serial-compile): the library the ranks will load, or the verdict that ends the job.
   std::optional<Verdict> Compile() {
     if (!o_.baseline_only) {
-      // The policy on what a candidate may call, before anything of it is compiled.
-      // Its findings are the policy's, not the compiler's: nothing was compiled.
-      std::vector<v1::Diagnostic> findings = CheckSource(o_.source, o_.source_name);
-      if (!findings.empty()) {
-        for (auto& d : findings) *r_.add_policy_findings() = d;
-        return End(v1::REJECTED,
-                   absl::StrCat("the source breaks ", findings.size(),
-                                " rule(s) of the candidate policy (docs/security.md); first, at "
-                                "line ",
-                                findings[0].line(), ": ", findings[0].message()));
-      }
       events_.Emit(v1::COMPILING, "compiling " + o_.source_name);
-      CompilerOptions co;
-      co.gencode = o_.gencode;
-      co.api_include_dir = o_.api_include_dir;
-      co.torch_include_dir = o_.torch_include_dir;
-      co.cpu_include_dirs = o_.cpu_include_dirs;
-#ifdef PKB_MPI_INCLUDE_DIRS
-      for (absl::string_view d : absl::StrSplit(PKB_MPI_INCLUDE_DIRS, ':')) {
-        co.cpu_include_dirs.emplace_back(d);
-      }
-#endif
-      co.cache_dir = o_.cache_dir;
-      co.scratch_dir = scratch_;
-      co.timeout = o_.compile_timeout;
-      if (sandboxed_) co.sandbox = &sandbox_;
-      CandidateCompiler compiler(co);
-      auto compiled = compiler.Compile(o_.source, o_.source_name);
-      if (!compiled.ok()) return End(v1::INTERNAL, std::string(compiled.status().message()));
-      *r_.mutable_compile() = compiled->report;
-      (*r_.mutable_stage_seconds())["compile"] = compiled->report.seconds();
-      if (!compiled->report.ok()) {
-        int errors = 0;
-        for (const auto& d : compiled->report.diagnostics()) errors += d.severity() == "error";
-        return End(v1::COMPILE_ERROR,
-                   absl::StrCat("compilation failed with ", errors, " error(s)", errors ? ": " : "",
-                                errors ? compiled->report.diagnostics(0).message() : ""));
-      }
-      library_path_ = compiled->library_path;
+      // A compile-only run loads nothing: its library stays where the compiler left it.
+      if (std::optional<Verdict> end = AdoptCompile(CompileSource(!o_.compile_only))) return end;
     }
+    return AfterCompile();
+  }
+
+  // What ends a job that compiled before any rank starts.
+  std::optional<Verdict> AfterCompile() {
     if (o_.compile_only) return std::nullopt;  // Run ends with Compiled()
     if (backend_ == "cuda" && cpu_candidate_) {
       return End(v1::REJECTED,
@@ -370,16 +437,36 @@ class Evaluation {
                  "compiled successfully, but this machine has no usable GPU: nothing was run, so "
                  "there is no verdict on correctness or speed");
     }
-    if (sandboxed_ && !library_path_.empty() && !absl::StartsWith(library_path_, scratch_ + "/")) {
-      // From the compile cache, which holds other submissions too: the ranks get a private copy.
-      std::error_code ec;
-      std::string copy = scratch_ + "/candidate.so";
-      std::filesystem::copy_file(library_path_, copy,
-                                 std::filesystem::copy_options::overwrite_existing, ec);
-      if (ec) return End(v1::INTERNAL, "cannot copy the compiled candidate: " + ec.message());
-      library_path_ = copy;
-    }
     return std::nullopt;
+  }
+
+  // The compile on a thread of its own while RunRanks starts the ranks, which wait for its gate
+  // file before they load the candidate: "go" once the library is in place, "abort" otherwise.
+  // Their process start, libtorch, device and communicator set-up are off the critical path.
+  void StartCompile() {
+    events_.Emit(v1::COMPILING, "compiling " + o_.source_name);
+    compile_thread_ = std::thread([this] {
+      CompileOutcome c = CompileSource(/*place=*/true);
+      const bool go = c.compiled.ok() && c.compiled->report.ok() && c.placed.ok();
+      absl::Status gate = WriteFileAtomic(CandidateGate(), go ? "go\n" : "abort\n");
+      std::lock_guard<std::mutex> lock(compile_mu_);
+      outcome_ = std::move(c);
+      if (!gate.ok() && go) {
+        // The ranks would wait for a gate that never comes, until its limit.
+        outcome_.placed = gate;
+      }
+      compiled_ = true;
+    });
+  }
+
+  // Waits for the compile thread; its outcome is then in `outcome_`.
+  void JoinCompile() {
+    if (compile_thread_.joinable()) compile_thread_.join();
+  }
+
+  bool CompileDone() {
+    std::lock_guard<std::mutex> lock(compile_mu_);
+    return compiled_;
   }
 
   // The verdict of a compile-only run that compiled: nothing ran.
@@ -395,7 +482,9 @@ class Evaluation {
   }
 
   // The W rank processes, each with its report key and the run's spec, under the node's GPU lock.
-  std::optional<Verdict> RunRanks() {
+  // `gated`: the source compiles meanwhile (StartCompile), and the ranks load it once its gate
+  // says go.
+  std::optional<Verdict> RunRanks(bool gated) {
     // Each rank's harness gets a key to sign its report with, in a file it reads and deletes
     // before the submission's process starts (verdict.h).
     report_base_ = scratch_ + "/report";
@@ -418,7 +507,28 @@ class Evaluation {
     spec.scratch_dir = scratch_;
     spec.timeout = absl::Seconds(run_.run_timeout_s());
     spec.args = {"--spec=" + spec_path, "--report=" + report_base_, "--rendezvous=" + scratch_};
-    if (!library_path_.empty()) spec.args.push_back("--candidate=" + library_path_);
+    if (gated) {
+      spec.args.push_back("--candidate=" + CandidateLibrary());
+      spec.args.push_back("--candidate-gate=" + CandidateGate());
+      spec.gate_limit = o_.compile_timeout + absl::Seconds(60);
+      spec.args.push_back(absl::StrCat("--gate-limit=", absl::ToInt64Seconds(spec.gate_limit)));
+      // Polled by the launcher on this thread: the events stay in order.
+      spec.gate = [this] {
+        if (!CompileDone()) return Gate::kClosed;
+        std::lock_guard<std::mutex> lock(compile_mu_);
+        if (!outcome_.compiled.ok() || !outcome_.compiled->report.ok() || !outcome_.placed.ok()) {
+          return Gate::kCalledOff;  // a compile error comes back without waiting for the ranks
+        }
+        events_.Emit(
+            v1::VERIFYING,
+            absl::StrFormat("compiled in %.2f s; %d trials on %d rank process(es)",
+                            outcome_.compiled->report.seconds(), run_.trials(), run_.world_size()));
+        return Gate::kOpen;
+      };
+      spec.before_cleanup = [this] { JoinCompile(); };
+    } else if (!library_path_.empty()) {
+      spec.args.push_back("--candidate=" + library_path_);
+    }
     if (!o_.baseline) spec.args.push_back("--no-baseline");
     spec.env = {"NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1",
                 "NVSHMEM_DISABLE_NVLS=1"};
@@ -484,14 +594,24 @@ class Evaluation {
         if (flock(gpu_lock_, LOCK_EX) != 0) return End(v1::INTERNAL, "cannot lock " + path);
       }
     }
-    events_.Emit(v1::VERIFYING, absl::StrCat("starting ", run_.world_size(), " rank process(es), ",
-                                             run_.trials(), " trials"));
+    if (gated) {
+      events_.Emit(v1::COMPILING, absl::StrCat("starting ", run_.world_size(),
+                                               " rank process(es) while the source compiles"));
+    } else {
+      events_.Emit(v1::VERIFYING, absl::StrCat("starting ", run_.world_size(),
+                                               " rank process(es), ", run_.trials(), " trials"));
+    }
     run_timeout_ = spec.timeout;
     RankLauncher launcher;
     auto launched = launcher.Run(spec);
     if (!launched.ok()) return End(v1::INTERNAL, std::string(launched.status().message()));
     launched_ = std::move(*launched);
     (*r_.mutable_stage_seconds())["run"] = absl::ToDoubleSeconds(launched_.elapsed);
+    if (gated && launched_.before_gate >= absl::ZeroDuration()) {
+      // The part of "run" that the compile hid: the ranks' start while it ran.
+      (*r_.mutable_stage_seconds())["ranks_during_compile"] =
+          absl::ToDoubleSeconds(launched_.before_gate);
+    }
     return std::nullopt;
   }
 
@@ -599,6 +719,10 @@ class Evaluation {
   std::string scratch_;
   // Compile
   std::string library_path_;
+  std::thread compile_thread_;  // StartCompile
+  std::mutex compile_mu_;
+  bool compiled_ = false;  // guarded by compile_mu_, as is outcome_
+  CompileOutcome outcome_;
   // RunRanks
   std::string report_base_;
   std::vector<std::string> report_keys_;

@@ -37,6 +37,10 @@ struct EvalOptions {
   // the verdict that stopped it: REJECTED, COMPILE_ERROR, ...). No rank starts, no GPU is
   // counted or locked, and pkb-rank need not be installed.
   bool compile_only = false;
+  // Start the rank processes while the source compiles (they load it once it is ready), so that
+  // their start, libtorch, device and communicator set-up cost no time after the compile. False:
+  // compile, then start them (pkb-eval --serial-compile; for measuring the difference).
+  bool overlap_compile = true;
   std::string mpirun = "mpirun";  // CPU backend and functional GPU runs
   std::string backend = "auto";   // "cuda", "cpu" (MPI + CPU test candidates), "auto"
   std::string gencode = "arch=compute_90a,code=sm_90a";

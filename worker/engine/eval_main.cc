@@ -131,6 +131,8 @@ int Main(int argc, char** argv) {
                "then stop: status COMPILED (or REJECTED, COMPILE_ERROR); no rank starts, no GPU "
                "is needed")
       ->excludes("--baseline-only");
+  app.add_flag("!--serial-compile", o.overlap_compile,
+               "start the rank processes after the compile, not while it runs");
   app.add_flag("--events", events, "print every stage event as a JSON line");
   app.add_flag("--strict", strict, "exit 1 unless the verdict is OK");
   app.add_flag("--catalog", catalog, "print every problem's spec as JSON and exit");

@@ -564,6 +564,28 @@ class Judge {
 
 }  // namespace
 
+absl::Status AwaitCandidate(const RankOptions& o) {
+  if (o.candidate_gate.empty()) return absl::OkStatus();
+  const auto limit = std::chrono::steady_clock::now() +
+                     std::chrono::microseconds(static_cast<int64_t>(o.gate_limit_s * 1e6));
+  for (;;) {
+    // pkb-eval writes the file whole (a rename), so once it exists it says all it will.
+    std::ifstream gate(o.candidate_gate);
+    if (gate) {
+      std::string word;
+      gate >> word;
+      if (word == "go") return absl::OkStatus();
+      return absl::CancelledError(
+          absl::StrCat("the run was called off before the candidate was loaded (", word, ")"));
+    }
+    if (std::chrono::steady_clock::now() > limit) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the candidate was not ready after ", o.gate_limit_s, " s of waiting for it"));
+    }
+    usleep(2000);
+  }
+}
+
 absl::Status RunJudge(const RankOptions& o, v1::RankReport* report) {
   PKB_ASSIGN_OR_RETURN(const Problem* p, FindProblem(o.spec.problem_id()));
   RunConfig cfg;
@@ -625,6 +647,8 @@ absl::Status RunJudge(const RankOptions& o, v1::RankReport* report) {
   PKB_ASSIGN_OR_RETURN(Comm * comm, dev->MakeComm(groups));
   host.Bind(comm);
   if (host.running()) {
+    // Everything above ran while the source compiled; nothing of the submission had until here.
+    PKB_RETURN_IF_ERROR(AwaitCandidate(o));
     absl::Status loaded = host.Load();
     if (!loaded.ok()) {
       report->set_status(v1::RUNTIME_ERROR);

@@ -24,7 +24,17 @@ struct RankOptions {
   std::string report;     // where to write this rank's RankReport (binary)
   std::string rendezvous;
   bool baseline = true;
+  // Started while the candidate compiles: this file appears when it is ready (its first line
+  // "go"; anything else, "abort" say, means there is nothing to run). The judge sets up its device
+  // and communicators, and the host its own, meanwhile; the candidate is loaded once it says go.
+  // Empty: `candidate` is ready at start.
+  std::string candidate_gate;
+  double gate_limit_s = 240;  // the longest wait for the gate
 };
+
+// Waits for `o.candidate_gate` to appear (up to o.gate_limit_s): OK when it says go,
+// CANCELLED when the engine called the run off, DEADLINE_EXCEEDED when it never came.
+absl::Status AwaitCandidate(const RankOptions& o);
 
 // Judges this rank of the job: verification, then the benchmark. A failure of the candidate is
 // the report's status (RUNTIME_ERROR, MISMATCH, REJECTED); an error status is the harness's own

@@ -244,12 +244,27 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
   constexpr size_t kMaxLine = 64 << 10, kMaxLog = 16 << 20;
   size_t log_bytes = 0;
   std::ofstream rank0_log(children[0].exit.log_path, std::ios::app);
-  absl::Time deadline = start + spec.timeout;
+  // Behind a closed gate the run's own limit has not started.
+  bool gated = static_cast<bool>(spec.gate);
+  if (gated) result.before_gate = absl::Seconds(-1);
+  absl::Time deadline = start + spec.timeout + (gated ? spec.gate_limit : absl::ZeroDuration());
   absl::Time kill_at = absl::InfiniteFuture();
   int alive = processes;
   bool pipe_open = true;
   while (alive > 0) {
     absl::Time now = absl::Now();
+    if (gated) {
+      const Gate gate = spec.gate();
+      if (gate != Gate::kClosed) {
+        gated = false;
+        result.before_gate = now - start;
+        deadline = now + spec.timeout;
+      }
+      if (gate == Gate::kCalledOff) {
+        result.called_off = true;
+        KillProcessGroup(pgid, SIGKILL);
+      }
+    }
     if (now >= deadline && !result.timed_out) {
       result.timed_out = true;
       KillProcessGroup(pgid, SIGKILL);
@@ -257,7 +272,8 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
     if (now >= kill_at) KillProcessGroup(pgid, SIGKILL);
     if (pipe_open) {
       pollfd pfd{progress_pipe[0], POLLIN, 0};
-      if (poll(&pfd, 1, 50) > 0) {
+      // Behind a closed gate, quicker: a called-off run ends as soon as it is called off.
+      if (poll(&pfd, 1, gated ? 5 : 50) > 0) {
         char buf[4096];
         ssize_t n = read(progress_pipe[0], buf, sizeof buf);
         if (n <= 0) {
@@ -283,7 +299,7 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
         }
       }
     } else {
-      usleep(20000);
+      usleep(gated ? 5000 : 20000);
     }
     for (int i = 0; i < processes; ++i) {
       if (children[i].done) continue;
@@ -305,6 +321,7 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
     }
   }
   close(progress_pipe[0]);
+  if (spec.before_cleanup) spec.before_cleanup();
   KillProcessGroup(pgid, SIGKILL);  // anything a rank left behind
   // Ranks that left the group (mpirun starts its ranks in their own sessions) were re-parented
   // to us when their launcher died, since we are a subreaper: kill and reap them too.

@@ -1,6 +1,8 @@
 #include "worker/engine/launcher.h"
 
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
@@ -73,6 +75,70 @@ TEST_CASE("the wall-clock limit kills every rank and its children", "[launcher]"
     bool running = std::getline(stat, line) && line[line.rfind(')') + 2] != 'Z';
     CHECK_FALSE(running);  // the grandchild is gone too
   }
+  (void)RemoveTree(*dir);
+}
+
+TEST_CASE("behind a closed gate the limit waits; once open it runs", "[launcher][gate]") {
+  auto dir = MakeTempDir("/tmp/pkb-test", "launch-");
+  REQUIRE(dir.ok());
+  // The ranks take 1.5 s; the limit is 0.8 s from the gate, which opens after 1.2 s.
+  auto s = ShellRanks("sleep 1.5", 2, *dir);
+  s.timeout = absl::Milliseconds(800);
+  const absl::Time opens = absl::Now() + absl::Milliseconds(1200);
+  s.gate = [&] { return absl::Now() >= opens ? Gate::kOpen : Gate::kClosed; };
+  auto r = RankLauncher().Run(s);
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->timed_out);
+  CHECK_FALSE(r->called_off);
+  CHECK(r->first_failed == -1);
+  CHECK(r->before_gate >= absl::Milliseconds(1200));
+  CHECK(r->before_gate < absl::Milliseconds(1500));
+  // Open early, the same limit ends ranks that take too long.
+  auto t = ShellRanks("sleep 30", 2, *dir);
+  t.timeout = absl::Milliseconds(800);
+  t.gate = [] { return Gate::kOpen; };
+  auto late = RankLauncher().Run(t);
+  REQUIRE(late.ok());
+  CHECK(late->timed_out);
+  CHECK(late->elapsed < absl::Seconds(5));
+  (void)RemoveTree(*dir);
+}
+
+TEST_CASE("a called-off gate kills the ranks at once", "[launcher][gate]") {
+  auto dir = MakeTempDir("/tmp/pkb-test", "launch-");
+  REQUIRE(dir.ok());
+  auto s = ShellRanks("sleep 60", 3, *dir);
+  const absl::Time off = absl::Now() + absl::Milliseconds(300);
+  s.gate = [&] { return absl::Now() >= off ? Gate::kCalledOff : Gate::kClosed; };
+  auto r = RankLauncher().Run(s);
+  REQUIRE(r.ok());
+  CHECK(r->called_off);
+  CHECK_FALSE(r->timed_out);
+  CHECK(r->elapsed < absl::Seconds(3));
+  (void)RemoveTree(*dir);
+}
+
+TEST_CASE("the caller's own child outlives the ranks' clean-up when it waits for it first",
+          "[launcher][gate]") {
+  auto dir = MakeTempDir("/tmp/pkb-test", "launch-");
+  REQUIRE(dir.ok());
+  // A child of ours that is not a rank (pkb-eval's compile): the clean-up of what the ranks left
+  // behind would take it for an orphan, kill it and reap it. before_cleanup waits for it first.
+  pid_t compile = fork();
+  REQUIRE(compile >= 0);
+  if (compile == 0) {
+    usleep(700 * 1000);
+    _exit(7);
+  }
+  int status = -1;
+  pid_t reaped = -1;
+  auto s = ShellRanks("true", 2, *dir);
+  s.before_cleanup = [&] { reaped = waitpid(compile, &status, 0); };
+  auto r = RankLauncher().Run(s);
+  REQUIRE(r.ok());
+  CHECK(reaped == compile);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 7);
   (void)RemoveTree(*dir);
 }
 

@@ -141,6 +141,9 @@ int main(int argc, char** argv) {
   app.add_option("--report", o.report);
   app.add_option("--rendezvous", o.rendezvous);
   app.add_flag("!--no-baseline", o.baseline);
+  app.add_option("--candidate-gate", o.candidate_gate,
+                 "load the candidate once this file says go (it compiles while the rank starts)");
+  app.add_option("--gate-limit", o.gate_limit_s, "the longest wait for the gate, seconds");
   CLI::App* probe = app.add_subcommand("probe", "print the number of usable GPUs and exit");
   CLI::App* selftest = app.add_subcommand(
       "selftest", "run known-good work on every GPU (the CPU without one) and check its results");

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""bench/eval_latency: one evaluation end to end, stage by stage, with the ranks started while the
+source compiles (the default) and one stage after the other (--serial-compile).
+
+    python3 bench/eval_latency/run.py --pkb-eval build/worker/engine/pkb-eval \
+        --runs 3 --out /tmp/lat -- -p 1 -w 1 problems/examples/p001_allreduce_symm.cu
+
+Everything after `--` goes to pkb-eval as is (the problem, W, the source, -I for CPU
+candidates...). Each run of a mode is cold (an empty compile cache of its own) then warm (the same
+cache again). Printed: one line per run and a table of medians; every result is kept as JSON under
+--out. The columns, from the result's stage_seconds and the process's wall clock:
+
+- wall: pkb-eval from exec to exit, as a worker sees it;
+- compile: the compiler (cache lookup on warm runs);
+- ranks: the launcher's run of the W rank processes, start to end (with the overlap, the part
+  spent while the source compiled is `during compile`);
+- start+end: ranks less verify and benchmark: process starts, libtorch, devices, communicators,
+  the candidate's load, teardown;
+- engine: wall less compile and ranks where they did not overlap: pkb-eval's own start, the
+  checks, the GPU probe, the lock, the verdict, clean-up.
+Only the standard library is used.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def run_once(pkb_eval, args, cache, serial):
+    cmd = [pkb_eval, "--json", "--cache-dir", cache] + (["--serial-compile"] if serial else []) + args
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    try:
+        r = json.loads(p.stdout)
+    except json.JSONDecodeError:
+        sys.exit(f"pkb-eval gave no JSON (exit {p.returncode}): {p.stderr[-2000:]}")
+    st = r.get("stage_seconds", {})
+    compile_s = st.get("compile", 0.0)
+    ranks = st.get("run", 0.0)
+    during = st.get("ranks_during_compile", 0.0)
+    row = {
+        "status": r.get("status"),
+        "wall": wall,
+        "compile": compile_s,
+        "cache_hit": bool(r.get("compile", {}).get("cache_hit", False)),
+        "ranks": ranks,
+        "during_compile": during,
+        "verify": st.get("verify", 0.0),
+        "benchmark": st.get("benchmark", 0.0),
+    }
+    row["start_end"] = ranks - row["verify"] - row["benchmark"] - during
+    # What the stages above leave of the wall clock: with the overlap, compile and the ranks'
+    # first `during` seconds ran at once.
+    row["engine"] = wall - ranks - compile_s + min(during, compile_s)
+    return r, row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pkb-eval", default="build/worker/engine/pkb-eval")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--out", default=None, help="folder for the results (JSON)")
+    ap.add_argument("--modes", default="overlap,serial")
+    ap.add_argument("pkb_eval_args", nargs=argparse.REMAINDER)
+    o = ap.parse_args()
+    args = o.pkb_eval_args[1:] if o.pkb_eval_args[:1] == ["--"] else o.pkb_eval_args
+    out = o.out or tempfile.mkdtemp(prefix="eval-latency-")
+    os.makedirs(out, exist_ok=True)
+    cols = ["wall", "compile", "ranks", "during_compile", "start_end", "verify", "benchmark", "engine"]
+    table = {}
+    for mode in o.modes.split(","):
+        for i in range(1, o.runs + 1):
+            cache = tempfile.mkdtemp(prefix="eval-latency-cache-")
+            try:
+                for temp in ("cold", "warm"):
+                    r, row = run_once(o.pkb_eval, args, cache, mode == "serial")
+                    with open(f"{out}/{mode}-{temp}-{i}.json", "w") as f:
+                        json.dump(r, f, indent=1)
+                    table.setdefault((mode, temp), []).append(row)
+                    print(f"{mode:8s} {temp} {i}: {row['status']} "
+                          + ", ".join(f"{c} {row[c]:.2f}" for c in cols)
+                          + (" (cache hit)" if row["cache_hit"] else ""), flush=True)
+            finally:
+                shutil.rmtree(cache, ignore_errors=True)
+    print()
+    print("| mode | cache | " + " | ".join(cols) + " |")
+    print("|---|---|" + "---|" * len(cols))
+    for (mode, temp), rows in table.items():
+        med = [statistics.median(r[c] for r in rows) for c in cols]
+        print(f"| {mode} | {temp} | " + " | ".join(f"{m:.2f}" for m in med) + " |")
+    print(f"\nmedians of {o.runs} run(s) each, seconds; results in {out}")
+
+
+if __name__ == "__main__":
+    main()
