@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """bench/eval_latency: one evaluation end to end, stage by stage, with the ranks started while the
-source compiles (the default) and one stage after the other (--serial-compile).
+source compiles (the default), one stage after the other (--serial-compile), and on an engine
+started ahead of the job (pkb-eval --standby, as the worker runs it).
 
     python3 bench/eval_latency/run.py --pkb-eval build/worker/engine/pkb-eval \
         --runs 3 --out /tmp/lat -- -p 1 -w 1 problems/examples/p001_allreduce_symm.cu
 
 Everything after `--` goes to pkb-eval as is (the problem, W, the source, -I for CPU
-candidates...). Each run of a mode is cold (an empty compile cache of its own) then warm (the same
+candidates...). Mode `standby` (with --standby-shape W:BACKEND, as 2:cpu or 1:cuda) starts
+`pkb-eval --standby` first, waits --standby-gap seconds (a worker's time between jobs), then hands
+it the job through a FIFO: its wall clock runs from the job's hand-over to the engine's exit, as a
+worker sees it. Each run of a mode is cold (an empty compile cache of its own) then warm (the same
 cache again). Printed: one line per run and a table of medians; every result is kept as JSON under
 --out. The columns, from the result's stage_seconds and the process's wall clock:
 
@@ -31,15 +35,32 @@ import tempfile
 import time
 
 
-def run_once(pkb_eval, args, cache, serial):
-    cmd = [pkb_eval, "--json", "--cache-dir", cache] + (["--serial-compile"] if serial else []) + args
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+def run_once(pkb_eval, args, cache, mode, shape=None, gap=2.0):
+    common = ["--json", "--cache-dir", cache]
+    if mode == "standby":
+        fifo_dir = tempfile.mkdtemp(prefix="eval-latency-fifo-")
+        fifo = os.path.join(fifo_dir, "job.fifo")
+        os.mkfifo(fifo)
+        p = subprocess.Popen([pkb_eval, "--standby", shape, "--job-from", fifo] + common,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(gap)
+        t0 = time.perf_counter()
+        with open(fifo, "w") as f:
+            f.write(json.dumps(args) + "\n")
+        out, err = p.communicate()
+        wall = time.perf_counter() - t0
+        shutil.rmtree(fifo_dir, ignore_errors=True)
+        p_stdout, p_stderr, rc = out, err, p.returncode
+    else:
+        cmd = [pkb_eval] + common + (["--serial-compile"] if mode == "serial" else []) + args
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        p_stdout, p_stderr, rc = p.stdout, p.stderr, p.returncode
     try:
-        r = json.loads(p.stdout)
+        r = json.loads(p_stdout)
     except json.JSONDecodeError:
-        sys.exit(f"pkb-eval gave no JSON (exit {p.returncode}): {p.stderr[-2000:]}")
+        sys.exit(f"pkb-eval gave no JSON (exit {rc}): {p_stderr[-2000:]}")
     st = r.get("stage_seconds", {})
     compile_s = st.get("compile", 0.0)
     ranks = st.get("run", 0.0)
@@ -66,20 +87,28 @@ def main():
     ap.add_argument("--pkb-eval", default="build/worker/engine/pkb-eval")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=None, help="folder for the results (JSON)")
-    ap.add_argument("--modes", default="overlap,serial")
+    ap.add_argument("--modes", default="overlap,serial",
+                    help="any of overlap, serial, standby (which needs --standby-shape)")
+    ap.add_argument("--standby-shape", default=None, help="W:BACKEND of the standby ranks")
+    ap.add_argument("--standby-gap", type=float, default=2.0,
+                    help="seconds between the standby engine's start and the job")
     ap.add_argument("pkb_eval_args", nargs=argparse.REMAINDER)
     o = ap.parse_args()
     args = o.pkb_eval_args[1:] if o.pkb_eval_args[:1] == ["--"] else o.pkb_eval_args
+    if "standby" in o.modes.split(",") and not o.standby_shape:
+        ap.error("mode standby needs --standby-shape W:BACKEND")
     out = o.out or tempfile.mkdtemp(prefix="eval-latency-")
     os.makedirs(out, exist_ok=True)
-    cols = ["wall", "compile", "ranks", "during_compile", "start_end", "verify", "benchmark", "engine"]
+    cols = ["wall", "compile", "ranks", "during_compile", "start_end", "verify", "benchmark",
+            "engine"]
     table = {}
     for mode in o.modes.split(","):
         for i in range(1, o.runs + 1):
             cache = tempfile.mkdtemp(prefix="eval-latency-cache-")
             try:
                 for temp in ("cold", "warm"):
-                    r, row = run_once(o.pkb_eval, args, cache, mode == "serial")
+                    r, row = run_once(o.pkb_eval, args, cache, mode, o.standby_shape,
+                                      o.standby_gap)
                     with open(f"{out}/{mode}-{temp}-{i}.json", "w") as f:
                         json.dump(r, f, indent=1)
                     table.setdefault((mode, temp), []).append(row)

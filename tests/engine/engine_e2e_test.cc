@@ -129,7 +129,7 @@ TEST_CASE("a hanging rank is killed at the limit: TIMEOUT", "[engine][e2e]") {
   CHECK(j["status"] == "TIMEOUT");
 }
 
-TEST_CASE("the ranks start while the source compiles, and a compile error calls them off",
+TEST_CASE("the ranks start while the source compiles and a compile error calls them off",
           "[engine][e2e][overlap]") {
   // A compile of seconds (ATen included), in a cache folder of its own so that it really runs.
   auto cache = MakeTempDir("/tmp/pkb-test", "overlap-cache-");
@@ -163,6 +163,68 @@ TEST_CASE("the ranks start while the source compiles, and a compile error calls 
   CHECK(!e.contains("rank_trials"));
   CHECK(e["total_seconds"].get<double>() < 5.0);
   (void)RemoveTree(*cache);
+}
+
+// pkb-eval --standby W:cpu with the job's arguments in a file (the worker uses a FIFO).
+nlohmann::json Standby(const std::string& shape, const std::vector<std::string>& job,
+                       const std::string& dir) {
+  const std::string job_file = dir + "/job.json";
+  REQUIRE(WriteFileAtomic(job_file, nlohmann::json(job).dump() + "\n").ok());
+  SubprocessOptions o;
+  o.argv = {PKB_EVAL,
+            "--standby",
+            shape,
+            "--job-from",
+            job_file,
+            "-I",
+            kSrc + "/tests/engine/cpu_candidates",
+            "--json"};
+  o.timeout = absl::Seconds(240);
+  auto r = RunSubprocess(o);
+  REQUIRE(r.ok());
+  INFO(r->err);
+  REQUIRE(r->exit_code == 0);
+  return nlohmann::json::parse(r->out);
+}
+
+TEST_CASE("pkb-eval --standby: ranks started before the job take it when it fits",
+          "[engine][e2e][standby]") {
+  auto dir = MakeTempDir("/tmp/pkb-test", "standby-");
+  REQUIRE(dir.ok());
+  const std::vector<std::string> small = {"--m=64", "--n=64", "--warmup=3", "--iters=8"};
+  auto job = [&](const std::string& w, const std::string& file) {
+    std::vector<std::string> a = {"-p", "1", "-w", w};
+    a.insert(a.end(), small.begin(), small.end());
+    a.push_back(Cpu(file));
+    return a;
+  };
+  // The same W: the standby ranks are adopted, and the verdicts are those of any run.
+  auto ok = Standby("2:cpu", job("2", "p001_correct.cc"), *dir);
+  INFO(ok.dump(1));
+  CHECK(ok["status"] == "OK");
+  CHECK(ok["stage_seconds"].contains("ranks_ahead_of_job"));
+  CHECK(ok["rank_trials"].size() == 10);
+  CHECK(Standby("2:cpu", job("2", "p001_wrong.cc"), *dir)["status"] == "MISMATCH");
+  CHECK(Standby("2:cpu", job("2", "p001_crash.cc"), *dir)["status"] == "RUNTIME_ERROR");
+  // Another W: they are replaced by ranks of the job's own.
+  auto other = Standby("4:cpu", job("2", "p001_correct.cc"), *dir);
+  CHECK(other["status"] == "OK");
+  CHECK(!other["stage_seconds"].contains("ranks_ahead_of_job"));
+  // A job that ends before its ranks run (the compiler fails): they are killed with it.
+  const std::string broken = *dir + "/p001_broken.cc";
+  REQUIRE(WriteFileAtomic(broken, ReadFile(Cpu("p001_correct.cc")).value() + "\nint x = ;\n").ok());
+  std::vector<std::string> bad = {"-p", "1", "-w", "2", "--cache-dir=" + *dir + "/cache", broken};
+  CHECK(Standby("2:cpu", bad, *dir)["status"] == "COMPILE_ERROR");
+  // Job arguments that are not a JSON array of strings: a usage error, nothing run.
+  REQUIRE(WriteFileAtomic(*dir + "/bad.json", "{\"not\": \"an array\"}\n").ok());
+  SubprocessOptions o;
+  o.argv = {PKB_EVAL, "--standby", "2:cpu", "--job-from", *dir + "/bad.json"};
+  o.timeout = absl::Seconds(60);
+  auto r = RunSubprocess(o);
+  REQUIRE(r.ok());
+  CHECK(r->exit_code == 2);
+  CHECK(r->err.find("not a JSON array") != std::string::npos);
+  (void)RemoveTree(*dir);
 }
 
 TEST_CASE("constraints are checked before anything runs", "[engine][e2e]") {

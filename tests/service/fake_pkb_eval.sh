@@ -47,6 +47,24 @@ if [[ "${1:-}" == "--catalog" ]]; then
 JSON
   exit 0
 fi
+# --standby W:BACKEND [--job-from FIFO] (the worker's engine started ahead of its job): the job's
+# arguments come later, one line of a JSON array of strings; then it runs them as if they had
+# followed the others, and its log line says "standby=W:BACKEND".
+standby="" job_from="-" rest=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --standby) standby="$2"; shift 2 ;;
+    --job-from) job_from="$2"; shift 2 ;;
+    *) rest+=("$1"); shift ;;
+  esac
+done
+if [[ -n "$standby" ]]; then
+  if [[ "$job_from" == "-" ]]; then IFS= read -r line; else IFS= read -r line < "$job_from"; fi
+  mapfile -d '' job < <(python3 -c 'import json, sys
+for a in json.loads(sys.argv[1]): sys.stdout.write(a + "\0")' "$line")
+  FAKE_STANDBY="$standby" exec "$0" "${rest[@]}" "${job[@]}"
+fi
+set -- "${rest[@]}"
 problem="" world="" source="" events=0 offset=0 dtype=bfloat16 spec="" job_key="" compile_only=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -91,7 +109,7 @@ pause() {
     [[ "${stat[3]}" == "$parent" ]] || exit 1
   done
 }
-[[ -n "${FAKE_PKB_EVAL_LOG:-}" && $compile_only == 0 ]] && echo "ran problem=$problem world=$world offset=$offset m=$m n=$n pid=$$ source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
+[[ -n "${FAKE_PKB_EVAL_LOG:-}" && $compile_only == 0 ]] && echo "ran problem=$problem world=$world offset=$offset m=$m n=$n pid=$$${FAKE_STANDBY:+ standby=$FAKE_STANDBY} source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
 seq=0
 leak=""
 if grep -q FAKE_LEAKY_MESSAGE "$source"; then

@@ -1,11 +1,16 @@
 #include "worker/daemon/executor.h"
 
+#include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
+#include <limits.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -13,6 +18,7 @@
 #include "common/eval_spec.h"
 #include "common/files.h"
 #include "common/subprocess.h"
+#include "nlohmann/json.hpp"
 
 namespace pkb {
 
@@ -33,19 +39,283 @@ std::string Tail(const std::string& s, size_t n) {
   return s.size() <= n ? s : s.substr(s.size() - n);
 }
 
+// The engine's command line up to its own arguments. RunSubprocess does not tell the child's pid,
+// and cancel needs it: a shell prints its own pid (which is the process group, RunSubprocess
+// starts a new session) and execs the engine. setpriv makes the engine die with the daemon
+// (kill -9 included) instead of holding the GPUs. `background` work runs at nice 10: beside the
+// node's job, whose ranks are timed on the host's clock, it yields the CPU to them.
+// TODO: replace the shell with a start callback in SubprocessOptions (common/ is another owner's).
+std::vector<std::string> EngineCommand(const std::string& engine, bool background) {
+  const bool pdeathsig = access("/usr/bin/setpriv", X_OK) == 0;
+  const bool nice = background && access("/usr/bin/nice", X_OK) == 0;
+  return {"/bin/sh", "-c",
+          absl::StrCat("echo \"", kPidPrefix, "$$\"; exec ",
+                       pdeathsig ? "/usr/bin/setpriv --pdeathsig KILL -- " : "",
+                       nice ? "/usr/bin/nice -n 10 " : "", "\"$0\" \"$@\""),
+          engine};
+}
+
+// The file the source is written to: its name tells the engine how to compile it (.cu with nvcc,
+// .cc with the host compiler: a CPU candidate). Empty for a language this worker does not know.
+std::string SourceFileName(const std::string& language) {
+  if (language.empty() || language == "cuda") return "candidate.cu";
+  if (language == "cpp") return "candidate.cc";
+  return "";
+}
+
+// The pid line of EngineCommand's shell, or 0.
+pid_t PidOfLine(const std::string& line) {
+  int pid = 0;
+  if (!absl::StartsWith(line, kPidPrefix) ||
+      !absl::SimpleAtoi(line.substr(sizeof(kPidPrefix) - 1), &pid)) {
+    return 0;
+  }
+  return pid;
+}
+
+// What the engine writes on stdout for one job: its events (JSON lines), DONE last with the
+// result.
+class EngineOutput {
+ public:
+  EngineOutput(const Executor::EventCallback& on_event, CancelToken* cancel)
+      : on_event_(on_event), cancel_(cancel) {}
+
+  void Line(const std::string& line) {
+    if (pid_t pid = PidOfLine(line); pid > 0) {
+      cancel_->SetProcessGroup(pid);
+      return;
+    }
+    if (line.empty()) return;
+    v1::EvalEvent event;
+    google::protobuf::util::JsonParseOptions jopts;
+    jopts.ignore_unknown_fields = true;
+    if (!google::protobuf::util::JsonStringToMessage(line, &event, jopts).ok()) {
+      if (bad_lines_.size() < 4096) absl::StrAppend(&bad_lines_, line.substr(0, 512), "\n");
+      return;
+    }
+    if (event.stage() == v1::DONE) {
+      final_result_ = event.result();
+    } else {
+      on_event_(event);
+    }
+  }
+
+  // The verdict, from the engine's result and how its process ended. `what` names the work.
+  v1::EvalResult Conclude(const absl::StatusOr<SubprocessResult>& r, bool timed_out,
+                          absl::Duration timeout, const char* what) const {
+    if (!r.ok())
+      return Verdict(v1::INTERNAL, absl::StrCat("cannot start the engine: ", r.status().message()));
+    if (cancel_->cancelled())
+      return Verdict(v1::CANCELLED,
+                     absl::StrCat("cancelled; the ", what, " was killed on the worker"));
+    if (timed_out || r->timed_out) {
+      return Verdict(v1::TIMEOUT, absl::StrCat("the ", what, " ran past its limit of ",
+                                               absl::FormatDuration(timeout), " and was killed"));
+    }
+    if (final_result_ && r->exit_code == 0 && !r->signaled) return *final_result_;
+    if (final_result_ && !r->signaled) {
+      // A verdict with a failing exit code is the engine's own failure: INTERNAL, never cached.
+      v1::EvalResult internal = *final_result_;
+      internal.set_status(v1::INTERNAL);
+      internal.set_message(
+          absl::StrCat(final_result_->message(), " (the engine exited with ", r->Describe(), ")"));
+      if (internal.failed_rank_log().empty()) internal.set_failed_rank_log(Tail(r->err, 8192));
+      return internal;
+    }
+    v1::EvalResult internal =
+        Verdict(v1::INTERNAL, absl::StrCat("the engine failed (", r->Describe(),
+                                           final_result_ ? "" : ", no verdict", ")"));
+    internal.set_failed_rank_log(Tail(r->err + bad_lines_, 8192));
+    return internal;
+  }
+
+ private:
+  const Executor::EventCallback& on_event_;
+  CancelToken* cancel_;
+  std::optional<v1::EvalResult> final_result_;
+  std::string bad_lines_;
+};
+
+// How long a standby engine waits for its job before it is given up (its ranks give up after
+// an hour: engine.h kStandbyLimit).
+constexpr absl::Duration kStandbyEngineLimit = absl::Hours(2);
+
 }  // namespace
 
 v1::EvalResult Executor::Compile(const v1::CompileTask& task, CancelToken* cancel) {
   return Verdict(v1::INTERNAL, "this worker's executor does not compile");
 }
 
+// A pkb-eval started ahead of the next job (pkb-eval --standby), with its rank processes for a
+// job of the last job's W and backend; it reads the job's arguments from a FIFO in its folder.
+struct EngineExecutor::Standby {
+  std::string dir;     // the job's folder-to-be, the engine's --scratch
+  std::string fifo;    // where the engine reads the job's arguments
+  std::thread thread;  // runs the engine to its end
+  absl::Mutex mu;
+  pid_t pgid ABSL_GUARDED_BY(mu) = 0;
+  EngineOutput* job ABSL_GUARDED_BY(mu) = nullptr;  // the job's output, once one took it
+  bool done ABSL_GUARDED_BY(mu) = false;
+  absl::StatusOr<SubprocessResult> result ABSL_GUARDED_BY(mu) = absl::UnknownError("running");
+
+  // Waits until the engine's process group is known (its shell's first line) or it ended: true
+  // when it runs and can be killed. Within 10 s: a shell that says nothing for that long is
+  // stuck, and its job goes elsewhere.
+  bool AwaitGroup() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    mu.AwaitWithTimeout(
+        absl::Condition(
+            +[](Standby* s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->pgid > 0 || s->done; },
+            this),
+        absl::Seconds(10));
+    return pgid > 0 && !done;
+  }
+
+  // Kills the engine (and so its ranks), waits for its end and removes its folder.
+  ~Standby() {
+    {
+      absl::MutexLock lock(&mu);
+      if (AwaitGroup()) KillProcessGroup(pgid, SIGKILL);
+    }
+    if (thread.joinable()) thread.join();
+    RemoveTree(dir).IgnoreError();
+  }
+};
+
+EngineExecutor::EngineExecutor(EngineExecutorOptions options) : options_(std::move(options)) {}
+
+EngineExecutor::~EngineExecutor() {
+  absl::MutexLock lock(&standby_mu_);
+  standby_.reset();
+}
+
+bool EngineExecutor::standby_waiting() {
+  absl::MutexLock lock(&standby_mu_);
+  if (!standby_) return false;
+  absl::MutexLock sb(&standby_->mu);
+  return !standby_->done;
+}
+
+void EngineExecutor::StartStandby(const v1::EvalSpec& last) {
+  absl::MutexLock lock(&standby_mu_);
+  if (standby_) return;
+  // The shape of the job to come: the last one's W and launch backend (engine.h StartStandby).
+  const int world = last.world_size() > 0 ? last.world_size() : 1;
+  const std::string backend =
+      last.language() == "cpp" ? "cpu" : (last.functional() ? "cuda-shared" : "cuda");
+  absl::StatusOr<std::string> dir = MakeTempDir(options_.scratch, "job-");
+  if (!dir.ok()) return;  // the next job runs as any other
+  std::error_code perm_ec;
+  std::filesystem::permissions(*dir, std::filesystem::perms(0711), perm_ec);
+  auto sb = std::make_unique<Standby>();
+  sb->dir = *dir;
+  sb->fifo = *dir + "/job.fifo";
+  if (mkfifo(sb->fifo.c_str(), 0600) != 0) return;  // ~Standby removes the folder
+  SubprocessOptions opts;
+  opts.argv = EngineCommand(options_.engine, /*background=*/false);
+  opts.argv.insert(opts.argv.end(), {"--standby", absl::StrCat(world, ":", backend), "--job-from",
+                                     sb->fifo, "--events", "--scratch", sb->dir});
+  opts.cwd = sb->dir;
+  opts.timeout = kStandbyEngineLimit;
+  opts.max_output_bytes = 16 << 20;
+  Standby* self = sb.get();
+  opts.on_stdout_line = [self](const std::string& line) {
+    absl::MutexLock lock(&self->mu);
+    if (pid_t pid = PidOfLine(line); pid > 0) {
+      self->pgid = pid;
+    } else if (self->job) {
+      self->job->Line(line);
+    }
+  };
+  sb->thread = std::thread([self, opts = std::move(opts)] {
+    absl::StatusOr<SubprocessResult> r = RunSubprocess(opts);
+    absl::MutexLock lock(&self->mu);
+    self->result = std::move(r);
+    self->done = true;
+  });
+  standby_ = std::move(sb);
+}
+
+std::optional<v1::EvalResult> EngineExecutor::RunOnStandby(Standby& sb, const v1::Lease& lease,
+                                                           const EventCallback& on_event,
+                                                           CancelToken* cancel,
+                                                           absl::Duration timeout) {
+  const std::string file_name = SourceFileName(lease.spec().language());
+  if (file_name.empty()) return std::nullopt;  // RunEngine says why
+  const std::string source = absl::StrCat(sb.dir, "/", file_name);
+  const std::string spec = absl::StrCat(sb.dir, "/spec.txtpb");
+  if (!WriteFileAtomic(source, lease.source()).ok() || !WriteSpecFile(spec, lease.spec()).ok()) {
+    return std::nullopt;
+  }
+  std::vector<std::string> args = {"--spec", spec, source};
+  if (!lease.job_key().empty()) args.insert(args.end(), {"--job-key", lease.job_key()});
+  nlohmann::json line = args;
+  const std::string text = line.dump() + "\n";
+  EngineOutput out(on_event, cancel);
+  pid_t pgid = 0;
+  {
+    absl::MutexLock lock(&sb.mu);
+    if (!sb.AwaitGroup()) return std::nullopt;
+    pgid = sb.pgid;
+  }
+  // The engine opens the FIFO once its ranks are on their way: a moment after its start.
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  int fd = -1;
+  for (;;) {
+    fd = open(sb.fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) break;
+    const int error = errno;
+    absl::MutexLock lock(&sb.mu);
+    if (error != ENXIO || sb.done || absl::Now() > give_up) return std::nullopt;
+    sb.mu.AwaitWithTimeout(absl::Condition(&sb.done), absl::Milliseconds(5));
+  }
+  {
+    absl::MutexLock lock(&sb.mu);
+    sb.job = &out;
+  }
+  // One line of less than PIPE_BUF bytes: written whole, or not at all.
+  const bool sent = text.size() < PIPE_BUF &&
+                    write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  if (!sent) {
+    absl::MutexLock lock(&sb.mu);
+    sb.job = nullptr;  // `out` goes with this frame; the engine is killed with `sb`
+    return std::nullopt;
+  }
+  cancel->SetProcessGroup(pgid);
+  bool timed_out = false;
+  {
+    absl::MutexLock lock(&sb.mu);
+    if (!sb.mu.AwaitWithTimeout(absl::Condition(&sb.done), timeout)) {
+      timed_out = true;
+      KillProcessGroup(pgid, SIGKILL);
+      sb.mu.Await(absl::Condition(&sb.done));
+    }
+  }
+  sb.thread.join();
+  cancel->SetProcessGroup(0);
+  absl::MutexLock lock(&sb.mu);
+  sb.job = nullptr;
+  return out.Conclude(sb.result, timed_out, timeout, "evaluation");
+}
+
 v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& on_event,
                                    CancelToken* cancel) {
-  return RunEngine(
-      lease.spec(), lease.source(), lease.job_key(), {}, "job-", "evaluation",
-      /*background=*/false,
-      lease.deadline_ms() > 0 ? absl::Milliseconds(lease.deadline_ms()) : absl::Minutes(30),
-      on_event, cancel);
+  const absl::Duration timeout =
+      lease.deadline_ms() > 0 ? absl::Milliseconds(lease.deadline_ms()) : absl::Minutes(30);
+  std::unique_ptr<Standby> sb;
+  {
+    absl::MutexLock lock(&standby_mu_);
+    sb = std::move(standby_);
+  }
+  std::optional<v1::EvalResult> r;
+  if (sb) r = RunOnStandby(*sb, lease, on_event, cancel, timeout);
+  sb.reset();  // an engine that did not take the job is killed
+  if (!r) {
+    r = RunEngine(lease.spec(), lease.source(), lease.job_key(), {}, "job-", "evaluation",
+                  /*background=*/false, timeout, on_event, cancel);
+  }
+  if (options_.standby) StartStandby(lease.spec());
+  return *r;
 }
 
 v1::EvalResult EngineExecutor::Compile(const v1::CompileTask& task, CancelToken* cancel) {
@@ -62,15 +332,9 @@ v1::EvalResult EngineExecutor::RunEngine(const v1::EvalSpec& spec_message,
                                          const std::vector<std::string>& extra, const char* prefix,
                                          const char* what, bool background, absl::Duration timeout,
                                          const EventCallback& on_event, CancelToken* cancel) {
-  // The file name tells the engine how to compile the source: .cu with nvcc, .cc with the host
-  // compiler (a CPU candidate).
   const std::string& language = spec_message.language();
-  const char* file_name = nullptr;
-  if (language.empty() || language == "cuda") {
-    file_name = "candidate.cu";
-  } else if (language == "cpp") {
-    file_name = "candidate.cc";
-  } else {
+  const std::string file_name = SourceFileName(language);
+  if (file_name.empty()) {
     return Verdict(v1::INTERNAL, absl::StrCat("this worker does not know the language '", language,
                                               "' (\"cuda\" or \"cpp\")"));
   }
@@ -92,82 +356,21 @@ v1::EvalResult EngineExecutor::RunEngine(const v1::EvalSpec& spec_message,
   }
 
   SubprocessOptions opts;
-  // RunSubprocess does not tell the child's pid, and cancel needs it: a shell prints its own pid
-  // (which is the process group, RunSubprocess starts a new session) and execs the engine.
-  // TODO: replace with a start callback in SubprocessOptions (common/ is another owner's).
-  // setpriv makes the engine die with the daemon (kill -9 included) instead of holding the GPUs.
-  const bool pdeathsig = access("/usr/bin/setpriv", X_OK) == 0;
-  // A compile runs beside the node's job, whose ranks are timed on the host's clock: it yields
-  // the CPU to them.
-  const bool nice = background && access("/usr/bin/nice", X_OK) == 0;
-  opts.argv = {"/bin/sh",
-               "-c",
-               absl::StrCat("echo \"", kPidPrefix, "$$\"; exec ",
-                            pdeathsig ? "/usr/bin/setpriv --pdeathsig KILL -- " : "",
-                            nice ? "/usr/bin/nice -n 10 " : "", "\"$0\" \"$@\""),
-               options_.engine,
-               "--spec",
-               spec,
-               source,  // positional, as pkb-eval takes it
-               "--events",
-               "--scratch",
-               *dir};
+  opts.argv = EngineCommand(options_.engine, background);
+  opts.argv.insert(opts.argv.end(), {"--spec", spec,
+                                     source,  // positional, as pkb-eval takes it
+                                     "--events", "--scratch", *dir});
   if (!job_key.empty()) opts.argv.insert(opts.argv.end(), {"--job-key", job_key});
   opts.argv.insert(opts.argv.end(), extra.begin(), extra.end());
   opts.cwd = *dir;
   opts.timeout = timeout;
   opts.max_output_bytes = 16 << 20;
-
-  std::optional<v1::EvalResult> final_result;
-  std::string bad_lines;
-  opts.on_stdout_line = [&](const std::string& line) {
-    if (absl::StartsWith(line, kPidPrefix)) {
-      int pid = 0;
-      if (absl::SimpleAtoi(line.substr(sizeof(kPidPrefix) - 1), &pid)) cancel->SetProcessGroup(pid);
-      return;
-    }
-    if (line.empty()) return;
-    v1::EvalEvent event;
-    google::protobuf::util::JsonParseOptions jopts;
-    jopts.ignore_unknown_fields = true;
-    if (!google::protobuf::util::JsonStringToMessage(line, &event, jopts).ok()) {
-      if (bad_lines.size() < 4096) absl::StrAppend(&bad_lines, line.substr(0, 512), "\n");
-      return;
-    }
-    if (event.stage() == v1::DONE) {
-      final_result = event.result();
-    } else {
-      on_event(event);
-    }
-  };
+  EngineOutput out(on_event, cancel);
+  opts.on_stdout_line = [&](const std::string& line) { out.Line(line); };
   absl::StatusOr<SubprocessResult> r = RunSubprocess(opts);
   cancel->SetProcessGroup(0);
   RemoveTree(*dir).IgnoreError();
-  if (!r.ok())
-    return Verdict(v1::INTERNAL, absl::StrCat("cannot start the engine: ", r.status().message()));
-  if (cancel->cancelled())
-    return Verdict(v1::CANCELLED,
-                   absl::StrCat("cancelled; the ", what, " was killed on the worker"));
-  if (r->timed_out) {
-    return Verdict(v1::TIMEOUT,
-                   absl::StrCat("the ", what, " ran past its limit of ",
-                                absl::FormatDuration(opts.timeout), " and was killed"));
-  }
-  if (final_result && r->exit_code == 0 && !r->signaled) return *final_result;
-  if (final_result && !r->signaled) {
-    // A verdict with a failing exit code is the engine's own failure: INTERNAL, never cached.
-    v1::EvalResult internal = *final_result;
-    internal.set_status(v1::INTERNAL);
-    internal.set_message(
-        absl::StrCat(final_result->message(), " (the engine exited with ", r->Describe(), ")"));
-    if (internal.failed_rank_log().empty()) internal.set_failed_rank_log(Tail(r->err, 8192));
-    return internal;
-  }
-  v1::EvalResult internal = Verdict(
-      v1::INTERNAL,
-      absl::StrCat("the engine failed (", r->Describe(), final_result ? "" : ", no verdict", ")"));
-  internal.set_failed_rank_log(Tail(r->err + bad_lines, 8192));
-  return internal;
+  return out.Conclude(r, /*timed_out=*/false, timeout, what);
 }
 
 }  // namespace pkb

@@ -15,6 +15,8 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,16 +68,33 @@ class Executor {
 struct EngineExecutorOptions {
   std::string engine;   // the pkb-eval binary
   std::string scratch;  // a fresh folder per job is made under it
+  // After each job, start the engine for the next one (pkb-eval --standby) with rank processes
+  // for the same W and backend: their process start, libraries and host processes are ready
+  // when the job comes, which then only writes its spec. A job of another shape still saves
+  // the engine's start (its ranks are replaced). Nothing of a job is reused by the next.
+  bool standby = false;
 };
 
 class EngineExecutor : public Executor {
  public:
-  explicit EngineExecutor(EngineExecutorOptions options) : options_(std::move(options)) {}
+  explicit EngineExecutor(EngineExecutorOptions options);
+  ~EngineExecutor() override;
   v1::EvalResult Run(const v1::Lease& lease, const EventCallback& on_event,
                      CancelToken* cancel) override;
   v1::EvalResult Compile(const v1::CompileTask& task, CancelToken* cancel) override;
+  // Whether an engine started ahead waits for the next job (options.standby).
+  bool standby_waiting();
 
  private:
+  struct Standby;
+  // Starts the engine for the job after `last` (options.standby), unless one waits already.
+  void StartStandby(const v1::EvalSpec& last);
+  // The job on the engine started ahead; nullopt when it could not take it (it died, or its FIFO
+  // never opened): the job then runs on an engine of its own.
+  std::optional<v1::EvalResult> RunOnStandby(Standby& standby, const v1::Lease& lease,
+                                             const EventCallback& on_event, CancelToken* cancel,
+                                             absl::Duration timeout);
+
   // pkb-eval on the spec and source, in a fresh scratch folder (`prefix`XXXXXX), killed after
   // `timeout`; `extra` are more flags (--compile-only). `what` names the work in messages;
   // `background` work runs at a lower CPU priority (nice 10) than the node's job.
@@ -86,6 +105,8 @@ class EngineExecutor : public Executor {
                            CancelToken* cancel);
 
   EngineExecutorOptions options_;
+  absl::Mutex standby_mu_;
+  std::unique_ptr<Standby> standby_ ABSL_GUARDED_BY(standby_mu_);
 };
 
 }  // namespace pkb

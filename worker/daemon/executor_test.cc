@@ -5,6 +5,9 @@
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "absl/time/clock.h"
@@ -133,6 +136,103 @@ TEST_CASE("an engine that fails is INTERNAL, with its stderr", "[executor]") {
             .Run(
                 Lease("x"), [](const v1::EvalEvent&) {}, &cancel)
             .status() == v1::INTERNAL);
+}
+
+// The engine's log (FAKE_PKB_EVAL_LOG) as lines.
+std::vector<std::string> LogLines(const std::string& path) {
+  std::vector<std::string> lines;
+  std::istringstream in(ReadFile(path).value_or(""));
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+void AwaitStandby(EngineExecutor& exec) {
+  const absl::Time end = absl::Now() + absl::Seconds(10);
+  while (!exec.standby_waiting() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+  REQUIRE(exec.standby_waiting());
+}
+
+TEST_CASE("with standby the engine for the next job is started ahead and takes it",
+          "[executor][standby]") {
+  Scratch s;
+  const std::string log = s.dir + "/engine.log";
+  setenv("FAKE_PKB_EVAL_LOG", log.c_str(), 1);
+  EngineExecutorOptions o{PKB_FAKE_ENGINE, s.dir};
+  o.standby = true;
+  {
+    EngineExecutor exec(o);
+    CancelToken cancel;
+    CHECK_FALSE(exec.standby_waiting());  // none before the first job: its shape is unknown
+    std::vector<v1::EvalEvent> events;
+    auto run = [&](const v1::Lease& l) {
+      events.clear();
+      return exec.Run(
+          l, [&](const v1::EvalEvent& e) { events.push_back(e); }, &cancel);
+    };
+    CHECK(run(Lease("FAKE_OK")).status() == v1::OK);
+    AwaitStandby(exec);
+    // The second job goes to the engine started for a job like the first (W = 2, CUDA): the same
+    // verdict and events.
+    v1::EvalResult second = run(Lease("FAKE_OK"));
+    CHECK(second.status() == v1::OK);
+    CHECK(second.speedup() == 1.5);
+    CHECK(events.size() == 7);
+    AwaitStandby(exec);
+    v1::Lease cpu = Lease("FAKE_COMPILE_ERROR");
+    cpu.mutable_spec()->set_language("cpp");
+    cpu.mutable_spec()->set_world_size(4);
+    CHECK(run(cpu).status() == v1::COMPILE_ERROR);
+    AwaitStandby(exec);
+    // A job that hangs on the standby engine: its limit and cancel apply from the job's start.
+    v1::Lease hang = Lease("FAKE_HANG");
+    hang.set_deadline_ms(500);
+    const absl::Time t0 = absl::Now();
+    CHECK(run(hang).status() == v1::TIMEOUT);
+    CHECK(absl::Now() - t0 < absl::Seconds(10));
+    AwaitStandby(exec);
+    std::thread canceller([&] {
+      absl::SleepFor(absl::Milliseconds(300));
+      cancel.Cancel();
+    });
+    CHECK(run(Lease("FAKE_HANG")).status() == v1::CANCELLED);
+    canceller.join();
+  }
+  unsetenv("FAKE_PKB_EVAL_LOG");
+  std::vector<std::string> lines = LogLines(log);
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[0].find("standby=") == std::string::npos);
+  CHECK(lines[1].find("world=2") != std::string::npos);
+  CHECK(lines[1].find("standby=2:cuda") != std::string::npos);
+  CHECK(lines[2].find("standby=2:cuda") != std::string::npos);  // W = 4 of C++: ranks replaced
+  CHECK(lines[3].find("standby=4:cpu") != std::string::npos);   // the shape of the last job
+  CHECK(lines[4].find("standby=2:cuda") != std::string::npos);
+  // No engine is left behind: the last standby was killed with the executor, its folder gone.
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(s.dir)) {
+    if (e.path().filename().string().rfind("job-", 0) == 0) left.push_back(e.path());
+  }
+  CHECK(left.empty());
+}
+
+TEST_CASE("a standby engine that died does not lose the job", "[executor][standby]") {
+  Scratch s;
+  // Started as a standby it exits at once; otherwise it is the test double.
+  const std::string engine = s.Script(
+      "dies-in-standby.sh", std::string("case \"$*\" in *--standby*) exit 0 ;; esac\nexec ") +
+                                PKB_FAKE_ENGINE + " \"$@\"\n");
+  EngineExecutorOptions o{engine, s.dir};
+  o.standby = true;
+  EngineExecutor exec(o);
+  CancelToken cancel;
+  for (int i = 0; i < 2; ++i) {
+    CHECK(exec.Run(
+                  Lease("FAKE_OK"), [](const v1::EvalEvent&) {}, &cancel)
+              .status() == v1::OK);
+    // The standby dies at once: the next job finds it dead.
+    const absl::Time end = absl::Now() + absl::Seconds(10);
+    while (exec.standby_waiting() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+    REQUIRE_FALSE(exec.standby_waiting());
+  }
 }
 
 }  // namespace

@@ -103,6 +103,10 @@ int main(int argc, char** argv) {
                  "each a sandboxed pkb-eval --compile-only; 0: take none")
       ->check(CLI::Range(0, 16))
       ->capture_default_str();
+  e.standby = true;
+  app.add_flag("!--no-standby-engine", e.standby,
+               "do not start the engine for the next job ahead of it (pkb-eval --standby: "
+               "its rank processes for the last job's W and backend, ready when the job comes)");
   app.add_option("--harness-version", *o.capabilities.mutable_harness_version(),
                  "the engine's harness version")
       ->capture_default_str();

@@ -21,7 +21,8 @@
 
 namespace pkb {
 
-absl::Status CandidateHost::Start(const v1::HostInit& init) {
+absl::Status CandidateHost::Spawn() {
+  if (pid_ > 0) return absl::OkStatus();
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
     return absl::InternalError("socketpair failed");
@@ -42,6 +43,12 @@ absl::Status CandidateHost::Start(const v1::HostInit& init) {
     return absl::InternalError(absl::StrCat("cannot start the candidate host: ", strerror(rc)));
   }
   ch_ = std::make_unique<HostChannel>(sv[0]);
+  return absl::OkStatus();
+}
+
+absl::Status CandidateHost::Start(const v1::HostInit& init) {
+  PKB_RETURN_IF_ERROR(Spawn());
+  if (!ch_) return Died();
   v1::HostRequest req;
   *req.mutable_init() = init;
   if (!ch_->Send(req).ok()) return Died();

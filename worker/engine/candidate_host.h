@@ -39,8 +39,11 @@ class CandidateHost {
   CandidateHost(const CandidateHost&) = delete;
   CandidateHost& operator=(const CandidateHost&) = delete;
 
-  // Starts the host and has it set up its device and communicators, without waiting: that runs
-  // while the judge sets up its own (Bind, then Load).
+  // Starts the host process alone: it loads its libraries and waits for Start's init. A judge
+  // started ahead of its job (pkb-rank --await-spec) does this before the job is known.
+  absl::Status Spawn();
+  // Starts the host (unless Spawn did) and has it set up its device and communicators, without
+  // waiting: that runs while the judge sets up its own (Bind, then Load).
   absl::Status Start(const v1::HostInit& init);
 
   // The judges' communicator, for the barriers the host asks for.

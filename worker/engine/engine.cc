@@ -22,6 +22,7 @@
 #include "common/files.h"
 #include "common/harness_version.h"
 #include "common/hash.h"
+#include "common/status_macros.h"
 #include "common/subprocess.h"
 #include "problems/harness/check.h"
 #include "problems/harness/inputs.h"
@@ -32,6 +33,7 @@
 #include "worker/engine/launcher.h"
 #include "worker/engine/profiler.h"
 #include "worker/engine/sandbox.h"
+#include "worker/engine/standby.h"
 #include "worker/engine/static_check.h"
 #include "worker/engine/verdict.h"
 
@@ -52,10 +54,12 @@ absl::Status WriteReportKey(const std::string& path, const std::string& key,
   return absl::OkStatus();
 }
 
+// Events in order from whichever thread has news (the launcher's, with standby ranks).
 class EventEmitter {
  public:
   explicit EventEmitter(const EvalEventCallback& sink) : sink_(sink) {}
   void Emit(v1::Stage stage, const std::string& message, int trial = -1, bool trial_ok = false) {
+    std::lock_guard<std::mutex> lock(mu_);
     v1::EvalEvent e;
     e.set_sequence(++seq_);
     e.set_stage(stage);
@@ -66,6 +70,7 @@ class EventEmitter {
     if (sink_) sink_(e);
   }
   void Done(const v1::EvalResult& r) {
+    std::lock_guard<std::mutex> lock(mu_);
     v1::EvalEvent e;
     e.set_sequence(++seq_);
     e.set_stage(v1::DONE);
@@ -77,7 +82,8 @@ class EventEmitter {
 
  private:
   const EvalEventCallback& sink_;
-  int64_t seq_ = 0;
+  std::mutex mu_;
+  int64_t seq_ = 0;  // guarded by mu_
 };
 
 std::string ExeDir() {
@@ -189,6 +195,80 @@ std::string JobKey(const EvalOptions& o, int problem_version) {
 
 namespace {
 
+// The installed paths and defaults an evaluation fills in before anything runs.
+void FillInstalledPaths(EvalOptions* o) {
+  if (o->rank_binary.empty()) o->rank_binary = ExeDir() + "/pkb-rank";
+  if (o->group_binary.empty()) {
+    o->group_binary =
+        (std::filesystem::path(o->rank_binary).parent_path() / "pkb-rank-group").string();
+  }
+  if (o->cache_dir.empty()) o->cache_dir = DefaultCacheDir();
+}
+
+// How the W ranks of a run in `scratch` start: the launcher's spec, less what belongs to the job
+// (its callbacks and its limit). `library`: the candidate, ready now; with `gated` it is compiled
+// meanwhile and loaded once the gate says go; `await_spec`: started before the job is known
+// (StandbyRanks). The sandbox sees the engine's binaries and libraries read-only, and the job
+// folder.
+absl::StatusOr<std::unique_ptr<RankLaunch>> BuildRankLaunch(
+    const EvalOptions& o, const SandboxPolicy* sandbox, int world, const std::string& backend,
+    const std::string& scratch, const std::string& library, bool gated, bool await_spec) {
+  auto launch = std::make_unique<RankLaunch>();
+  LaunchSpec& spec = launch->spec;
+  spec.rank_binary = o.rank_binary;
+  spec.world = world;
+  spec.backend = backend;
+  spec.mpirun = o.mpirun;
+  spec.scratch_dir = scratch;
+  spec.args = {"--spec=" + scratch + "/spec.binpb", "--report=" + scratch + "/report",
+               "--rendezvous=" + scratch};
+  if (gated) {
+    spec.args.push_back("--candidate=" + library);
+    spec.args.push_back("--candidate-gate=" + scratch + "/candidate.gate");
+    spec.gate_limit = o.compile_timeout + absl::Seconds(60);
+    if (await_spec) spec.gate_limit += kStandbyLimit;
+    spec.args.push_back(absl::StrCat("--gate-limit=", absl::ToInt64Seconds(spec.gate_limit)));
+  } else if (!library.empty()) {
+    spec.args.push_back("--candidate=" + library);
+  }
+  if (await_spec) {
+    spec.args.push_back("--await-spec");
+    spec.args.push_back(absl::StrCat("--await-limit=", absl::ToInt64Seconds(kStandbyLimit)));
+  }
+  if (!o.baseline) spec.args.push_back("--no-baseline");
+  spec.env = {"NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1"};
+  if (sandbox == nullptr) return launch;
+  // Visible read-only: the engine's binaries, the libraries they load (libtorch, NCCL, whatever
+  // travels beside them) and this submission's own library, nothing of other jobs. The
+  // binaries' real folders: the sandbox binds real paths (sandbox.h).
+  namespace fs = std::filesystem;
+  SandboxPolicy& run_sandbox = launch->sandbox;
+  run_sandbox = *sandbox;
+  spec.group_binary = o.group_binary;
+  run_sandbox.gpu = backend != "cpu";
+  const bool under_mpirun = backend != "cuda";
+  std::vector<std::string> binaries = {o.rank_binary};
+  if (under_mpirun) {
+    // mpirun starts the ranks; an OpenMPI installed outside /usr is bound with its prefix.
+    PKB_ASSIGN_OR_RETURN(std::string prefix, MpiPrefix(o.mpirun));
+    if (!absl::StartsWith(prefix, "/usr")) run_sandbox.read_only.push_back(prefix);
+  } else {
+    binaries.push_back(spec.group_binary);
+  }
+  for (const std::string& binary : binaries) {
+    std::error_code ec;
+    fs::path real = fs::canonical(binary, ec);
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat("cannot resolve '", binary, "' for the sandbox: ", ec.message()));
+    }
+    run_sandbox.read_only.push_back(real.parent_path().string());
+  }
+  for (const auto& d : LoadedLibraryDirs()) run_sandbox.read_only.push_back(d);
+  spec.sandbox = &run_sandbox;
+  return launch;
+}
+
 // One evaluation on its way through the stages, one method each: CheckJob, OpenScratch, Compile,
 // RunRanks and Judge. A stage that ends the job early returns its verdict; Run finishes the
 // result with the first one. What a stage leaves for the next is a member.
@@ -207,12 +287,7 @@ class Evaluation {
     r_.set_n(run_.n());
     r_.set_trials(run_.trials());
     r_.set_harness_version(HarnessVersion());
-    if (o_.rank_binary.empty()) o_.rank_binary = ExeDir() + "/pkb-rank";
-    if (o_.group_binary.empty()) {
-      o_.group_binary =
-          (std::filesystem::path(o_.rank_binary).parent_path() / "pkb-rank-group").string();
-    }
-    if (o_.cache_dir.empty()) o_.cache_dir = DefaultCacheDir();
+    FillInstalledPaths(&o_);
     sandbox_.bwrap = o_.bwrap;
     sandboxed_ = o_.sandbox != "off";
   }
@@ -314,8 +389,19 @@ class Evaluation {
     return std::nullopt;
   }
 
-  // The job's folder, and the sandbox, checked before anything of the submission runs.
+  // The job's folder, and the sandbox, checked before anything of the submission runs; or the
+  // folder of the standby ranks (EvalOptions::standby) when they fit this job, which ProbeSandbox
+  // was run for when they started.
   std::optional<Verdict> OpenScratch() {
+    if (o_.standby) {
+      if (StandbyFits()) {
+        standby_ = o_.standby;
+        scratch_ = standby_->scratch();
+        return std::nullopt;
+      }
+      o_.standby->Discard();  // killed now: this job starts its own
+      (void)o_.standby->Wait();
+    }
     auto scratch = MakeTempDir(o_.scratch_root, "job-");
     if (!scratch.ok()) return End(v1::INTERNAL, std::string(scratch.status().message()));
     scratch_ = *scratch;
@@ -328,6 +414,14 @@ class Evaluation {
       std::filesystem::permissions(scratch_, std::filesystem::perms(0711));
     }
     return std::nullopt;
+  }
+
+  // Standby ranks fit a job that starts its ranks while the source compiles (they wait for a
+  // gate), at their W and launch backend, with the baseline as its spec says.
+  bool StandbyFits() {
+    return OverlapCompile() && o_.standby->world() == run_.world_size() &&
+           o_.standby->backend() == launch_backend_ && (o_.baseline || run_.functional()) &&
+           o_.standby->waiting();
   }
 
   // The source policy on what a candidate may call, before anything of it is compiled. Its
@@ -481,39 +575,17 @@ class Evaluation {
                         r_.compile().cache_hit() ? " (from the compile cache)" : "", warnings));
   }
 
-  // The W rank processes, each with its report key and the run's spec, under the node's GPU lock.
-  // `gated`: the source compiles meanwhile (StartCompile), and the ranks load it once its gate
-  // says go.
+  // The W rank processes, each with its report key and the run's spec, under the node's GPU lock:
+  // the standby's (pkb-eval --standby) when the job adopted them in OpenScratch, else started
+  // here. `gated`: the source compiles meanwhile (StartCompile), and the ranks load it once its
+  // gate says go.
   std::optional<Verdict> RunRanks(bool gated) {
-    // Each rank's harness gets a key to sign its report with, in a file it reads and deletes
-    // before the submission's process starts (verdict.h).
-    report_base_ = scratch_ + "/report";
-    for (int rank = 0; rank < run_.world_size(); ++rank) {
-      report_keys_.push_back(MakeReportKey());
-      absl::Status written = WriteReportKey(absl::StrCat(report_base_, ".key.", rank),
-                                            report_keys_.back(), sandboxed_ ? &sandbox_ : nullptr);
-      if (!written.ok()) return End(v1::INTERNAL, std::string(written.message()));
-    }
-    // The ranks read the job's spec from a file (spec.proto), their own paths from flags.
-    const std::string spec_path = scratch_ + "/spec.binpb";
-    if (absl::Status written = WriteSpecFile(spec_path, run_); !written.ok()) {
-      return End(v1::INTERNAL, std::string(written.message()));
-    }
-    LaunchSpec spec;
-    spec.rank_binary = o_.rank_binary;
-    spec.world = run_.world_size();
-    spec.backend = launch_backend_;
-    spec.mpirun = o_.mpirun;
-    spec.scratch_dir = scratch_;
-    spec.timeout = absl::Seconds(run_.run_timeout_s());
-    spec.args = {"--spec=" + spec_path, "--report=" + report_base_, "--rendezvous=" + scratch_};
+    // The job's side of the launch: its limit, its gate, its progress.
+    StandbyRanks::Hooks hooks;
+    hooks.timeout = absl::Seconds(run_.run_timeout_s());
     if (gated) {
-      spec.args.push_back("--candidate=" + CandidateLibrary());
-      spec.args.push_back("--candidate-gate=" + CandidateGate());
-      spec.gate_limit = o_.compile_timeout + absl::Seconds(60);
-      spec.args.push_back(absl::StrCat("--gate-limit=", absl::ToInt64Seconds(spec.gate_limit)));
-      // Polled by the launcher on this thread: the events stay in order.
-      spec.gate = [this] {
+      // Polled by the launcher: its events come between the ranks' (one thread at a time).
+      hooks.gate = [this] {
         if (!CompileDone()) return Gate::kClosed;
         std::lock_guard<std::mutex> lock(compile_mu_);
         if (!outcome_.compiled.ok() || !outcome_.compiled->report.ok() || !outcome_.placed.ok()) {
@@ -525,46 +597,12 @@ class Evaluation {
                             outcome_.compiled->report.seconds(), run_.trials(), run_.world_size()));
         return Gate::kOpen;
       };
-      spec.before_cleanup = [this] { JoinCompile(); };
-    } else if (!library_path_.empty()) {
-      spec.args.push_back("--candidate=" + library_path_);
-    }
-    if (!o_.baseline) spec.args.push_back("--no-baseline");
-    spec.env = {"NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1",
-                "NVSHMEM_DISABLE_NVLS=1"};
-    SandboxPolicy run_sandbox = sandbox_;
-    if (sandboxed_) {
-      // Visible read-only: the engine's binaries, the libraries they load (libtorch, NCCL,
-      // whatever travels beside them) and this submission's own library, nothing of other jobs.
-      // The binaries' real folders: the sandbox binds real paths (sandbox.h).
-      namespace fs = std::filesystem;
-      spec.group_binary = o_.group_binary;
-      run_sandbox.gpu = backend_ == "cuda";
-      std::vector<std::string> binaries = {o_.rank_binary};
-      if (under_mpirun_) {
-        // mpirun starts the ranks; an OpenMPI installed outside /usr is bound with its prefix.
-        absl::StatusOr<std::string> prefix = MpiPrefix(o_.mpirun);
-        if (!prefix.ok()) return End(v1::INTERNAL, std::string(prefix.status().message()));
-        if (!absl::StartsWith(*prefix, "/usr")) run_sandbox.read_only.push_back(*prefix);
-      } else {
-        binaries.push_back(spec.group_binary);
-      }
-      for (const std::string& binary : binaries) {
-        std::error_code ec;
-        fs::path real = fs::canonical(binary, ec);
-        if (ec) {
-          return End(v1::INTERNAL,
-                     absl::StrCat("cannot resolve '", binary, "' for the sandbox: ", ec.message()));
-        }
-        run_sandbox.read_only.push_back(real.parent_path().string());
-      }
-      for (const auto& d : LoadedLibraryDirs()) run_sandbox.read_only.push_back(d);
-      spec.sandbox = &run_sandbox;
+      hooks.before_cleanup = [this] { JoinCompile(); };
     }
     // Rank 0's stdout is shared with the submission: ParseProgress drops what the harness never
     // writes, so a forged line can at most announce a trial early (the verdict comes from
     // reports).
-    spec.on_progress = [&](const std::string& line) {
+    hooks.on_progress = [this](const std::string& line) {
       std::optional<Progress> p = ParseProgress(line, run_.trials());
       if (!p) return;
       if (p->trial >= 0) {
@@ -581,7 +619,8 @@ class Evaluation {
     // One evaluation at a time on a node's GPUs: inside its sandbox a judge sees only its own
     // job's processes on the GPU (the driver lists a PID namespace's own), so another job's work
     // during its timing would go unseen. Every pkb-eval of the node takes this lock for its run;
-    // it is held until the verdict is out (~Evaluation).
+    // it is held until the verdict is out (~Evaluation). Standby ranks touch no GPU before the
+    // job's spec is written, below.
     if (backend_ == "cuda") {
       std::error_code ec;
       std::filesystem::create_directories(o_.cache_dir, ec);
@@ -594,23 +633,70 @@ class Evaluation {
         if (flock(gpu_lock_, LOCK_EX) != 0) return End(v1::INTERNAL, "cannot lock " + path);
       }
     }
-    if (gated) {
+    if (standby_ && !standby_->Adopt(hooks)) {
+      // They ended on their own since OpenScratch (a rank failed to start): ranks of our own.
+      standby_->Discard();
+      (void)standby_->Wait();
+      standby_ = nullptr;
+    }
+    std::unique_ptr<RankLaunch> launch;
+    if (!standby_) {
+      absl::StatusOr<std::unique_ptr<RankLaunch>> built = BuildRankLaunch(
+          o_, sandboxed_ ? &sandbox_ : nullptr, run_.world_size(), launch_backend_, scratch_,
+          gated ? CandidateLibrary() : library_path_, gated, /*await_spec=*/false);
+      if (!built.ok()) return End(v1::INTERNAL, std::string(built.status().message()));
+      launch = *std::move(built);
+    }
+    // Each rank's harness gets a key to sign its report with, in a file it reads and deletes
+    // before the submission's process starts (verdict.h); then the job's spec (spec.proto), which
+    // standby ranks wait for.
+    report_base_ = scratch_ + "/report";
+    for (int rank = 0; rank < run_.world_size(); ++rank) {
+      report_keys_.push_back(MakeReportKey());
+      absl::Status written = WriteReportKey(absl::StrCat(report_base_, ".key.", rank),
+                                            report_keys_.back(), sandboxed_ ? &sandbox_ : nullptr);
+      if (!written.ok()) return End(v1::INTERNAL, std::string(written.message()));
+    }
+    if (absl::Status written = WriteSpecFile(scratch_ + "/spec.binpb", run_); !written.ok()) {
+      return End(v1::INTERNAL, std::string(written.message()));
+    }
+    if (standby_) {
+      events_.Emit(gated ? v1::COMPILING : v1::VERIFYING,
+                   absl::StrFormat("%d rank process(es) started %.2f s ahead of this job%s",
+                                   run_.world_size(),
+                                   absl::ToDoubleSeconds(absl::Now() - standby_->started()),
+                                   gated ? ", waiting for the compile" : ""));
+    } else if (gated) {
       events_.Emit(v1::COMPILING, absl::StrCat("starting ", run_.world_size(),
                                                " rank process(es) while the source compiles"));
     } else {
       events_.Emit(v1::VERIFYING, absl::StrCat("starting ", run_.world_size(),
                                                " rank process(es), ", run_.trials(), " trials"));
     }
-    run_timeout_ = spec.timeout;
-    RankLauncher launcher;
-    auto launched = launcher.Run(spec);
+    run_timeout_ = hooks.timeout;
+    absl::StatusOr<LaunchResult> launched;
+    if (standby_) {
+      launched = standby_->Wait();
+    } else {
+      launch->spec.timeout = hooks.timeout;
+      launch->spec.gate = hooks.gate;
+      launch->spec.on_progress = hooks.on_progress;
+      launch->spec.before_cleanup = hooks.before_cleanup;
+      launched = RankLauncher().Run(launch->spec);
+    }
     if (!launched.ok()) return End(v1::INTERNAL, std::string(launched.status().message()));
     launched_ = std::move(*launched);
-    (*r_.mutable_stage_seconds())["run"] = absl::ToDoubleSeconds(launched_.elapsed);
+    // Standby ranks ran before this job began: their times count from its start.
+    const absl::Duration ahead = standby_
+                                     ? std::max(absl::ZeroDuration(), start_ - standby_->started())
+                                     : absl::ZeroDuration();
+    if (standby_)
+      (*r_.mutable_stage_seconds())["ranks_ahead_of_job"] = absl::ToDoubleSeconds(ahead);
+    (*r_.mutable_stage_seconds())["run"] = absl::ToDoubleSeconds(launched_.elapsed - ahead);
     if (gated && launched_.before_gate >= absl::ZeroDuration()) {
       // The part of "run" that the compile hid: the ranks' start while it ran.
       (*r_.mutable_stage_seconds())["ranks_during_compile"] =
-          absl::ToDoubleSeconds(launched_.before_gate);
+          absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), launched_.before_gate - ahead));
     }
     return std::nullopt;
   }
@@ -723,6 +809,8 @@ class Evaluation {
   std::mutex compile_mu_;
   bool compiled_ = false;  // guarded by compile_mu_, as is outcome_
   CompileOutcome outcome_;
+  // OpenScratch: the standby ranks this job adopted (not owned)
+  StandbyRanks* standby_ = nullptr;
   // RunRanks
   std::string report_base_;
   std::vector<std::string> report_keys_;
@@ -735,6 +823,38 @@ class Evaluation {
 
 v1::EvalResult RunEvaluation(const EvalOptions& options, const EvalEventCallback& sink) {
   return Evaluation(options, sink).Run();
+}
+
+absl::StatusOr<std::unique_ptr<StandbyRanks>> StartStandby(const EvalOptions& options, int world,
+                                                           const std::string& backend) {
+  if (world < 1) return absl::InvalidArgumentError("standby ranks need W >= 1");
+  if (backend != "cuda" && backend != "cpu" && backend != "cuda-shared") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("standby ranks: unknown backend '", backend, "' (cuda, cpu or cuda-shared)"));
+  }
+  EvalOptions o = options;
+  FillInstalledPaths(&o);
+  PKB_RETURN_IF_ERROR(CheckInstallation(o, backend == "cpu" ? "cpu" : "cuda"));
+  SandboxPolicy sandbox;
+  sandbox.bwrap = o.bwrap;
+  const bool sandboxed = o.sandbox != "off";
+  PKB_ASSIGN_OR_RETURN(std::string scratch, MakeTempDir(o.scratch_root, "job-"));
+  if (sandboxed) {
+    if (absl::Status s = ProbeSandbox(sandbox); !s.ok()) {
+      (void)RemoveTree(scratch);
+      return absl::FailedPreconditionError(
+          absl::StrCat("refusing to run a submission unsandboxed: ", s.message()));
+    }
+    std::filesystem::permissions(scratch, std::filesystem::perms(0711));
+  }
+  absl::StatusOr<std::unique_ptr<RankLaunch>> launch =
+      BuildRankLaunch(o, sandboxed ? &sandbox : nullptr, world, backend, scratch,
+                      scratch + "/candidate.so", /*gated=*/true, /*await_spec=*/true);
+  if (!launch.ok()) {
+    (void)RemoveTree(scratch);
+    return launch.status();
+  }
+  return StandbyRanks::Start(scratch, *std::move(launch));
 }
 
 std::string FormatReport(const v1::EvalResult& r) {

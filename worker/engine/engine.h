@@ -10,16 +10,20 @@
 #define PKB_WORKER_ENGINE_ENGINE_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "pkb/v1/problem.pb.h"
 #include "pkb/v1/result.pb.h"
 #include "pkb/v1/spec.pb.h"
 
 namespace pkb {
+
+class StandbyRanks;  // standby.h
 
 // One evaluation: the job's spec (what is evaluated, how: spec.proto) and what is local to this
 // run (the source, paths, the sandbox). RunEvaluation completes the spec with ApplyDefaults.
@@ -58,6 +62,9 @@ struct EvalOptions {
   std::string sandbox = "on";
   std::string bwrap = "bwrap";
   std::string group_binary;  // pkb-rank-group; default: beside rank_binary
+  // Ranks started ahead of this job (StartStandby; not owned): adopted when they fit (the same W
+  // and launch backend, a run that compiles while its ranks start), else discarded.
+  StandbyRanks* standby = nullptr;
 };
 
 // A functional run (spec.functional: correctness only, no speedup, never ranked) lets the W rank
@@ -67,6 +74,17 @@ struct EvalOptions {
 // times are not comparable with anything.
 inline constexpr int kFunctionalWarmup = 10;
 inline constexpr int kFunctionalIters = 20;
+
+// How long standby ranks wait for their job before they give up (their launcher's limit too).
+inline constexpr absl::Duration kStandbyLimit = absl::Hours(1);
+
+// Starts `world` rank processes for a job not known yet (pkb-eval --standby): in a job folder of
+// their own under options.scratch_root, in the sandbox, with `backend` the launch's ("cuda": a
+// process per GPU; "cpu" and "cuda-shared": under mpirun). They load their libraries and spawn
+// their candidate hosts, then wait for the job's spec; RunEvaluation with EvalOptions::standby
+// adopts them. The sandbox is probed here, so a job that adopts them does not probe it again.
+absl::StatusOr<std::unique_ptr<StandbyRanks>> StartStandby(const EvalOptions& options, int world,
+                                                           const std::string& backend);
 
 // Receives the engine's stage events as they happen (the coordinator's EventSink is another
 // thing: a watcher of a job).

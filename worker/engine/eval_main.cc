@@ -7,6 +7,8 @@
 //   pkb-eval --problem 1 --world-size 4 my_kernel.cu --compile-only
 //                                                            policy and compile only (no GPU):
 //                                                            COMPILED, COMPILE_ERROR or REJECTED
+//   pkb-eval --standby 2:cpu --events < job.json              ranks started before the job,
+//                                                            which comes on stdin (the worker)
 //   pkb-eval --catalog                                        every problem's spec as JSON
 //   pkb-eval --problem 13 --dump-inputs out/ --world-size 2   inputs and reference outputs
 //
@@ -18,15 +20,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/eval_spec.h"
 #include "common/files.h"
 #include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
 #include "worker/engine/dump.h"
 #include "worker/engine/engine.h"
+#include "worker/engine/standby.h"
 
 namespace {
 
@@ -50,7 +56,37 @@ std::string InstalledDir(const std::string& rel) {
   return "";
 }
 
-int Main(int argc, char** argv) {
+// The job's arguments, as pkb-eval --standby reads them: one line of `from` ("-": stdin), a JSON
+// array of strings.
+absl::StatusOr<std::vector<std::string>> ReadJobArguments(const std::string& from) {
+  std::string line;
+  if (from == "-") {
+    if (!std::getline(std::cin, line)) {
+      return absl::InvalidArgumentError("no job arguments on stdin (it closed first)");
+    }
+  } else {
+    // A FIFO: opening it waits for the writer.
+    std::ifstream in(from);
+    if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot open ", from));
+    if (!std::getline(in, line)) {
+      return absl::InvalidArgumentError(absl::StrCat("no job arguments in ", from));
+    }
+  }
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) {
+    return absl::InvalidArgumentError("the job's arguments on stdin are not a JSON array");
+  }
+  std::vector<std::string> args;
+  for (const auto& a : j) {
+    if (!a.is_string()) {
+      return absl::InvalidArgumentError("the job's arguments on stdin are not all strings");
+    }
+    args.push_back(a.get<std::string>());
+  }
+  return args;
+}
+
+int Main(int argc, char** argv, pkb::StandbyRanks* standby) {
   pkb::EvalOptions o;
   // The job as flags say it; --spec gives a whole one, which the flags given beside it amend.
   pkb::v1::EvalSpec flags;
@@ -142,9 +178,70 @@ int Main(int argc, char** argv) {
                "failed job); exit 0 when healthy");
   app.add_option("--dump-inputs", dump_dir,
                  "write per-rank inputs and reference outputs (.pt) here");
+  std::string standby_for, job_from = "-";
+  if (standby == nullptr) {
+    app.add_option("--standby", standby_for,
+                   "W:BACKEND (cuda, cpu or cuda-shared): start W rank processes now for the job "
+                   "to come, then read its arguments from stdin, one line, a JSON array of "
+                   "strings, and run it as if they followed these; its ranks are those when "
+                   "they fit (same W and backend), else fresh ones");
+    app.add_option("--job-from", job_from,
+                   "with --standby: read the job's arguments from this file (a FIFO) instead of "
+                   "stdin");
+  }
   // PKB_SANDBOX=off is for test machines where user namespaces are disabled; flags win over it.
   if (const char* env = std::getenv("PKB_SANDBOX")) o.sandbox = env;
   CLI11_PARSE(app, argc, argv);
+  auto fill_paths = [&] {
+    if (o.api_include_dir.empty() && !InstalledDir("include/pkb").empty())
+      o.api_include_dir = std::filesystem::path(InstalledDir("include/pkb")).parent_path().string();
+    if (!o.api_include_dir.empty())
+      o.api_include_dir = std::filesystem::absolute(o.api_include_dir).string();
+    o.torch_include_dir = InstalledDir("torch_include");
+    if (const char* t = std::getenv("PKB_TORCH_INCLUDE")) o.torch_include_dir = t;
+  };
+  if (!standby_for.empty()) {
+    // The ranks start now; the job comes on stdin. Without them (they could not start) the job
+    // still runs, with ranks of its own.
+    std::unique_ptr<pkb::StandbyRanks> ranks;
+    int world = 0;
+    const size_t colon = standby_for.find(':');
+    if (colon == std::string::npos || !absl::SimpleAtoi(standby_for.substr(0, colon), &world)) {
+      std::fprintf(stderr, "pkb-eval: --standby takes W:BACKEND, as 2:cuda (got '%s')\n",
+                   standby_for.c_str());
+      return 2;
+    }
+    fill_paths();
+    absl::StatusOr<std::unique_ptr<pkb::StandbyRanks>> started =
+        pkb::StartStandby(o, world, standby_for.substr(colon + 1));
+    if (started.ok()) {
+      ranks = *std::move(started);
+    } else {
+      std::fprintf(stderr, "pkb-eval: no standby ranks (%s); the job will start its own\n",
+                   std::string(started.status().message()).c_str());
+    }
+    absl::StatusOr<std::vector<std::string>> job = ReadJobArguments(job_from);
+    if (!job.ok()) {
+      std::fprintf(stderr, "pkb-eval: %s\n", std::string(job.status().message()).c_str());
+      return 2;
+    }
+    // These arguments less --standby and --job-from, then the job's.
+    std::vector<std::string> args = {argv[0]};
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--standby" || a == "--job-from") {
+        ++i;
+      } else if (a.rfind("--standby=", 0) != 0 && a.rfind("--job-from=", 0) != 0) {
+        args.push_back(a);
+      }
+    }
+    args.insert(args.end(), job->begin(), job->end());
+    std::vector<char*> cargs;
+    for (auto& a : args) cargs.push_back(a.data());
+    cargs.push_back(nullptr);
+    return Main(static_cast<int>(args.size()), cargs.data(), ranks.get());
+  }
+  o.standby = standby;
   if (!spec_path.empty()) {
     absl::StatusOr<pkb::v1::EvalSpec> spec = pkb::ReadSpecFile(spec_path);
     if (!spec.ok()) {
@@ -192,12 +289,7 @@ int Main(int argc, char** argv) {
     o.source_name = std::filesystem::path(source_path).filename().string();
   }
   for (auto& d : o.cpu_include_dirs) d = std::filesystem::absolute(d).string();
-  if (o.api_include_dir.empty() && !InstalledDir("include/pkb").empty())
-    o.api_include_dir = std::filesystem::path(InstalledDir("include/pkb")).parent_path().string();
-  if (!o.api_include_dir.empty())
-    o.api_include_dir = std::filesystem::absolute(o.api_include_dir).string();
-  o.torch_include_dir = InstalledDir("torch_include");
-  if (const char* t = std::getenv("PKB_TORCH_INCLUDE")) o.torch_include_dir = t;
+  fill_paths();
 
   auto sink = [&](const pkb::v1::EvalEvent& e) {
     if (events) {
@@ -226,7 +318,7 @@ int Main(int argc, char** argv) {
 // a build with Ubuntu's gcc 13 on the H200 node, after every verdict had been written; the worker
 // reads pkb-eval's exit status, and a finished evaluation must not end as a crash.
 int main(int argc, char** argv) {
-  const int rc = Main(argc, argv);
+  const int rc = Main(argc, argv, nullptr);
   std::cout.flush();  // iostreams first: _Exit flushes nothing
   std::cerr.flush();
   std::fflush(nullptr);

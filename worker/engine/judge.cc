@@ -564,29 +564,38 @@ class Judge {
 
 }  // namespace
 
-absl::Status AwaitCandidate(const RankOptions& o) {
-  if (o.candidate_gate.empty()) return absl::OkStatus();
+absl::Status AwaitFile(const std::string& path, double limit_s, const std::string& what) {
   const auto limit = std::chrono::steady_clock::now() +
-                     std::chrono::microseconds(static_cast<int64_t>(o.gate_limit_s * 1e6));
-  for (;;) {
-    // pkb-eval writes the file whole (a rename), so once it exists it says all it will.
-    std::ifstream gate(o.candidate_gate);
-    if (gate) {
-      std::string word;
-      gate >> word;
-      if (word == "go") return absl::OkStatus();
-      return absl::CancelledError(
-          absl::StrCat("the run was called off before the candidate was loaded (", word, ")"));
-    }
+                     std::chrono::microseconds(static_cast<int64_t>(limit_s * 1e6));
+  while (access(path.c_str(), F_OK) != 0) {
     if (std::chrono::steady_clock::now() > limit) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "the candidate was not ready after ", o.gate_limit_s, " s of waiting for it"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, " did not come within ", limit_s, " s of waiting for it"));
     }
     usleep(2000);
   }
+  return absl::OkStatus();
 }
 
-absl::Status RunJudge(const RankOptions& o, v1::RankReport* report) {
+absl::Status AwaitCandidate(const RankOptions& o) {
+  if (o.candidate_gate.empty()) return absl::OkStatus();
+  PKB_RETURN_IF_ERROR(AwaitFile(o.candidate_gate, o.gate_limit_s, "the compiled candidate"));
+  // pkb-eval writes the file whole (a rename), so once it exists it says all it will.
+  std::ifstream gate(o.candidate_gate);
+  std::string word;
+  gate >> word;
+  if (word == "go") return absl::OkStatus();
+  return absl::CancelledError(
+      absl::StrCat("the run was called off before the candidate was loaded (", word, ")"));
+}
+
+absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process, v1::RankReport* report) {
+  CandidateHost& host = *host_process;
+  // Whatever the way out, the host and everything it started are gone before the devices are.
+  struct KillAtExit {
+    CandidateHost* host;
+    ~KillAtExit() { (void)host->Kill(); }
+  } kill_host{host_process};
   PKB_ASSIGN_OR_RETURN(const Problem* p, FindProblem(o.spec.problem_id()));
   RunConfig cfg;
   cfg.m = o.spec.m();
@@ -596,8 +605,8 @@ absl::Status RunJudge(const RankOptions& o, v1::RankReport* report) {
   PKB_RETURN_IF_ERROR(CheckRunnable(*p, cfg));
 
   auto groups = p->Groups(cfg);
-  // The candidate's process first, so that its device and communicators are set up while ours are.
-  CandidateHost host;
+  // The candidate's process first (spawned already by a rank started ahead of its job), so that
+  // its device and communicators are set up while ours are.
   if (!o.candidate.empty()) {
     v1::HostInit init;
     init.set_candidate(o.candidate);

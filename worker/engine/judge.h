@@ -32,14 +32,21 @@ struct RankOptions {
   double gate_limit_s = 240;  // the longest wait for the gate
 };
 
+// Waits for `path` to exist (pkb-eval writes it whole, by a rename), polling every 2 ms:
+// DEADLINE_EXCEEDED naming `what` after `limit_s` seconds.
+absl::Status AwaitFile(const std::string& path, double limit_s, const std::string& what);
+
 // Waits for `o.candidate_gate` to appear (up to o.gate_limit_s): OK when it says go,
 // CANCELLED when the engine called the run off, DEADLINE_EXCEEDED when it never came.
 absl::Status AwaitCandidate(const RankOptions& o);
 
-// Judges this rank of the job: verification, then the benchmark. A failure of the candidate is
-// the report's status (RUNTIME_ERROR, MISMATCH, REJECTED); an error status is the harness's own
-// (or, ABORTED, the candidate's process died).
-absl::Status RunJudge(const RankOptions& o, v1::RankReport* report);
+class CandidateHost;
+
+// Judges this rank of the job: verification, then the benchmark, with the submission in `host`
+// (started here unless spawned already; killed, with everything it started, before this
+// returns). A failure of the candidate is the report's status (RUNTIME_ERROR, MISMATCH,
+// REJECTED); an error status is the harness's own (or, ABORTED, the candidate's process died).
+absl::Status RunJudge(const RankOptions& o, CandidateHost* host, v1::RankReport* report);
 
 }  // namespace pkb
 

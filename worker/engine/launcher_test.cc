@@ -78,7 +78,7 @@ TEST_CASE("the wall-clock limit kills every rank and its children", "[launcher]"
   (void)RemoveTree(*dir);
 }
 
-TEST_CASE("behind a closed gate the limit waits; once open it runs", "[launcher][gate]") {
+TEST_CASE("behind a closed gate the limit waits and once open it runs", "[launcher][gate]") {
   auto dir = MakeTempDir("/tmp/pkb-test", "launch-");
   REQUIRE(dir.ok());
   // The ranks take 1.5 s; the limit is 0.8 s from the gate, which opens after 1.2 s.

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/eval_spec.h"
 #include "pkb/v1/result.pb.h"
+#include "worker/engine/candidate_host.h"
 #include "worker/engine/judge.h"
 #include "worker/engine/rank_device.h"
 #include "worker/engine/verdict.h"
@@ -144,6 +145,12 @@ int main(int argc, char** argv) {
   app.add_option("--candidate-gate", o.candidate_gate,
                  "load the candidate once this file says go (it compiles while the rank starts)");
   app.add_option("--gate-limit", o.gate_limit_s, "the longest wait for the gate, seconds");
+  bool await_spec = false;
+  double await_limit_s = 3600;
+  app.add_flag("--await-spec", await_spec,
+               "started ahead of its job: start the candidate host, then wait for --spec to "
+               "appear");
+  app.add_option("--await-limit", await_limit_s, "the longest wait for the spec, seconds");
   CLI::App* probe = app.add_subcommand("probe", "print the number of usable GPUs and exit");
   CLI::App* selftest = app.add_subcommand(
       "selftest", "run known-good work on every GPU (the CPU without one) and check its results");
@@ -168,32 +175,41 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pkb-rank: a rank's judging needs --spec and --report\n");
     return 2;
   }
-  absl::StatusOr<pkb::v1::EvalSpec> spec = pkb::ReadSpecFile(spec_path);
-  if (!spec.ok()) {
-    std::fprintf(stderr, "pkb-rank: %s\n", std::string(spec.status().message()).c_str());
-    return 2;
-  }
-  o.spec = *spec;
-  pkb::ApplyDefaults(&o.spec);  // a spec written by hand may leave the defaults out
-  if (world > 0) o.spec.set_world_size(world);
   at::set_num_threads(1);
-  if (o.backend == "cuda") pkb::PinRank(o.rank, o.spec.world_size());
+  if (o.backend == "cuda") pkb::PinRank(o.rank, world);
   const bool under_mpirun = o.backend == "cpu" || o.backend == "cuda-shared";
   pkb::v1::RankReport report;
   absl::Status s;
   std::string key;
+  pkb::CandidateHost host;
   try {
     if (under_mpirun) {
 #ifdef PKB_WITH_MPI
       o.rank = pkb::CpuBackendRank();
-      o.spec.set_world_size(pkb::CpuBackendWorld());
+      world = pkb::CpuBackendWorld();
 #else
       throw std::runtime_error("backend " + o.backend + " needs MPI; this pkb-rank has none");
 #endif
     }
     report.set_rank(o.rank);
-    key = pkb::TakeReportKey(o.report, o.rank);
-    s = pkb::RunJudge(o, &report);
+    if (await_spec) {
+      // Started ahead of its job: the host's process start and library loads run now, while no
+      // job is known; nothing touches a GPU before the spec is there (pkb-eval writes it under
+      // the node's GPU lock).
+      if (!o.candidate.empty()) s = host.Spawn();
+      if (s.ok()) s = pkb::AwaitFile(spec_path, await_limit_s, "the job's spec");
+    }
+    absl::StatusOr<pkb::v1::EvalSpec> spec = pkb::ReadSpecFile(spec_path);
+    if (s.ok() && !spec.ok()) s = spec.status();
+    if (s.ok()) {
+      o.spec = *spec;
+      pkb::ApplyDefaults(&o.spec);  // a spec written by hand may leave the defaults out
+      if (world > 0) o.spec.set_world_size(world);
+      // A functional run times no reference (engine.h).
+      if (o.spec.functional()) o.baseline = false;
+      key = pkb::TakeReportKey(o.report, o.rank);
+      s = pkb::RunJudge(o, &host, &report);
+    }
   } catch (const std::exception& e) {
     s = absl::InternalError(absl::StrCat("exception: ", e.what()));
   }

@@ -1,0 +1,80 @@
+#include "worker/engine/standby.h"
+
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "common/files.h"
+
+namespace pkb {
+
+StandbyRanks::StandbyRanks(std::string scratch, std::unique_ptr<RankLaunch> launch)
+    : scratch_(std::move(scratch)), launch_(std::move(launch)), started_(absl::Now()) {
+  LaunchSpec& spec = launch_->spec;
+  if (spec.sandbox) spec.sandbox = &launch_->sandbox;
+  // The launcher's callbacks run on its thread and go to whichever job adopted the ranks.
+  spec.gate = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (discarded_) return Gate::kCalledOff;
+    if (!adopted_ || !hooks_.gate) return Gate::kClosed;
+    return hooks_.gate();
+  };
+  spec.on_progress = [this](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (adopted_ && hooks_.on_progress) hooks_.on_progress(line);
+  };
+  spec.before_cleanup = [this] {
+    std::function<void()> hook;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (adopted_) hook = hooks_.before_cleanup;
+    }
+    if (hook) hook();
+  };
+}
+
+std::unique_ptr<StandbyRanks> StandbyRanks::Start(std::string scratch,
+                                                  std::unique_ptr<RankLaunch> launch) {
+  std::unique_ptr<StandbyRanks> s(new StandbyRanks(std::move(scratch), std::move(launch)));
+  StandbyRanks* self = s.get();
+  s->thread_ = std::thread([self] {
+    absl::StatusOr<LaunchResult> r = RankLauncher().Run(self->launch_->spec);
+    std::lock_guard<std::mutex> lock(self->mu_);
+    self->result_ = std::move(r);
+    self->ended_ = true;
+  });
+  return s;
+}
+
+StandbyRanks::~StandbyRanks() {
+  Discard();
+  if (thread_.joinable()) thread_.join();
+  if (!adopted_) (void)RemoveTree(scratch_);
+}
+
+bool StandbyRanks::waiting() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return !adopted_ && !discarded_ && !ended_;
+}
+
+bool StandbyRanks::Adopt(Hooks hooks) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (adopted_ || discarded_ || ended_) return false;
+  hooks_ = std::move(hooks);
+  // Read by the launcher when the gate opens, after taking mu_ in the gate.
+  launch_->spec.timeout = hooks_.timeout;
+  adopted_ = true;
+  return true;
+}
+
+void StandbyRanks::Discard() {
+  std::lock_guard<std::mutex> lock(mu_);
+  discarded_ = true;
+}
+
+absl::StatusOr<LaunchResult> StandbyRanks::Wait() {
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::move(result_);
+}
+
+}  // namespace pkb

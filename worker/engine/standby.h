@@ -1,0 +1,89 @@
+// Rank processes started ahead of their job (pkb-eval --standby): a worker starts pkb-eval before
+// it has a job, pkb-eval starts W ranks for the job it expects, and they load their libraries
+// (and, under mpirun, set up MPI) and spawn their candidate hosts while no job is known. They
+// touch no GPU and read nothing of a job until its spec appears in their folder. When the job
+// comes and fits (the same W and backend), the evaluation adopts them; otherwise it discards
+// them and starts its own. Nothing is reused between jobs: every job's ranks and hosts are
+// fresh processes in a fresh sandbox; only their start moved earlier.
+//
+//   auto standby = StandbyRanks::Start(scratch, std::move(launch));   // the launcher runs
+//   ...the job arrives...
+//   standby->Adopt(hooks);     // its gate, progress and limit; then write keys and spec
+//   absl::StatusOr<LaunchResult> r = standby->Wait();
+#ifndef PKB_WORKER_ENGINE_STANDBY_H_
+#define PKB_WORKER_ENGINE_STANDBY_H_
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "worker/engine/launcher.h"
+#include "worker/engine/sandbox.h"
+
+namespace pkb {
+
+// A launch and the sandbox it points to, kept together (LaunchSpec::sandbox is a pointer).
+struct RankLaunch {
+  LaunchSpec spec;
+  SandboxPolicy sandbox;
+};
+
+class StandbyRanks {
+ public:
+  // What the job that adopts the ranks gives them: see LaunchSpec (the limit runs from the gate).
+  struct Hooks {
+    std::function<Gate()> gate;
+    std::function<void(const std::string&)> on_progress;
+    std::function<void()> before_cleanup;
+    absl::Duration timeout;
+  };
+
+  // Starts `launch` on a thread of its own, in `scratch` (the job folder-to-be, removed with this
+  // object unless a job adopted it). Its gate stays closed until a job adopts the ranks.
+  static std::unique_ptr<StandbyRanks> Start(std::string scratch,
+                                             std::unique_ptr<RankLaunch> launch);
+  ~StandbyRanks();
+  StandbyRanks(const StandbyRanks&) = delete;
+  StandbyRanks& operator=(const StandbyRanks&) = delete;
+
+  const std::string& scratch() const { return scratch_; }
+  int world() const { return launch_->spec.world; }
+  const std::string& backend() const { return launch_->spec.backend; }
+  // When the ranks started.
+  absl::Time started() const { return started_; }
+  // Whether the ranks are still waiting for a job (none has adopted or discarded them, and they
+  // have not ended: a rank that failed to start ends the standby).
+  bool waiting();
+
+  // The job's hooks: from now on the launcher polls its gate and passes its progress on, and the
+  // job folder is the job's (it removes it). False, and nothing changes, when the ranks are no
+  // longer waiting (see waiting): the job then starts its own.
+  bool Adopt(Hooks hooks);
+  // Not this job's, or the job that adopted them gave up before they ran: the ranks are killed
+  // (the launcher's gate says kCalledOff), and Wait returns once they are gone.
+  void Discard();
+  // Waits for the launcher: the ranks' ends, as RankLauncher::Run reports them. Once only.
+  absl::StatusOr<LaunchResult> Wait();
+
+ private:
+  StandbyRanks(std::string scratch, std::unique_ptr<RankLaunch> launch);
+
+  const std::string scratch_;
+  std::unique_ptr<RankLaunch> launch_;
+  absl::Time started_;
+  std::thread thread_;
+  std::mutex mu_;
+  Hooks hooks_;                                                            // guarded by mu_
+  bool adopted_ = false;                                                   // guarded by mu_
+  bool discarded_ = false;                                                 // guarded by mu_
+  bool ended_ = false;                                                     // guarded by mu_
+  absl::StatusOr<LaunchResult> result_ = absl::UnknownError("not ended");  // guarded by mu_
+};
+
+}  // namespace pkb
+
+#endif  // PKB_WORKER_ENGINE_STANDBY_H_
