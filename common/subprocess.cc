@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <mutex>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -29,6 +31,17 @@ void KillProcessGroup(pid_t pgid, int sig) {
 }
 
 namespace {
+
+std::mutex& ChildrenMutex() {
+  static std::mutex* mu = new std::mutex;
+  return *mu;
+}
+
+// The children RunSubprocess is running, on whatever thread (guarded by ChildrenMutex).
+std::set<pid_t>& Children() {
+  static std::set<pid_t>* children = new std::set<pid_t>;
+  return *children;
+}
 
 void AppendCapped(std::string* s, const char* data, size_t n, size_t cap) {
   if (s->size() >= cap) return;
@@ -62,6 +75,8 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const SubprocessOptions& options)
   envp.push_back(nullptr);
 
   absl::Time start = absl::Now();
+  // Registered as it is born: a reaper of orphans on another thread must not take it for one.
+  std::unique_lock<std::mutex> registry(ChildrenMutex());
   pid_t pid = fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
   if (pid == 0) {
@@ -76,6 +91,8 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const SubprocessOptions& options)
     (void)!write(2, msg, sizeof msg - 1);
     _exit(127);
   }
+  Children().insert(pid);
+  registry.unlock();
   close(out_pipe[1]);
   close(err_pipe[1]);
 
@@ -127,10 +144,21 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const SubprocessOptions& options)
     if (f.fd >= 0) close(f.fd);
   }
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  pid_t waited;
+  while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+  }
+  const int wait_error = waited < 0 ? errno : 0;
+  {
+    std::lock_guard<std::mutex> lock(ChildrenMutex());
+    Children().erase(pid);
   }
   // Descendants that outlived the leader (daemonized, or left behind) go with the group.
   KillProcessGroup(pid, SIGKILL);
+  if (wait_error != 0) {
+    // Its end was taken by another waiter: what it did is unknown, and never a success.
+    return absl::InternalError(
+        absl::StrCat("lost the exit status of ", options.argv[0], ": ", strerror(wait_error)));
+  }
   result.elapsed = absl::Now() - start;
   if (WIFSIGNALED(status)) {
     result.signaled = true;
@@ -140,6 +168,11 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const SubprocessOptions& options)
   }
   if (options.on_stdout_line && !line_buf.empty()) options.on_stdout_line(line_buf);
   return result;
+}
+
+void WithSubprocessesHeld(const std::function<void(const std::set<pid_t>&)>& fn) {
+  std::lock_guard<std::mutex> lock(ChildrenMutex());
+  fn(Children());
 }
 
 }  // namespace pkb

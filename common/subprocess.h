@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,12 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const SubprocessOptions& options)
 
 // Sends `sig` to a whole process group, ignoring a group that is already gone.
 void KillProcessGroup(pid_t pgid, int sig);
+
+// Runs `fn` with the children that RunSubprocess calls (on any thread) are running now, and
+// holds off new ones meanwhile: a reaper of orphans (a child subreaper's, RankLauncher) kills
+// only what is not in the set, and RunSubprocess's own children are never taken for orphans.
+// An error of RunSubprocess says so when its child was reaped by someone else all the same.
+void WithSubprocessesHeld(const std::function<void(const std::set<pid_t>&)>& fn);
 
 }  // namespace pkb
 

@@ -1,11 +1,14 @@
 #include "common/subprocess.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <set>
 #include <string>
+#include <thread>
 
 namespace pkb {
 namespace {
@@ -61,6 +64,43 @@ TEST_CASE("RunSubprocess streams stdout lines", "[subprocess]") {
   auto r = RunSubprocess(o);
   REQUIRE(r.ok());
   CHECK(lines == std::vector<std::string>{"a", "b", "c"});
+}
+
+TEST_CASE("RunSubprocess's children are known to reapers of orphans, and a lost one is an error",
+          "[subprocess]") {
+  SubprocessOptions o;
+  o.argv = {"sh", "-c", "sleep 0.5; exit 7"};
+  absl::StatusOr<SubprocessResult> r;
+  std::thread run([&] { r = RunSubprocess(o); });
+  // While it runs, it is in the set a reaper skips.
+  bool seen = false;
+  for (int i = 0; i < 200 && !seen; ++i) {
+    WithSubprocessesHeld([&](const std::set<pid_t>& running) { seen = !running.empty(); });
+    usleep(2000);
+  }
+  CHECK(seen);
+  run.join();
+  REQUIRE(r.ok());
+  CHECK(r->exit_code == 7);
+  WithSubprocessesHeld([](const std::set<pid_t>& running) { CHECK(running.empty()); });
+
+  // Reaped by another waiter (what a careless reaper of orphans did): an error, never an exit 0.
+  // Its background child keeps the output open, so that the other waiter gets there first.
+  o.argv = {"sh", "-c", "sleep 1 & exit 0"};
+  std::thread other([&] { r = RunSubprocess(o); });
+  pid_t child = 0;
+  for (int i = 0; i < 200 && child == 0; ++i) {
+    WithSubprocessesHeld([&](const std::set<pid_t>& running) {
+      if (!running.empty()) child = *running.begin();
+    });
+    usleep(2000);
+  }
+  REQUIRE(child > 0);
+  int status = 0;
+  CHECK(waitpid(child, &status, 0) == child);
+  other.join();
+  REQUIRE_FALSE(r.ok());
+  CHECK(std::string(r.status().message()).find("lost the exit status") != std::string::npos);
 }
 
 }  // namespace

@@ -226,6 +226,8 @@ int main(int argc, char** argv) {
   g_daemon = &daemon;
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
+  // A pipe whose reader died (an engine's job FIFO) is an error of that write, not our end.
+  std::signal(SIGPIPE, SIG_IGN);
   daemon.Run();
   pkb::NotifySystemd("STOPPING=1");
   return 0;

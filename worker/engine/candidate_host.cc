@@ -56,6 +56,13 @@ absl::Status CandidateHost::Start(const v1::HostInit& init) {
   return absl::OkStatus();
 }
 
+absl::Status CandidateHost::Ready() {
+  if (!running()) return absl::AbortedError("the candidate's process has ended");
+  if (!pending_) return absl::OkStatus();
+  pending_ = false;
+  return Await(false).status();
+}
+
 absl::Status CandidateHost::Load() {
   v1::HostRequest req;
   req.set_load(true);

@@ -46,6 +46,9 @@ class CandidateHost {
   // waiting: that runs while the judge sets up its own (Bind, then Load).
   absl::Status Start(const v1::HostInit& init);
 
+  // Waits for the host's answer to Start's init: its device and communicators are set up. An
+  // error is the harness's (nothing of the submission has run).
+  absl::Status Ready();
   // The judges' communicator, for the barriers the host asks for.
   void Bind(Comm* comm) { comm_ = comm; }
 

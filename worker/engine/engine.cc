@@ -419,8 +419,11 @@ class Evaluation {
   // Standby ranks fit a job that starts its ranks while the source compiles (they wait for a
   // gate), at their W and launch backend, with the baseline as its spec says.
   bool StandbyFits() {
+    // Ranks near the end of their wait for a job (kStandbyLimit) are not taken: they could give
+    // up while the job writes its spec.
     return OverlapCompile() && o_.standby->world() == run_.world_size() &&
            o_.standby->backend() == launch_backend_ && (o_.baseline || run_.functional()) &&
+           absl::Now() - o_.standby->started() < kStandbyLimit - absl::Minutes(10) &&
            o_.standby->waiting();
   }
 
@@ -542,14 +545,19 @@ class Evaluation {
     compile_thread_ = std::thread([this] {
       CompileOutcome c = CompileSource(/*place=*/true);
       const bool go = c.compiled.ok() && c.compiled->report.ok() && c.placed.ok();
+      {
+        // Done before the gate file exists: a launcher that still found the compile running
+        // knows that no rank could have loaded the candidate yet (Judge).
+        std::lock_guard<std::mutex> lock(compile_mu_);
+        outcome_ = std::move(c);
+        compiled_ = true;
+      }
       absl::Status gate = WriteFileAtomic(CandidateGate(), go ? "go\n" : "abort\n");
-      std::lock_guard<std::mutex> lock(compile_mu_);
-      outcome_ = std::move(c);
       if (!gate.ok() && go) {
-        // The ranks would wait for a gate that never comes, until its limit.
+        // The ranks wait for a gate that never comes, until their limit: the job is INTERNAL.
+        std::lock_guard<std::mutex> lock(compile_mu_);
         outcome_.placed = gate;
       }
-      compiled_ = true;
     });
   }
 
@@ -561,6 +569,13 @@ class Evaluation {
   bool CompileDone() {
     std::lock_guard<std::mutex> lock(compile_mu_);
     return compiled_;
+  }
+
+  // Whether the compile is over and gave no library to load.
+  bool CompileFailed() {
+    std::lock_guard<std::mutex> lock(compile_mu_);
+    return compiled_ &&
+           !(outcome_.compiled.ok() && outcome_.compiled->report.ok() && outcome_.placed.ok());
   }
 
   // The verdict of a compile-only run that compiled: nothing ran.
@@ -630,7 +645,12 @@ class Evaluation {
       if (flock(gpu_lock_, LOCK_EX | LOCK_NB) != 0) {
         events_.Emit(v1::VERIFYING,
                      "waiting for this node's GPUs: another evaluation runs on them");
-        if (flock(gpu_lock_, LOCK_EX) != 0) return End(v1::INTERNAL, "cannot lock " + path);
+        // A compile that fails meanwhile ends the wait: its verdict needs no GPU (Run adopts it).
+        while (flock(gpu_lock_, LOCK_EX | LOCK_NB) != 0) {
+          if (errno != EWOULDBLOCK) return End(v1::INTERNAL, "cannot lock " + path);
+          if (gated && CompileFailed()) return End(v1::INTERNAL, "not run: the compile failed");
+          absl::SleepFor(absl::Milliseconds(10));
+        }
       }
     }
     if (standby_ && !standby_->Adopt(hooks)) {
@@ -674,6 +694,7 @@ class Evaluation {
                                                " rank process(es), ", run_.trials(), " trials"));
     }
     run_timeout_ = hooks.timeout;
+    gated_ = gated;
     absl::StatusOr<LaunchResult> launched;
     if (standby_) {
       launched = standby_->Wait();
@@ -745,6 +766,15 @@ class Evaluation {
       return End(v1::REJECTED,
                  absl::StrCat("tampered verdict channel: ", absl::StrJoin(parsed.malformed, "; ")));
     }
+    if (!parsed.Complete() && gated_ && launched_.before_gate < absl::ZeroDuration()) {
+      // Their gate never opened: nothing of the submission was loaded, the failure is ours.
+      r_.set_failed_rank_log(first_log_tail());
+      return End(v1::INTERNAL,
+                 absl::StrCat("a rank process ended before the candidate was "
+                              "loaded (",
+                              launched_.Describe(first_failed >= 0 ? first_failed : 0),
+                              "); nothing of the submission ran"));
+    }
     if (!parsed.Complete()) {
       r_.set_failed_rank_log(first_log_tail());
       std::string who = first_failed >= 0 ? absl::StrCat("rank process ", first_failed, " ",
@@ -815,6 +845,7 @@ class Evaluation {
   std::string report_base_;
   std::vector<std::string> report_keys_;
   int gpu_lock_ = -1;
+  bool gated_ = false;
   absl::Duration run_timeout_;
   LaunchResult launched_;
 };

@@ -624,11 +624,12 @@ absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process, v1::Ran
         for (int r : part) hp->add_ranks(r);
       }
     }
+    // Nothing of the submission runs before Load: a host that fails until then is the harness's
+    // failure (INTERNAL), a standby's host that died waiting included.
     absl::Status started = host.Start(init);
     if (!started.ok()) {
-      report->set_status(v1::RUNTIME_ERROR);
-      report->set_message(std::string(started.message()));
-      return absl::OkStatus();
+      return absl::InternalError(
+          absl::StrCat("the candidate's process did not start: ", started.message()));
     }
   }
 
@@ -657,6 +658,10 @@ absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process, v1::Ran
   host.Bind(comm);
   if (host.running()) {
     // Everything above ran while the source compiled; nothing of the submission had until here.
+    if (absl::Status ready = host.Ready(); !ready.ok()) {
+      return absl::InternalError(
+          absl::StrCat("the candidate's process failed to set up: ", ready.message()));
+    }
     PKB_RETURN_IF_ERROR(AwaitCandidate(o));
     absl::Status loaded = host.Load();
     if (!loaded.ok()) {

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -103,17 +104,24 @@ void ReadGroupStatus(int fd, const LaunchSpec& spec, const RankExit& group, Laun
 
 }  // namespace
 
+// Kills and reaps the orphans we adopted: our children that are neither ranks we started nor the
+// children RunSubprocess runs for other threads of this process (pkb-eval's compile).
 template <typename Children>
 void KillAndReapOrphans(const Children& children) {
   std::vector<pid_t> own;
   for (const auto& c : children) own.push_back(c.pid);
   for (int round = 0; round < 50; ++round) {
-    std::vector<pid_t> orphans = AdoptedChildren(own);
-    if (orphans.empty()) return;
-    for (pid_t p : orphans) {
-      kill(p, SIGKILL);
-      waitpid(p, nullptr, 0);
-    }
+    bool found = false;
+    WithSubprocessesHeld([&](const std::set<pid_t>& running) {
+      std::vector<pid_t> mine = own;
+      mine.insert(mine.end(), running.begin(), running.end());
+      for (pid_t p : AdoptedChildren(mine)) {
+        found = true;
+        kill(p, SIGKILL);
+        waitpid(p, nullptr, 0);
+      }
+    });
+    if (!found) return;
   }
 }
 
@@ -216,9 +224,17 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
     if (log_fd < 0) return absl::InternalError(absl::StrCat("cannot create ", own_log));
 
     pid_t pid = fork();
-    if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", strerror(errno)));
+    if (pid < 0) {
+      // Those started already go: none may run on, unwatched.
+      const int error = errno;
+      if (pgid > 0) KillProcessGroup(pgid, SIGKILL);
+      for (int k = 0; k < i; ++k) waitpid(children[k].pid, nullptr, 0);
+      return absl::InternalError(absl::StrCat("fork: ", strerror(error)));
+    }
     if (pid == 0) {
       setpgid(0, pgid);  // the first child leads the group; the others join it
+      // Nothing of the job outlives its launcher (the thread that forked this process).
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (i == 0 || mpirun) {
         dup2(progress_pipe[1], 1);
       } else {
@@ -247,7 +263,8 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
   // Behind a closed gate the run's own limit has not started.
   bool gated = static_cast<bool>(spec.gate);
   if (gated) result.before_gate = absl::Seconds(-1);
-  absl::Time deadline = start + spec.timeout + (gated ? spec.gate_limit : absl::ZeroDuration());
+  // The run's own limit is read once the gate opened (a job that adopts standby ranks sets it).
+  absl::Time deadline = gated ? start + spec.gate_limit : start + spec.timeout;
   absl::Time kill_at = absl::InfiniteFuture();
   int alive = processes;
   bool pipe_open = true;

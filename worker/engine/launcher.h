@@ -42,12 +42,13 @@ struct LaunchSpec {
   std::string group_binary;
   // Ranks started before what they run is ready (pkb-eval starts them while the source compiles,
   // and they wait for it: judge.h RankOptions::candidate_gate). Polled while the ranks run: until
-  // it says kOpen, `timeout` has not started and `gate_limit` bounds the wait instead; kCalledOff
-  // (the source did not compile) kills the ranks at once.
+  // it says kOpen, `timeout` has not started (it is read then) and `gate_limit` bounds the wait
+  // instead; kCalledOff (the source did not compile) kills the ranks at once.
   std::function<Gate()> gate;
   absl::Duration gate_limit = absl::Seconds(240);
   // Called once every rank has ended (or was killed), before the processes they left behind are
-  // killed and reaped: in-process work of the caller that runs processes of its own (the compile)
+  // killed and reaped (children of RunSubprocess are never taken for those, common/subprocess.h):
+  // in-process work of the caller that runs processes of its own (the compile)
   // finishes first, so that none of them is taken for an orphan of the ranks.
   std::function<void()> before_cleanup;
 };
@@ -64,7 +65,8 @@ struct LaunchResult {
   bool called_off = false;      // the gate said kCalledOff and the ranks were killed
   std::vector<RankExit> ranks;  // CPU backend: one entry, the mpirun
   absl::Duration elapsed;
-  // With a gate: how long the ranks ran before it opened; -1 s when it never did.
+  // With a gate: how long the ranks ran before it opened or called the run off; -1 s when it
+  // did neither.
   absl::Duration before_gate = absl::ZeroDuration();
   int first_failed = -1;  // index into ranks of the first to fail, -1 if none
   std::string Describe(int index) const;

@@ -7,8 +7,10 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "common/files.h"
+#include "common/subprocess.h"
 
 namespace pkb {
 namespace {
@@ -139,6 +141,24 @@ TEST_CASE("the caller's own child outlives the ranks' clean-up when it waits for
   CHECK(reaped == compile);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 7);
+  (void)RemoveTree(*dir);
+}
+
+TEST_CASE("the launcher's reaping of orphans spares RunSubprocess's children", "[launcher][gate]") {
+  auto dir = MakeTempDir("/tmp/pkb-test", "launch-");
+  REQUIRE(dir.ok());
+  // pkb-eval's compile on another thread, still running when the ranks end.
+  SubprocessOptions o;
+  o.argv = {"sh", "-c", "sleep 1; exit 9"};
+  absl::StatusOr<SubprocessResult> compile;
+  std::thread compiling([&] { compile = RunSubprocess(o); });
+  usleep(200 * 1000);
+  auto r = RankLauncher().Run(ShellRanks("true", 2, *dir));
+  REQUIRE(r.ok());
+  compiling.join();
+  REQUIRE(compile.ok());
+  CHECK(compile->exit_code == 9);
+  CHECK_FALSE(compile->signaled);
   (void)RemoveTree(*dir);
 }
 

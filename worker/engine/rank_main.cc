@@ -182,16 +182,21 @@ int main(int argc, char** argv) {
   absl::Status s;
   std::string key;
   pkb::CandidateHost host;
-  try {
-    if (under_mpirun) {
+  // MPI gives the rank and W under mpirun. A standby of GPU ranks sets it up once the job is
+  // there: an MPI built with CUDA support may make a context on the GPU as it starts.
+  auto start_mpi = [&] {
 #ifdef PKB_WITH_MPI
-      o.rank = pkb::CpuBackendRank();
-      world = pkb::CpuBackendWorld();
-#else
-      throw std::runtime_error("backend " + o.backend + " needs MPI; this pkb-rank has none");
-#endif
-    }
+    o.rank = pkb::CpuBackendRank();
+    world = pkb::CpuBackendWorld();
     report.set_rank(o.rank);
+#else
+    throw std::runtime_error("backend " + o.backend + " needs MPI; this pkb-rank has none");
+#endif
+  };
+  const bool mpi_first = under_mpirun && !(await_spec && o.backend != "cpu");
+  try {
+    report.set_rank(o.rank);
+    if (mpi_first) start_mpi();
     if (await_spec) {
       // Started ahead of its job: the host's process start and library loads run now, while no
       // job is known; nothing touches a GPU before the spec is there (pkb-eval writes it under
@@ -199,6 +204,7 @@ int main(int argc, char** argv) {
       if (!o.candidate.empty()) s = host.Spawn();
       if (s.ok()) s = pkb::AwaitFile(spec_path, await_limit_s, "the job's spec");
     }
+    if (s.ok() && under_mpirun && !mpi_first) start_mpi();
     absl::StatusOr<pkb::v1::EvalSpec> spec = pkb::ReadSpecFile(spec_path);
     if (s.ok() && !spec.ok()) s = spec.status();
     if (s.ok()) {
@@ -227,6 +233,9 @@ int main(int argc, char** argv) {
   // The candidate failed here: the other ranks may be waiting for this one in a collective, so
   // leave without the orderly shutdown; the launcher (mpirun, pkb-rank-group) then ends them.
   if (report.status() == pkb::v1::RUNTIME_ERROR) std::_Exit(4);
+  // No key taken (a standby that gave up waiting, a spec it could not read): its report is not
+  // signed, and the rank fails rather than look like one whose report was forged.
+  if (key.empty() && !s.ok()) std::_Exit(5);
 #ifdef PKB_WITH_MPI
   if (under_mpirun) pkb::FinalizeCpuBackend();
 #endif
