@@ -32,6 +32,7 @@
 #include "worker/engine/gpu_probe.h"
 #include "worker/engine/launcher.h"
 #include "worker/engine/profiler.h"
+#include "worker/engine/rank_launch.h"
 #include "worker/engine/sandbox.h"
 #include "worker/engine/standby.h"
 #include "worker/engine/static_check.h"
@@ -85,46 +86,6 @@ class EventEmitter {
   std::mutex mu_;
   int64_t seq_ = 0;  // guarded by mu_
 };
-
-std::string ExeDir() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? "." : p.parent_path().string();
-}
-
-std::string DefaultCacheDir() {
-  if (const char* x = getenv("XDG_CACHE_HOME")) return absl::StrCat(x, "/pkb/compile");
-  if (const char* h = getenv("HOME")) return absl::StrCat(h, "/.cache/pkb/compile");
-  return "/tmp/pkb-cache/compile";
-}
-
-// The installation folder of the OpenMPI whose mpirun is `mpirun` (a path, or a name looked up
-// on PATH): the folder above its bin/, after links are followed.
-absl::StatusOr<std::string> MpiPrefix(const std::string& mpirun) {
-  namespace fs = std::filesystem;
-  std::string path = mpirun;
-  if (mpirun.find('/') == std::string::npos) {
-    path.clear();
-    const char* env = getenv("PATH");
-    for (absl::string_view dir : absl::StrSplit(env ? env : "/usr/bin:/bin", ':')) {
-      std::string candidate = absl::StrCat(dir, "/", mpirun);
-      if (access(candidate.c_str(), X_OK) == 0) {
-        path = candidate;
-        break;
-      }
-    }
-    if (path.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("'", mpirun,
-                       "' is not on PATH: CPU runs and functional GPU runs start their ranks "
-                       "with OpenMPI's mpirun (install openmpi-bin, or give --mpirun)"));
-    }
-  }
-  std::error_code ec;
-  fs::path real = fs::canonical(path, ec);
-  if (ec) return absl::FailedPreconditionError(absl::StrCat("cannot resolve '", path, "'"));
-  return real.parent_path().parent_path().string();
-}
 
 bool IsExecutableFile(const std::string& path) {
   std::error_code ec;
@@ -194,80 +155,6 @@ std::string JobKey(const EvalOptions& o, int problem_version) {
 }
 
 namespace {
-
-// The installed paths and defaults an evaluation fills in before anything runs.
-void FillInstalledPaths(EvalOptions* o) {
-  if (o->rank_binary.empty()) o->rank_binary = ExeDir() + "/pkb-rank";
-  if (o->group_binary.empty()) {
-    o->group_binary =
-        (std::filesystem::path(o->rank_binary).parent_path() / "pkb-rank-group").string();
-  }
-  if (o->cache_dir.empty()) o->cache_dir = DefaultCacheDir();
-}
-
-// How the W ranks of a run in `scratch` start: the launcher's spec, less what belongs to the job
-// (its callbacks and its limit). `library`: the candidate, ready now; with `gated` it is compiled
-// meanwhile and loaded once the gate says go; `await_spec`: started before the job is known
-// (StandbyRanks). The sandbox sees the engine's binaries and libraries read-only, and the job
-// folder.
-absl::StatusOr<std::unique_ptr<RankLaunch>> BuildRankLaunch(
-    const EvalOptions& o, const SandboxPolicy* sandbox, int world, const std::string& backend,
-    const std::string& scratch, const std::string& library, bool gated, bool await_spec) {
-  auto launch = std::make_unique<RankLaunch>();
-  LaunchSpec& spec = launch->spec;
-  spec.rank_binary = o.rank_binary;
-  spec.world = world;
-  spec.backend = backend;
-  spec.mpirun = o.mpirun;
-  spec.scratch_dir = scratch;
-  spec.args = {"--spec=" + scratch + "/spec.binpb", "--report=" + scratch + "/report",
-               "--rendezvous=" + scratch};
-  if (gated) {
-    spec.args.push_back("--candidate=" + library);
-    spec.args.push_back("--candidate-gate=" + scratch + "/candidate.gate");
-    spec.gate_limit = o.compile_timeout + absl::Seconds(60);
-    if (await_spec) spec.gate_limit += kStandbyLimit;
-    spec.args.push_back(absl::StrCat("--gate-limit=", absl::ToInt64Seconds(spec.gate_limit)));
-  } else if (!library.empty()) {
-    spec.args.push_back("--candidate=" + library);
-  }
-  if (await_spec) {
-    spec.args.push_back("--await-spec");
-    spec.args.push_back(absl::StrCat("--await-limit=", absl::ToInt64Seconds(kStandbyLimit)));
-  }
-  if (!o.baseline) spec.args.push_back("--no-baseline");
-  spec.env = {"NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1"};
-  if (sandbox == nullptr) return launch;
-  // Visible read-only: the engine's binaries, the libraries they load (libtorch, NCCL, whatever
-  // travels beside them) and this submission's own library, nothing of other jobs. The
-  // binaries' real folders: the sandbox binds real paths (sandbox.h).
-  namespace fs = std::filesystem;
-  SandboxPolicy& run_sandbox = launch->sandbox;
-  run_sandbox = *sandbox;
-  spec.group_binary = o.group_binary;
-  run_sandbox.gpu = backend != "cpu";
-  const bool under_mpirun = backend != "cuda";
-  std::vector<std::string> binaries = {o.rank_binary};
-  if (under_mpirun) {
-    // mpirun starts the ranks; an OpenMPI installed outside /usr is bound with its prefix.
-    PKB_ASSIGN_OR_RETURN(std::string prefix, MpiPrefix(o.mpirun));
-    if (!absl::StartsWith(prefix, "/usr")) run_sandbox.read_only.push_back(prefix);
-  } else {
-    binaries.push_back(spec.group_binary);
-  }
-  for (const std::string& binary : binaries) {
-    std::error_code ec;
-    fs::path real = fs::canonical(binary, ec);
-    if (ec) {
-      return absl::InternalError(
-          absl::StrCat("cannot resolve '", binary, "' for the sandbox: ", ec.message()));
-    }
-    run_sandbox.read_only.push_back(real.parent_path().string());
-  }
-  for (const auto& d : LoadedLibraryDirs()) run_sandbox.read_only.push_back(d);
-  spec.sandbox = &run_sandbox;
-  return launch;
-}
 
 // One evaluation on its way through the stages, one method each: CheckJob, OpenScratch, Compile,
 // RunRanks and Judge. A stage that ends the job early returns its verdict; Run finishes the
@@ -854,125 +741,6 @@ class Evaluation {
 
 v1::EvalResult RunEvaluation(const EvalOptions& options, const EvalEventCallback& sink) {
   return Evaluation(options, sink).Run();
-}
-
-absl::StatusOr<std::unique_ptr<StandbyRanks>> StartStandby(const EvalOptions& options, int world,
-                                                           const std::string& backend) {
-  if (world < 1) return absl::InvalidArgumentError("standby ranks need W >= 1");
-  if (backend != "cuda" && backend != "cpu" && backend != "cuda-shared") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("standby ranks: unknown backend '", backend, "' (cuda, cpu or cuda-shared)"));
-  }
-  EvalOptions o = options;
-  FillInstalledPaths(&o);
-  PKB_RETURN_IF_ERROR(CheckInstallation(o, backend == "cpu" ? "cpu" : "cuda"));
-  SandboxPolicy sandbox;
-  sandbox.bwrap = o.bwrap;
-  const bool sandboxed = o.sandbox != "off";
-  PKB_ASSIGN_OR_RETURN(std::string scratch, MakeTempDir(o.scratch_root, "job-"));
-  if (sandboxed) {
-    if (absl::Status s = ProbeSandbox(sandbox); !s.ok()) {
-      (void)RemoveTree(scratch);
-      return absl::FailedPreconditionError(
-          absl::StrCat("refusing to run a submission unsandboxed: ", s.message()));
-    }
-    std::filesystem::permissions(scratch, std::filesystem::perms(0711));
-  }
-  absl::StatusOr<std::unique_ptr<RankLaunch>> launch =
-      BuildRankLaunch(o, sandboxed ? &sandbox : nullptr, world, backend, scratch,
-                      scratch + "/candidate.so", /*gated=*/true, /*await_spec=*/true);
-  if (!launch.ok()) {
-    (void)RemoveTree(scratch);
-    return launch.status();
-  }
-  return StandbyRanks::Start(scratch, *std::move(launch));
-}
-
-std::string FormatReport(const v1::EvalResult& r) {
-  std::string s = absl::StrFormat("problem %d (%s), W=%d, %s, M=%d N=%d, gpu %s\n", r.problem_id(),
-                                  r.problem_slug(), r.world_size(), r.dtype(), r.m(), r.n(),
-                                  r.gpu().empty() ? "-" : r.gpu());
-  absl::StrAppendFormat(&s, "verdict: %s — %s\n", v1::Status_Name(r.status()), r.message());
-  if (r.policy_findings_size() > 0) {
-    absl::StrAppendFormat(&s, "policy: %d finding(s), not compiled (docs/security.md)\n",
-                          r.policy_findings_size());
-    for (const auto& d : r.policy_findings()) {
-      absl::StrAppendFormat(&s, "  %s:%d: %s\n", d.file(), d.line(), d.message());
-    }
-  }
-  if (r.has_compile()) {
-    absl::StrAppendFormat(&s, "compile: %s in %.2f s%s\n", r.compile().ok() ? "ok" : "FAILED",
-                          r.compile().seconds(), r.compile().cache_hit() ? " (cache hit)" : "");
-    for (const auto& d : r.compile().diagnostics()) {
-      absl::StrAppendFormat(&s, "  %s:%d: %s: %s\n", d.file(), d.line(), d.severity(), d.message());
-    }
-  }
-  for (const auto& t : r.rank_trials()) {
-    if (t.ok()) continue;
-    absl::StrAppendFormat(&s, "rank %d trial %d:%s\n", t.rank(), t.trial(),
-                          t.error().empty() ? "" : " " + t.error());
-    for (const auto& c : t.outputs()) {
-      if (c.ok()) continue;
-      absl::StrAppendFormat(
-          &s,
-          "  output %d '%s': %s%d/%d bad (nan %d, unwritten %d), max abs %.4g, max rel %.4g, "
-          "first bad #%d expected %.6g got %.6g (atol %g rtol %g)\n",
-          c.index(), c.name(), c.problem().empty() ? "" : c.problem() + "; ", c.bad_count(),
-          c.numel(), c.nan_count(), c.unwritten_count(), c.max_abs_error(), c.max_rel_error(),
-          c.first_bad_index(), c.expected_at_first_bad(), c.actual_at_first_bad(), c.atol(),
-          c.rtol());
-    }
-  }
-  auto timing = [&](const char* name, const v1::Timing& t, const char* events) {
-    if (t.samples() == 0) return;
-    absl::StrAppendFormat(&s,
-                          "%-9s %.2f us per call on the judge's clock; %s median %.2f us (p10 "
-                          "%.2f, p90 %.2f, mean %.2f ± %.2f, min %.2f, max %.2f; %d samples, %d "
-                          "input sets)\n",
-                          name, t.wall_per_iter_us(), events, t.median_us(), t.p10_us(), t.p90_us(),
-                          t.mean_us(), t.stddev_us(), t.min_us(), t.max_us(), t.samples(),
-                          t.input_sets());
-  };
-  timing(r.functional() ? "candidate (functional run: not comparable)" : "candidate", r.candidate(),
-         "its own events (untrusted):");
-  timing("baseline", r.baseline(), "events:");
-  if (r.speedup() > 0) {
-    if (r.baseline_node_samples() > 0) {
-      absl::StrAppendFormat(&s,
-                            "speedup %.3fx (%.3fx-%.3fx) against this node's baseline of %.2f us "
-                            "(median of %d measurements; this job's: %.3fx); PKB's events figure "
-                            "%.3fx\n",
-                            r.speedup(), r.speedup_low(), r.speedup_high(), r.baseline_node_us(),
-                            r.baseline_node_samples(), r.speedup_in_job(), r.speedup_events());
-    } else {
-      absl::StrAppendFormat(&s, "speedup %.3fx (%.3fx-%.3fx); PKB's events figure %.3fx\n",
-                            r.speedup(), r.speedup_low(), r.speedup_high(), r.speedup_events());
-    }
-  }
-  if (r.baseline_graph_us() > 0) {
-    absl::StrAppendFormat(&s, "baseline from a CUDA graph (no host overhead) %.2f us per call%s\n",
-                          r.baseline_graph_us(),
-                          r.speedup_graph() > 0
-                              ? absl::StrFormat(": speedup against it %.3fx", r.speedup_graph())
-                              : "");
-  } else if (!r.baseline_graph_note().empty() && r.baseline().samples() > 0) {
-    absl::StrAppendFormat(&s, "baseline from a CUDA graph: none (%s)\n", r.baseline_graph_note());
-  }
-  if (r.has_roofline() && r.roofline().floor_us() > 0 && !r.functional()) {
-    absl::StrAppendFormat(&s, "roofline floor %.2f us (%.1f%% reached)", r.roofline().floor_us(),
-                          r.roofline().percent_of_roofline());
-    if (r.roofline().algbw_gbps() > 0) {
-      absl::StrAppendFormat(&s, ", algbw %.1f GB/s, busbw %.1f GB/s", r.roofline().algbw_gbps(),
-                            r.roofline().busbw_gbps());
-    }
-    s += "\n";
-  }
-  s += ProfileText(r);
-  absl::StrAppendFormat(&s, "total %.2f s\n", r.total_seconds());
-  if (!r.failed_rank_log().empty()) {
-    s += "--- log of the failing rank (tail) ---\n" + r.failed_rank_log() + "\n";
-  }
-  return s;
 }
 
 }  // namespace pkb
