@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Submit to verdict through the service on this machine: a coordinator (SQLite), one local worker
+# and `pkb submit` of the same candidate N times in a row (--no-cache: evaluated again each time,
+# its compile cached after the first), with the worker's standby engine on (the default) and off
+# (--no-standby-engine). Prints each submission's wall clock and the medians.
+#
+#   bash bench/eval_latency/service.sh [N] -- <pkb submit arguments, the candidate file last>
+#
+# Default: 5 submissions of docs/examples/p001_allreduce_host.cc (problem 1, W = 2, 256 x 256,
+# a host-only candidate, so that it runs on a CPU machine). Needs a build in ./build
+# ($PKB_BUILD_DIR).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="$(cd "${PKB_BUILD_DIR:-$root/build}" && pwd)"
+n=5
+if [[ $# -gt 0 && "$1" != "--" ]]; then n="$1"; shift; fi
+[[ "${1:-}" == "--" ]] && shift
+args=("$@")
+if [[ ${#args[@]} -eq 0 ]]; then
+  args=(--problem 1 --world-size 2 --m 256 --n 256 --practice "$root/docs/examples/p001_allreduce_host.cc")
+fi
+work="$(mktemp -d /tmp/pkb-latency.XXXXXX)"
+chmod 711 "$work"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+"$build/server/pkb-coordinator" --listen 127.0.0.1:0 --port-file "$work/port" --db "$work/jobs.db" \
+  --engine "$build/worker/engine/pkb-eval" >"$work/coordinator.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do [[ -s "$work/port" ]] && break; sleep 0.1; done
+address="127.0.0.1:$(cat "$work/port")"
+run_worker() {
+  "$build/worker/daemon/pkb-worker" --coordinator "$address" --engine "$build/worker/engine/pkb-eval" \
+    --scratch "$work" --worker-id "w-$1" --compile-slots 0 "${@:2}" >"$work/worker-$1.log" 2>&1 &
+  echo $!
+}
+for mode in standby no-standby; do
+  flags=()
+  [[ $mode == no-standby ]] && flags=(--no-standby-engine)
+  wpid=$(run_worker "$mode" "${flags[@]}")
+  sleep 2
+  walls=()
+  for i in $(seq "$n"); do
+    t0=$(date +%s.%N)
+    out=$("$build/client/pkb" --coordinator "$address" submit "${args[@]}" --no-cache 2>&1 | tail -1)
+    t1=$(date +%s.%N)
+    wall=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+    walls+=("$wall")
+    echo "$mode $i: ${wall} s  ${out:0:100}"
+    sleep 1  # the worker's time between jobs, in which it starts the next engine
+  done
+  echo "$mode: median $(printf '%s\n' "${walls[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') s of $n"
+  kill -TERM "$wpid"; wait "$wpid" 2>/dev/null || true
+done
