@@ -157,6 +157,10 @@ int main(int argc, char** argv) {
   o.capabilities.set_hostname(host);
   o.capabilities.set_slots(1);
   o.capabilities.set_compile_slots(compile_slots);
+  // The engine runs in each job's folder: a relative path given here is this folder's.
+  if (e.engine.find('/') != std::string::npos) {
+    e.engine = std::filesystem::absolute(e.engine, ec).string();
+  }
   if (e.engine.empty() || access(e.engine.c_str(), X_OK) != 0) {
     o.healthy = false;
     o.unhealthy_reason = absl::StrCat("no runnable engine at '", e.engine, "' (give --engine)");
