@@ -17,27 +17,33 @@ namespace {
 
 const std::string kSrc = PKB_SOURCE_DIR;
 
-nlohmann::json Eval(std::vector<std::string> args) {
+// pkb-eval with `argv` (its own path first), which must exit 0: its JSON result.
+nlohmann::json RunEvalJson(std::vector<std::string> argv) {
   SubprocessOptions o;
-  o.argv = {PKB_EVAL,
-            "--json",
-            "--m=64",
-            "--n=64",
-            "--warmup=3",
-            "-I",
-            kSrc + "/tests/engine/cpu_candidates"};
-  bool iters = false;
-  for (auto& a : args) {
-    iters = iters || a.rfind("--iters", 0) == 0;
-    o.argv.push_back(a);
-  }
-  if (!iters) o.argv.push_back("--iters=8");
+  o.argv = std::move(argv);
   o.timeout = absl::Seconds(240);
   auto r = RunSubprocess(o);
   REQUIRE(r.ok());
   INFO(r->err);
   REQUIRE(r->exit_code == 0);
   return nlohmann::json::parse(r->out);
+}
+
+nlohmann::json Eval(std::vector<std::string> args) {
+  std::vector<std::string> argv = {PKB_EVAL,
+                                   "--json",
+                                   "--m=64",
+                                   "--n=64",
+                                   "--warmup=3",
+                                   "-I",
+                                   kSrc + "/tests/engine/cpu_candidates"};
+  bool iters = false;
+  for (auto& a : args) {
+    iters = iters || a.rfind("--iters", 0) == 0;
+    argv.push_back(a);
+  }
+  if (!iters) argv.push_back("--iters=8");
+  return RunEvalJson(std::move(argv));
 }
 
 std::string Cpu(const std::string& name) { return kSrc + "/tests/engine/cpu_candidates/" + name; }
@@ -170,21 +176,8 @@ nlohmann::json Standby(const std::string& shape, const std::vector<std::string>&
                        const std::string& dir) {
   const std::string job_file = dir + "/job.json";
   REQUIRE(WriteFileAtomic(job_file, nlohmann::json(job).dump() + "\n").ok());
-  SubprocessOptions o;
-  o.argv = {PKB_EVAL,
-            "--standby",
-            shape,
-            "--job-from",
-            job_file,
-            "-I",
-            kSrc + "/tests/engine/cpu_candidates",
-            "--json"};
-  o.timeout = absl::Seconds(240);
-  auto r = RunSubprocess(o);
-  REQUIRE(r.ok());
-  INFO(r->err);
-  REQUIRE(r->exit_code == 0);
-  return nlohmann::json::parse(r->out);
+  return RunEvalJson({PKB_EVAL, "--standby", shape, "--job-from", job_file, "-I",
+                      kSrc + "/tests/engine/cpu_candidates", "--json"});
 }
 
 TEST_CASE("pkb-eval --standby: ranks started before the job take it when it fits",
