@@ -37,9 +37,21 @@ bash scripts/sandbox-paths.sh
   fi
 } 2>&1 | tee "$OUT/env.txt"
 
+# Only a few files come back from the device tool: the logs are packed into one after every step,
+# so that a call cut at its limit still brings back what the finished steps wrote.
+pack() {
+  tar czf /tmp/pkb-logs.tar.gz --exclude=logs.tar.gz -C "$OUT" . && mv /tmp/pkb-logs.tar.gz "$OUT/logs.tar.gz"
+}
+# PKB_STEP_TIMEOUT (seconds, optional) bounds each step, so that one slow step cannot take the
+# call's whole device time from the steps after it.
 for step in ${PKB_DEVICE_STEPS:-bench examples failures security parity baselines service}; do
-  echo "=== $step" | tee -a "$OUT/summary.txt"
-  bash scripts/device/step-$step.sh "$BIN" "$OUT" 2>&1 | tee "$OUT/$step.log" | tail -40 | tee -a "$OUT/summary.txt"
+  echo "=== $step ($(date -u +%T))" | tee -a "$OUT/summary.txt"
+  t0=$(date +%s)
+  timeout --kill-after=10 "${PKB_STEP_TIMEOUT:-0}" bash scripts/device/step-$step.sh "$BIN" "$OUT" 2>&1 |
+    tee "$OUT/$step.log" | tail -40 | tee -a "$OUT/summary.txt"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" = 124 ] && echo "step $step cut at PKB_STEP_TIMEOUT=${PKB_STEP_TIMEOUT}s" | tee -a "$OUT/summary.txt"
+  echo "=== $step: exit $rc in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/summary.txt"
+  pack
 done
-# Only a few files come back from the device tool: pack the logs into one.
-tar czf /tmp/pkb-logs.tar.gz -C "$OUT" . && find "$OUT" -type f ! -name summary.txt -delete && mv /tmp/pkb-logs.tar.gz "$OUT/logs.tar.gz"
+pack && find "$OUT" -type f ! -name summary.txt ! -name logs.tar.gz -delete && find "$OUT" -mindepth 1 -type d -empty -delete
