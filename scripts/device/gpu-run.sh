@@ -39,8 +39,13 @@ bash scripts/sandbox-paths.sh
 
 # Only a few files come back from the device tool: the logs are packed into one after every step,
 # so that a call cut at its limit still brings back what the finished steps wrote.
+# PKB_LOGS_TO (optional) is where the pack and the summary go, when $OUT is a working folder
+# outside the device tool's $OUT (a cut call then brings back two files, not every step's).
+LOGS_TO=${PKB_LOGS_TO:-$OUT}
+mkdir -p "$LOGS_TO"
 pack() {
-  tar czf /tmp/pkb-logs.tar.gz --exclude=logs.tar.gz -C "$OUT" . && mv /tmp/pkb-logs.tar.gz "$OUT/logs.tar.gz"
+  tar czf /tmp/pkb-logs.tar.gz --exclude=logs.tar.gz -C "$OUT" . && mv /tmp/pkb-logs.tar.gz "$LOGS_TO/logs.tar.gz"
+  [ "$LOGS_TO" = "$OUT" ] || cp "$OUT/summary.txt" "$LOGS_TO/summary.txt"
 }
 # PKB_STEP_TIMEOUT (seconds, optional) bounds each step, so that one slow step cannot take the
 # call's whole device time from the steps after it.
@@ -54,4 +59,5 @@ for step in ${PKB_DEVICE_STEPS:-bench examples failures security parity baseline
   echo "=== $step: exit $rc in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/summary.txt"
   pack
 done
-pack && find "$OUT" -type f ! -name summary.txt ! -name logs.tar.gz -delete && find "$OUT" -mindepth 1 -type d -empty -delete
+pack
+[ "$LOGS_TO" != "$OUT" ] || { find "$OUT" -type f ! -name summary.txt ! -name logs.tar.gz -delete; find "$OUT" -mindepth 1 -type d -empty -delete; }
