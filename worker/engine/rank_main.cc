@@ -9,7 +9,6 @@
 // runs), and the signed report.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -22,9 +21,11 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/eval_spec.h"
 #include "pkb/v1/result.pb.h"
 #include "worker/engine/candidate_host.h"
+#include "worker/engine/core_pinning.h"
 #include "worker/engine/judge.h"
 #include "worker/engine/rank_device.h"
 #include "worker/engine/verdict.h"
@@ -35,25 +36,19 @@ int CandidateHostMain(int channel_fd);  // host_process.cc
 
 namespace {
 
-// Keeps this rank's judge, and the host it starts (which inherits it), on cores of their own: a
-// host-bound call's time should not depend on which core the scheduler picked, nor on another
-// rank's processes. Rank r gets the r-th slice of the cores this process may use, at most 4,
-// counted from the last (core 0 takes most interrupts). Nothing is pinned where there are fewer
-// cores than ranks.
+// Keeps this rank's judge, and the host it starts (which inherits it), on physical cores of its
+// own (core_pinning.h): a host-bound call's time should not depend on which cores the scheduler
+// picked, nor on another rank's processes. The CPUs chosen go to the rank log.
 void PinRank(int rank, int world) {
-  cpu_set_t allowed;
-  if (rank < 0 || world < 1 || sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
-  std::vector<int> cores;
-  for (int c = CPU_SETSIZE - 1; c >= 0; --c) {
-    if (CPU_ISSET(c, &allowed)) cores.push_back(c);
+  std::vector<int> mine =
+      RankCores(ReadCpuTopology(AllowedCpus(), "/sys/devices/system/cpu"), rank, world);
+  if (mine.empty()) return;
+  if (absl::Status s = PinTo(mine); !s.ok()) {
+    std::fprintf(stderr, "pkb-rank %d: %s\n", rank, std::string(s.message()).c_str());
+    return;
   }
-  const int per_rank = std::min<int>(4, static_cast<int>(cores.size()) / world);
-  if (per_rank < 1) return;
-  cpu_set_t mine;
-  CPU_ZERO(&mine);
-  for (int k = 0; k < per_rank; ++k) CPU_SET(cores[rank * per_rank + k], &mine);
-  if (sched_setaffinity(0, sizeof(mine), &mine) != 0)
-    std::fprintf(stderr, "pkb-rank %d: cannot pin to its cores (%s)\n", rank, strerror(errno));
+  std::fprintf(stderr, "pkb-rank %d: pinned to CPUs %s (one hardware thread per core)\n", rank,
+               absl::StrJoin(mine, ",").c_str());
 }
 
 // The engine's key for this rank's report (verdict.h), read and deleted before anything of the

@@ -1,0 +1,95 @@
+#include "worker/engine/core_pinning.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace pkb {
+namespace {
+
+bool ReadInt(const std::string& path, int* out) {
+  std::ifstream f(path);
+  return static_cast<bool>(f >> *out);
+}
+
+}  // namespace
+
+std::vector<int> AllowedCpus() {
+  cpu_set_t allowed;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+std::vector<LogicalCpu> ReadCpuTopology(const std::vector<int>& cpus, const std::string& cpu_dir) {
+  std::vector<LogicalCpu> out;
+  // A CPU of unknown topology gets a core number no real one has (real ones are below 2^30).
+  int unknown = 1 << 30;
+  for (int cpu : cpus) {
+    const std::string topo = absl::StrCat(cpu_dir, "/cpu", cpu, "/topology/");
+    int package = 0, core = 0;
+    LogicalCpu c;
+    c.cpu = cpu;
+    if (ReadInt(topo + "physical_package_id", &package) && ReadInt(topo + "core_id", &core) &&
+        package >= 0 && core >= 0 && core < (1 << 16) && package < (1 << 13)) {
+      c.core = (package << 16) | core;
+    } else {
+      c.core = unknown++;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<int> RankCores(const std::vector<LogicalCpu>& cpus, int rank, int world,
+                           int max_cores) {
+  if (rank < 0 || world < 1 || rank >= world || max_cores < 1) return {};
+  // Each physical core's lowest numbered hardware thread, the cores ordered by that thread.
+  std::map<int, int> first_thread;  // core -> lowest CPU
+  for (const LogicalCpu& c : cpus) {
+    auto it = first_thread.find(c.core);
+    if (it == first_thread.end() || c.cpu < it->second) first_thread[c.core] = c.cpu;
+  }
+  std::vector<int> cores;
+  for (const auto& [core, cpu] : first_thread) cores.push_back(cpu);
+  std::sort(cores.begin(), cores.end());
+  std::vector<int> pool = cores;
+  if (static_cast<int>(cores.size()) < world) {
+    // Fewer physical cores than ranks: hardware threads, siblings shared.
+    pool.clear();
+    for (const LogicalCpu& c : cpus) pool.push_back(c.cpu);
+    std::sort(pool.begin(), pool.end());
+  }
+  const int per_rank = std::min<int>(max_cores, static_cast<int>(pool.size()) / world);
+  if (per_rank < 1) return {};
+  std::vector<int> mine;
+  // Counted from the last: rank 0 gets the highest numbered cores.
+  for (int k = 0; k < per_rank; ++k) {
+    mine.push_back(pool[pool.size() - 1 - (rank * per_rank + k)]);
+  }
+  std::sort(mine.begin(), mine.end());
+  return mine;
+}
+
+absl::Status PinTo(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot pin to CPUs ", absl::StrJoin(cpus, ","), ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pkb

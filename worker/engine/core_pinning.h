@@ -1,0 +1,44 @@
+// Which CPU cores a GPU rank's judge (and the candidate host it starts, which inherits them)
+// runs on. A host-bound call's time depends on the core it runs on: two of the rank's threads on
+// the two hardware threads of one physical core slow each other down, and which pair the
+// scheduler picked differs from process to process. So each rank gets whole physical cores of its
+// own, one hardware thread of each, and never a sibling of another rank's.
+//
+//   std::vector<int> allowed = AllowedCpus();
+//   std::vector<int> mine = RankCores(ReadCpuTopology(allowed, "/sys/devices/system/cpu"), r, W);
+//   if (!mine.empty()) PinTo(mine);
+#ifndef PKB_WORKER_ENGINE_CORE_PINNING_H_
+#define PKB_WORKER_ENGINE_CORE_PINNING_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace pkb {
+
+struct LogicalCpu {
+  int cpu = 0;   // the kernel's CPU number
+  int core = 0;  // one number per physical core (package and core id together)
+};
+
+// The CPUs this process may run on (sched_getaffinity), in increasing order.
+std::vector<int> AllowedCpus();
+
+// The physical core of each CPU in `cpus`, from `<cpu_dir>/cpuN/topology/{physical_package_id,
+// core_id}`. A CPU whose topology cannot be read counts as a core of its own.
+std::vector<LogicalCpu> ReadCpuTopology(const std::vector<int>& cpus, const std::string& cpu_dir);
+
+// Rank `rank` of `world`'s CPUs: one hardware thread (the lowest numbered) of each of up to
+// `max_cores` physical cores, slices counted from the last core (core 0 takes most interrupts).
+// Where there are fewer physical cores than ranks, slices of hardware threads instead; empty
+// where there are fewer hardware threads than ranks (nothing is pinned).
+std::vector<int> RankCores(const std::vector<LogicalCpu>& cpus, int rank, int world,
+                           int max_cores = 4);
+
+// sched_setaffinity of the calling thread (and what it starts after) to `cpus`.
+absl::Status PinTo(const std::vector<int>& cpus);
+
+}  // namespace pkb
+
+#endif  // PKB_WORKER_ENGINE_CORE_PINNING_H_

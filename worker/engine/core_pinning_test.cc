@@ -1,0 +1,108 @@
+#include "worker/engine/core_pinning.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/files.h"
+
+namespace pkb {
+namespace {
+
+// A sysfs cpu folder of `cpus` CPUs, CPU c on package package_of(c) and core core_of(c).
+std::string FakeCpuDir(int cpus, int (*package_of)(int), int (*core_of)(int)) {
+  std::string dir = *MakeTempDir("/tmp", "pkb-cpu-topology");
+  for (int c = 0; c < cpus; ++c) {
+    std::string topo = absl::StrCat(dir, "/cpu", c, "/topology");
+    std::filesystem::create_directories(topo);
+    std::ofstream(topo + "/physical_package_id") << package_of(c) << "\n";
+    std::ofstream(topo + "/core_id") << core_of(c) << "\n";
+  }
+  return dir;
+}
+
+std::vector<int> Range(int n) {
+  std::vector<int> v;
+  for (int i = 0; i < n; ++i) v.push_back(i);
+  return v;
+}
+
+TEST_CASE("siblings numbered apart (cpu c and c+8 on one core): one thread per core, none shared",
+          "[pinning]") {
+  // 8 cores, 16 threads: CPU c and c + 8 are the two threads of core c % 8.
+  std::string dir = FakeCpuDir(
+      16, [](int) { return 0; }, [](int c) { return c % 8; });
+  auto cpus = ReadCpuTopology(Range(16), dir);
+  CHECK(RankCores(cpus, 0, 1) == std::vector<int>{4, 5, 6, 7});
+  CHECK(RankCores(cpus, 0, 2) == std::vector<int>{4, 5, 6, 7});
+  CHECK(RankCores(cpus, 1, 2) == std::vector<int>{0, 1, 2, 3});
+  // W = 8: a core each.
+  for (int r = 0; r < 8; ++r) CHECK(RankCores(cpus, r, 8) == std::vector<int>{7 - r});
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("siblings numbered together (cpu 2k and 2k+1 on one core)", "[pinning]") {
+  std::string dir = FakeCpuDir(
+      16, [](int) { return 0; }, [](int c) { return c / 2; });
+  auto cpus = ReadCpuTopology(Range(16), dir);
+  // The old rule (the last 4 CPUs) gave 12-15: two cores, each thread beside a sibling.
+  CHECK(RankCores(cpus, 0, 1) == std::vector<int>{8, 10, 12, 14});
+  CHECK(RankCores(cpus, 1, 2) == std::vector<int>{0, 2, 4, 6});
+  // W = 16 on 8 cores: hardware threads then, siblings shared.
+  CHECK(RankCores(cpus, 0, 16) == std::vector<int>{15});
+  CHECK(RankCores(cpus, 15, 16) == std::vector<int>{0});
+  // More ranks than threads: nothing pinned.
+  CHECK(RankCores(cpus, 0, 17).empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("two packages with the same core ids are different cores", "[pinning]") {
+  std::string dir = FakeCpuDir(
+      8, [](int c) { return c / 4; }, [](int c) { return c % 4; });
+  auto cpus = ReadCpuTopology(Range(8), dir);
+  CHECK(RankCores(cpus, 0, 2) == std::vector<int>{4, 5, 6, 7});
+  CHECK(RankCores(cpus, 1, 2) == std::vector<int>{0, 1, 2, 3});
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("only the allowed CPUs, and CPUs of unreadable topology as cores of their own",
+          "[pinning]") {
+  std::string dir = FakeCpuDir(
+      8, [](int) { return 0; }, [](int c) { return c % 4; });
+  // Allowed: 0, 1, 4 (sibling of 0) and 9 (no topology files).
+  auto cpus = ReadCpuTopology({0, 1, 4, 9}, dir);
+  REQUIRE(cpus.size() == 4);
+  CHECK(RankCores(cpus, 0, 1) == std::vector<int>{0, 1, 9});
+  CHECK(RankCores(cpus, 0, 3) == std::vector<int>{9});
+  CHECK(RankCores(cpus, 2, 3) == std::vector<int>{0});
+  CHECK(RankCores(cpus, 0, 1, 2) == std::vector<int>{1, 9});
+  CHECK(RankCores(cpus, 3, 3).empty());
+  CHECK(RankCores({}, 0, 1).empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("this machine's own topology gives each rank cores of its own", "[pinning]") {
+  auto cpus = ReadCpuTopology(AllowedCpus(), "/sys/devices/system/cpu");
+  REQUIRE(!cpus.empty());
+  std::vector<int> all;
+  for (int r = 0; r < 2; ++r) {
+    auto mine = RankCores(cpus, r, 2);
+    all.insert(all.end(), mine.begin(), mine.end());
+  }
+  std::sort(all.begin(), all.end());
+  CHECK(std::adjacent_find(all.begin(), all.end()) == all.end());
+  const std::vector<int> before = AllowedCpus();
+  auto one = RankCores(cpus, 0, 1);
+  REQUIRE(!one.empty());
+  CHECK(PinTo(one).ok());
+  CHECK(AllowedCpus() == one);
+  absl::Status offline = PinTo({1023});
+  CHECK(!offline.ok());
+  CHECK(std::string(offline.message()).find("cannot pin to CPUs 1023") != std::string::npos);
+  CHECK(PinTo(before).ok());
+}
+
+}  // namespace
+}  // namespace pkb
