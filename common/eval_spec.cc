@@ -3,6 +3,7 @@
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -30,6 +31,7 @@ void ApplyDefaults(v1::EvalSpec* s, const v1::ProblemSpec* problem) {
   if (!s->has_max_sets()) s->set_max_sets(128);
   if (!s->has_l2_multiple()) s->set_l2_multiple(3.0);
   if (!s->has_spot_checks()) s->set_spot_checks(3);
+  if (!s->has_min_window_ms()) s->set_min_window_ms(20);
   if (!s->has_run_timeout_s()) s->set_run_timeout_s(300);
 }
 
@@ -51,8 +53,9 @@ std::string JobKey(const v1::EvalSpec& s, absl::string_view source, int32_t prob
       "\nlanguage=", s.language(), "\ngpu_class=", s.gpu_class(), "\ntrials=", s.trials(),
       "\nwarmup=", s.warmup(), "\niters=", s.iters(), "\nmax_sets=", s.max_sets(),
       "\nl2_multiple=", s.l2_multiple(), "\nspot_checks=", s.spot_checks(),
-      "\nset_offset=", s.set_offset(), "\nfunctional=", s.functional() ? 1 : 0,
-      "\npractice=", s.practice() ? 1 : 0, "\nharness=", harness_version,
+      "\nmin_window_ms=", s.min_window_ms(), "\nset_offset=", s.set_offset(),
+      "\nfunctional=", s.functional() ? 1 : 0, "\npractice=", s.practice() ? 1 : 0,
+      "\nharness=", harness_version,
       "\nsource_sha256=", Sha256Hex(std::string_view(source.data(), source.size())), "\n");
   return Sha256Hex(material);
 }
@@ -71,6 +74,10 @@ SpecForm FormOf(const std::string& path) {
 }
 
 }  // namespace
+
+int TimedIterationsCap(const v1::EvalSpec& s) {
+  return s.min_window_ms() > 0 ? std::max(s.iters(), kMaxTimedIterations) : s.iters();
+}
 
 absl::StatusOr<v1::EvalSpec> ReadSpecFile(const std::string& path) {
   absl::StatusOr<std::string> bytes = ReadFile(path);

@@ -37,6 +37,14 @@ std::string CanonicalDtype(const std::string& name);
 std::string JobKey(const v1::EvalSpec& spec, absl::string_view source, int32_t problem_version,
                    absl::string_view harness_version);
 
+// The most timed calls one window of either side may run where min_window_ms asks for more than
+// `iters` (the timers and per-call records grow with it).
+inline constexpr int kMaxTimedIterations = 10000;
+
+// The most timed calls per window a completed `spec` allows: `iters` when min_window_ms is 0,
+// else the larger of `iters` and kMaxTimedIterations. A window runs between `iters` and this.
+int TimedIterationsCap(const v1::EvalSpec& spec);
+
 // A spec file. The form follows the extension: ".json" (proto3 JSON), ".txtpb", ".textproto" or
 // ".pbtxt" (text format), anything else binary (".binpb").
 absl::StatusOr<v1::EvalSpec> ReadSpecFile(const std::string& path);

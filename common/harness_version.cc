@@ -4,6 +4,8 @@ namespace pkb {
 
 // 2: the submission in a process of its own, signed reports, the judge's wall clock stopped at
 // the host's answer with the in-place checks copied then, the median tied to the wall clock.
-const char* HarnessVersion() { return "pkb-harness-3"; }
+// 4: windows of timed calls at least min_window_ms long (more calls than `iters` where they are
+// short), each side's count judged from its warm-up.
+const char* HarnessVersion() { return "pkb-harness-4"; }
 
 }  // namespace pkb

@@ -55,6 +55,7 @@ absl::Status CheckRuns(const v1::EvalSpec& s) {
                          Bound{"max_sets", double(s.max_sets()), 1, kMaxSets},
                          Bound{"l2_multiple", s.l2_multiple(), 0, kMaxL2Multiple},
                          Bound{"spot_checks", double(s.spot_checks()), 0, kMaxSpotChecks},
+                         Bound{"min_window_ms", s.min_window_ms(), 0, kMaxMinWindowMs},
                          Bound{"run_timeout_s", double(s.run_timeout_s()), 1, kMaxRunTimeoutS}}) {
     if (!(b.value >= b.min && b.value <= b.max)) {
       return absl::InvalidArgumentError(absl::StrCat(b.name, ": ", b.value, " is outside ", b.min,

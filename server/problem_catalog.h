@@ -24,6 +24,7 @@ inline constexpr size_t kMaxSourceBytes = 1 << 20;
 inline constexpr int32_t kMaxTrials = 100;
 inline constexpr int32_t kMaxWarmup = 10000;
 inline constexpr int32_t kMaxIters = 10000;
+inline constexpr double kMaxMinWindowMs = 1000;
 inline constexpr int32_t kMaxSets = 1024;
 inline constexpr double kMaxL2Multiple = 64;
 inline constexpr int32_t kMaxSpotChecks = 100;

@@ -30,19 +30,16 @@ nlohmann::json RunEvalJson(std::vector<std::string> argv) {
 }
 
 nlohmann::json Eval(std::vector<std::string> args) {
-  std::vector<std::string> argv = {PKB_EVAL,
-                                   "--json",
-                                   "--m=64",
-                                   "--n=64",
-                                   "--warmup=3",
-                                   "-I",
-                                   kSrc + "/tests/engine/cpu_candidates"};
-  bool iters = false;
+  std::vector<std::string> argv = {PKB_EVAL, "--json", "--m=64",
+                                   "--n=64", "-I",     kSrc + "/tests/engine/cpu_candidates"};
+  bool iters = false, warmup = false;
   for (auto& a : args) {
     iters = iters || a.rfind("--iters", 0) == 0;
+    warmup = warmup || a.rfind("--warmup", 0) == 0;
     argv.push_back(a);
   }
   if (!iters) argv.push_back("--iters=8");
+  if (!warmup) argv.push_back("--warmup=3");
   return RunEvalJson(std::move(argv));
 }
 
@@ -73,11 +70,46 @@ TEST_CASE("CPU candidates get their verdicts at W = 1, 2, 4", "[engine][e2e]") {
   }
 }
 
+TEST_CASE("a window runs more calls than --iters until it lasts --min-window-ms", "[engine][e2e]") {
+  // 0: exactly --iters, PKB's count.
+  auto exact = Eval({"-p", "1", "-w", "2", "--min-window-ms=0", Cpu("p001_correct.cc")});
+  REQUIRE(exact["status"] == "OK");
+  CHECK(exact["candidate"]["iterations"] == 8);
+  CHECK(exact["candidate"]["samples"] == 8);
+  CHECK(exact["baseline"]["iterations"] == 8);
+  CHECK(exact["baseline"]["samples"] == 8 * 5);
+  // 300 ms: a 64 x 64 call takes well under 300 / 8 ms on any CPU, so both windows grow, and
+  // each then lasts about that long (the warm-up's estimate also holds the candidate's fixed
+  // costs, so its window comes out shorter: within a factor of five).
+  auto longer =
+      Eval({"-p", "1", "-w", "2", "--warmup=40", "--min-window-ms=300", Cpu("p001_correct.cc")});
+  REQUIRE(longer["status"] == "OK");
+  for (const char* side : {"candidate", "baseline"}) {
+    INFO(side << ": " << longer[side].dump());
+    const int calls = longer[side]["iterations"].get<int>();
+    CHECK(calls > 8);
+    CHECK(longer[side]["samples"] == calls * (std::string(side) == "baseline" ? 5 : 1));
+    const double window_ms = calls * longer[side]["wall_per_iter_us"].get<double>() / 1000;
+    CHECK(window_ms > 60);
+    CHECK(window_ms < 1500);
+  }
+  // Out of bounds: a clear refusal before anything runs.
+  auto bad = Eval({"-p", "1", "-w", "1", "--min-window-ms=5000", Cpu("p001_correct.cc")});
+  CHECK(bad["status"] == "REJECTED");
+  CHECK(bad["message"].get<std::string>().find("min_window_ms: 5000 is outside 0..1000") !=
+        std::string::npos);
+}
+
 TEST_CASE("an OK CPU result carries timings of both sides and every trial", "[engine][e2e]") {
   auto j = Eval({"-p", "1", "-w", "2", Cpu("p001_correct.cc")});
   REQUIRE(j["status"] == "OK");
-  CHECK(j["candidate"]["samples"] == 8);
-  CHECK(j["baseline"]["samples"] == 8 * 5);  // the reference in 5 rounds of the 8 iterations
+  // Windows of at least --iters calls (more where 8 would last under min_window_ms, 20 ms).
+  const int cand_calls = j["candidate"]["iterations"].get<int>();
+  const int base_calls = j["baseline"]["iterations"].get<int>();
+  CHECK(cand_calls >= 8);
+  CHECK(base_calls >= 8);
+  CHECK(j["candidate"]["samples"] == cand_calls);
+  CHECK(j["baseline"]["samples"] == base_calls * 5);  // the reference in 5 rounds
   CHECK(j["baseline"]["round_wall_per_iter_us"].size() == 5);
   CHECK(j["candidate"]["per_rank_median_us"].size() == 2);
   CHECK(j["candidate"]["input_sets"].get<int>() >= 2);

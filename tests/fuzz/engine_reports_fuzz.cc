@@ -39,7 +39,9 @@ std::string Blob(FuzzedDataProvider& in, const pkb::VerdictContext& ctx, int ran
     trial->set_trial(in.ConsumeBool() ? t : in.ConsumeIntegral<int32_t>());
     trial->set_ok(in.ConsumeBool());
   }
-  int iters = in.ConsumeBool() ? ctx.iters : in.ConsumeIntegralInRange<int>(0, ctx.iters + 2);
+  int iters = in.ConsumeBool() ? ctx.iters : in.ConsumeIntegralInRange<int>(0, ctx.max_iters + 2);
+  r.set_candidate_iters(in.ConsumeBool() ? iters : in.ConsumeIntegral<int32_t>());
+  r.set_baseline_iters(in.ConsumeBool() ? iters : in.ConsumeIntegral<int32_t>());
   for (int i = 0; i < iters; ++i) {
     r.add_candidate_us(in.ConsumeBool() ? 10.0 + i : in.ConsumeFloatingPoint<double>());
     r.add_baseline_us(in.ConsumeBool() ? 20.0 + i : in.ConsumeFloatingPoint<double>());
@@ -62,6 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ctx.world = in.ConsumeIntegralInRange<int>(1, 8);
   ctx.trials = in.ConsumeIntegralInRange<int>(1, 6);
   ctx.iters = in.ConsumeIntegralInRange<int>(1, 12);
+  ctx.max_iters = ctx.iters + in.ConsumeIntegralInRange<int>(0, 12);
   ctx.baseline = in.ConsumeBool();
   ctx.baseline_only = ctx.baseline && in.ConsumeBool();
   ctx.cuda = in.ConsumeBool();
@@ -91,8 +94,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (rep->message().size() > 4096) Fail("text is not cut");
     for (double x : rep->candidate_us())
       if (!std::isfinite(x) || x < 0) Fail("a valid report has a bad time");
-    if (rep->candidate_us_size() != 0 && rep->candidate_us_size() != ctx.iters)
+    if (rep->candidate_us_size() != 0 && rep->candidate_us_size() != rep->candidate_iters())
       Fail("a valid report has a partial timing series");
+    if (rep->candidate_iters() != 0 &&
+        (rep->candidate_iters() < ctx.iters || rep->candidate_iters() > ctx.max_iters))
+      Fail("a valid report ran a window outside the spec's bounds");
   }
   pkb::v1::EvalResult result;
   pkb::CollectRankTrials(parsed, &result);

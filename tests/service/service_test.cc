@@ -748,10 +748,11 @@ TEST_CASE("a C++ candidate from the CLI reaches a real verdict with timings on a
   INFO(res.message());
   CHECK(res.status() == v1::OK);
   CHECK(res.compile().ok());
-  CHECK(res.candidate().samples() == 8);
+  CHECK(res.candidate().iterations() >= 8);  // more where 8 calls last under 20 ms
+  CHECK(res.candidate().samples() == res.candidate().iterations());
   CHECK(res.candidate().median_us() > 0);
   CHECK(res.candidate().wall_per_iter_us() > 0);
-  CHECK(res.baseline().samples() == 8 * 5);  // the reference in 5 rounds
+  CHECK(res.baseline().samples() == res.baseline().iterations() * 5);  // the reference in 5 rounds
   CHECK(res.speedup() > 0);
   // The same file as CUDA (--language cuda, the cache allowed) is another job: nvcc compiles it
   // and the GPU-less node answers NO_DEVICE; the cpp job's OK is not served from the cache.

@@ -16,10 +16,11 @@
 namespace pkb {
 
 std::string BaselineKey(int problem, int version, int world, int64_t m, int64_t n,
-                        const std::string& dtype, int iters, const std::string& gpu,
-                        const std::string& harness) {
+                        const std::string& dtype, int iters, double min_window_ms,
+                        const std::string& gpu, const std::string& harness) {
   return absl::StrCat("problem ", problem, " v", version, " W", world, " M", m, " N", n, " ", dtype,
-                      " iters ", iters, " gpu ", gpu, " harness ", harness);
+                      " iters ", iters, " window ", min_window_ms, " ms gpu ", gpu, " harness ",
+                      harness);
 }
 
 absl::StatusOr<std::vector<double>> BaselineStore::Record(const std::string& key, double us) {

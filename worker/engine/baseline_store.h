@@ -38,8 +38,8 @@ class BaselineStore {
 
 // The key's text: every parameter the reference's time depends on.
 std::string BaselineKey(int problem, int version, int world, int64_t m, int64_t n,
-                        const std::string& dtype, int iters, const std::string& gpu,
-                        const std::string& harness);
+                        const std::string& dtype, int iters, double min_window_ms,
+                        const std::string& gpu, const std::string& harness);
 
 }  // namespace pkb
 

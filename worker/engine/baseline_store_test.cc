@@ -12,8 +12,8 @@ namespace {
 
 TEST_CASE("the node's baseline keeps the newest measurements of each key, across processes") {
   std::string dir = *MakeTempDir("/tmp", "pkb-baselines");
-  const std::string a = BaselineKey(1, 1, 1, 1024, 1024, "bfloat16", 100, "H200", "h3");
-  const std::string b = BaselineKey(1, 1, 2, 1024, 1024, "bfloat16", 100, "H200", "h3");
+  const std::string a = BaselineKey(1, 1, 1, 1024, 1024, "bfloat16", 100, 20, "H200", "h3");
+  const std::string b = BaselineKey(1, 1, 2, 1024, 1024, "bfloat16", 100, 20, "H200", "h3");
   {
     BaselineStore store(dir + "/baselines");
     CHECK(*store.Record(a, 10.0) == std::vector<double>{10.0});

@@ -240,11 +240,17 @@ class Evaluation {
       return End(v1::REJECTED,
                  "trials and timed iterations must be at least 1, warm-up at least 0");
     }
+    if (!(run_.min_window_ms() >= 0 && run_.min_window_ms() <= 1000)) {
+      return End(v1::REJECTED,
+                 absl::StrCat("min_window_ms: ", run_.min_window_ms(),
+                              " is outside 0..1000 (0: exactly the timed iterations)"));
+    }
     if (run_.functional()) {
       // Correctness only: a short window (its spot checks still run) and no reference timing.
       r_.set_functional(true);
       run_.set_warmup(std::min(run_.warmup(), kFunctionalWarmup));
       run_.set_iters(std::min(run_.iters(), kFunctionalIters));
+      run_.set_min_window_ms(0);
       o_.baseline = false;
       if (o_.baseline_only) return End(v1::REJECTED, "a functional run times no reference");
     }
@@ -622,6 +628,7 @@ class Evaluation {
     vctx.world = run_.world_size();
     vctx.trials = run_.trials();
     vctx.iters = run_.iters();
+    vctx.max_iters = TimedIterationsCap(run_);
     vctx.baseline = o_.baseline;
     vctx.baseline_only = o_.baseline_only;
     vctx.cuda = backend_ == "cuda" && !run_.functional();  // the physical floor: not shared GPUs
@@ -693,7 +700,7 @@ class Evaluation {
       BaselineStore store(o_.cache_dir + "/baselines");
       absl::StatusOr<std::vector<double>> recent = store.Record(
           BaselineKey(run_.problem_id(), p_->info().version, run_.world_size(), run_.m(), run_.n(),
-                      run_.dtype(), run_.iters(), r_.gpu(), HarnessVersion()),
+                      run_.dtype(), run_.iters(), run_.min_window_ms(), r_.gpu(), HarnessVersion()),
           r_.baseline().wall_per_iter_us());
       if (recent.ok() && !o_.baseline_only) {
         ApplyNodeBaseline(*recent, &r_);

@@ -116,7 +116,12 @@ int Main(int argc, char** argv, pkb::StandbyRanks* standby) {
       "--warmup", [&](const int32_t& v) { flags.set_warmup(v); },
       "warm-up iterations before timing");
   app.add_option_function<int32_t>(
-      "--iters", [&](const int32_t& v) { flags.set_iters(v); }, "timed iterations");
+      "--iters", [&](const int32_t& v) { flags.set_iters(v); },
+      "timed iterations (at least; see --min-window-ms)");
+  app.add_option_function<double>(
+      "--min-window-ms", [&](const double& v) { flags.set_min_window_ms(v); },
+      "each side's timed window runs more calls than --iters until it lasts this long (20; 0: "
+      "exactly --iters)");
   app.add_option_function<int64_t>(
       "--set-offset", [&](const int64_t& v) { flags.set_set_offset(v); },
       "seed offset (secret seed for ranked runs)");

@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "pkb/v1/rank_host.pb.h"
 #include "pkb/v1/result.pb.h"
+#include "common/eval_spec.h"
 #include "problems/harness/check.h"
 #include "problems/harness/inputs.h"
 #include "problems/harness/registry.h"
@@ -151,28 +152,56 @@ class Judge {
     return static_cast<int>(sets.item<int64_t>());
   }
 
+  // How many timed calls a window runs: the spec's iters, or more where those would last less
+  // than min_window_ms on the slowest rank, judged from `warm_us` for `warm_calls` calls of the
+  // warm-up on this rank's clock (the window's fixed costs then weigh little per call); at most
+  // TimedIterationsCap. The same on every rank. A candidate that slows its warm-up only gets a
+  // shorter window, in which those fixed costs weigh more on its own time.
+  absl::StatusOr<int> WindowIterations(double warm_us, int warm_calls) {
+    const int least = o_.spec.iters(), most = TimedIterationsCap(o_.spec);
+    const int64_t mine = warm_calls > 0 ? static_cast<int64_t>(1000.0 * warm_us / warm_calls) : 0;
+    at::Tensor per_call_ns = at::full({1}, std::max<int64_t>(mine, 0),
+                                      at::TensorOptions().dtype(at::kLong).device(cfg_.device));
+    PKB_RETURN_IF_ERROR(comm_->AllReduce(per_call_ns, ReduceOp::kMax));
+    const double slowest_ns = static_cast<double>(per_call_ns.item<int64_t>());
+    if (most <= least || slowest_ns <= 0 || shared_gpu()) return least;
+    const double want = std::ceil(o_.spec.min_window_ms() * 1e6 / slowest_ns);
+    return static_cast<int>(std::clamp<double>(want, least, most));
+  }
+
   // Times the reference as the judge times the candidate: the warm-up on a set of its own (index
-  // `sets`), then kBaselineRounds windows of the timed iterations (iteration i on set i % sets),
-  // each on the judge's wall clock from the first call to the device being idle. The rounds'
-  // median is the baseline (the eager reference is host-bound and its rounds spread); `us` holds
-  // the events of every round. On GPUs the same iterations are then captured in one CUDA graph
-  // and replayed in kBaselineRounds windows (`graph_round_wall_us`): the reference free of its
-  // host overhead, where every rank's can be captured (else `graph_note` says why not).
+  // `sets`), then kBaselineRounds windows of the timed iterations (iteration i on set i % sets;
+  // WindowIterations of them, from the warm-up's second half), each on the judge's wall clock
+  // from the first call to the device being idle. The rounds' median is the baseline (the eager
+  // reference is host-bound and its rounds spread); `us` holds the events of every round. On GPUs
+  // the spec's iters are then captured in one CUDA graph and replayed in kBaselineRounds windows
+  // (`graph_round_wall_us`; one launch per window, so no fixed cost to spread): the reference
+  // free of its host overhead, where every rank's can be captured (else `graph_note` says why).
   absl::Status TimeReference(int sets, const std::vector<Inputs>& inputs, std::vector<double>* us,
                              std::vector<double>* round_wall_us,
-                             std::vector<double>* graph_round_wall_us, std::string* graph_note) {
+                             std::vector<double>* graph_round_wall_us, std::string* graph_note,
+                             int* iters) {
     auto fn = [&](int s) { return p_.Reference(*comm_, inputs[s], cfg_).status(); };
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     PKB_RETURN_IF_ERROR(comm_->Barrier());
-    for (int i = 0; i < o_.spec.warmup(); ++i) PKB_RETURN_IF_ERROR(fn(sets));
+    const int warm = o_.spec.warmup(), timed_warm = warm / 2;
+    for (int i = 0; i < warm - timed_warm; ++i) PKB_RETURN_IF_ERROR(fn(sets));
+    PKB_RETURN_IF_ERROR(dev_->Synchronize());
+    auto v0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < timed_warm; ++i) PKB_RETURN_IF_ERROR(fn(sets));
+    PKB_RETURN_IF_ERROR(dev_->Synchronize());
+    const double warm_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - v0).count();
+    PKB_ASSIGN_OR_RETURN(*iters, WindowIterations(warm_us, timed_warm));
+    const int n = *iters;
     us->clear();
     round_wall_us->clear();
     for (int round = 0; round < kBaselineRounds; ++round) {
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       PKB_RETURN_IF_ERROR(comm_->Barrier());
-      dev_->ResetTimers(o_.spec.iters());
+      dev_->ResetTimers(n);
       auto w0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < o_.spec.iters(); ++i) {
+      for (int i = 0; i < n; ++i) {
         dev_->Mark(i, 0);
         PKB_RETURN_IF_ERROR(fn(i % sets));
         dev_->Mark(i, 1);
@@ -180,7 +209,7 @@ class Judge {
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       round_wall_us->push_back(
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count());
-      for (int i = 0; i < o_.spec.iters(); ++i) us->push_back(dev_->ElapsedUs(i));
+      for (int i = 0; i < n; ++i) us->push_back(dev_->ElapsedUs(i));
     }
     graph_round_wall_us->clear();
     if (dev_->device_type() != PKB_CUDA || shared_gpu()) {
@@ -266,14 +295,14 @@ class Judge {
     return poisons * std::max(poison, poison_host) + copies * std::max(copy, copy_host);
   }
 
-  // `n` distinct iterations among [first, iters), the same on every rank (their spot checks run
+  // `n` distinct iterations among [first, end), the same on every rank (their spot checks run
   // the reference together), drawn from a seed no candidate sees: each rank adds random bits.
-  absl::StatusOr<std::vector<int>> PickIterations(int n, int first) {
+  absl::StatusOr<std::vector<int>> PickIterations(int n, int first, int end) {
     at::Tensor seed = at::full({1}, static_cast<int64_t>(std::random_device{}() & 0xFFFFFFF),
                                at::TensorOptions().dtype(at::kLong).device(cfg_.device));
     PKB_RETURN_IF_ERROR(comm_->AllReduce(seed, ReduceOp::kSum));
     std::vector<int> all;
-    for (int i = first; i < o_.spec.iters(); ++i) all.push_back(i);
+    for (int i = first; i < end; ++i) all.push_back(i);
     std::mt19937_64 rng(static_cast<uint64_t>(seed.item<int64_t>()));
     std::shuffle(all.begin(), all.end(), rng);
     all.resize(std::min<size_t>(n, all.size()));
@@ -281,28 +310,64 @@ class Judge {
     return all;
   }
 
-  // The candidate's timed window: the host runs the warm-up, then the timed iterations on the
-  // judge's wall clock until it answers that its device is idle; then the checks of picked
-  // timed iterations against the reference on inputs drawn again (with nothing of the submission
-  // left running), and the harness's own work in the window timed again and taken off.
+  // The candidate's timed window: the host runs the warm-up (its second half on the judge's
+  // clock, for WindowIterations), then the timed iterations on the judge's wall clock until it
+  // answers that its device is idle; then the checks of picked timed iterations against the
+  // reference on inputs drawn again (with nothing of the submission left running), and the
+  // harness's own work in the window timed again and taken off. Checks of timed iterations,
+  // picked at random by the ranks together once the window's length is known (a candidate that
+  // skips a fraction f of its calls passes each kind with probability about (1 - f)^checks):
+  // - `copied`: the host copies their outputs aside right after their call, on the candidate's
+  //   stream, so work left on other streams is not there yet;
+  // - `in_place`: among the last uses of their sets, copied by the judge the moment every host
+  //   has answered; the host never learns which (with one set per iteration, any iteration);
+  // - the last iteration, copied the same way.
+  // The arena holds room for `max_copies` copies of the largest set's outputs.
   absl::Status TimeCandidate(SharedArena& arena, int sets, std::vector<Inputs>& inputs,
-                             std::vector<OutputSet>& outputs, const std::vector<int>& copied,
-                             const std::vector<int>& in_place, v1::RankReport* report) {
+                             std::vector<OutputSet>& outputs, int max_copies,
+                             v1::RankReport* report) {
     auto set_number = [&](int s) { return SetNumber(s); };
     auto decls_of = [&](int s) { return DeclsOf(s); };
-    const int last = o_.spec.iters() - 1;
     std::vector<double> us;
     double wall = 0;
     std::map<int, OutputSet> copies;
-    v1::HostLoop warm, timed;
+    v1::HostLoop warm, warm_timed, timed;
     for (int s = 0; s <= sets; ++s) {
       PKB_ASSIGN_OR_RETURN(*warm.add_calls(), arena.Describe(inputs[s], outputs[s]));
     }
+    *warm_timed.mutable_calls() = warm.calls();
     *timed.mutable_calls() = warm.calls();
-    for (int i = 0; i < o_.spec.warmup(); ++i) warm.add_order(sets);
-    for (int i = 0; i < o_.spec.iters(); ++i) timed.add_order(i % sets);
+    const int timed_warm = o_.spec.warmup() / 2;
+    for (int i = 0; i < o_.spec.warmup() - timed_warm; ++i) warm.add_order(sets);
+    for (int i = 0; i < timed_warm; ++i) warm_timed.add_order(sets);
+    warm_timed.set_defer(true);
+    auto poison_all = [&] {
+      for (auto& o : outputs) {
+        for (auto& t : o.tensors) Poison(t, 1);
+      }
+    };
+    poison_all();
+    PKB_RETURN_IF_ERROR(dev_->Synchronize());
+    PKB_RETURN_IF_ERROR(comm_->Barrier());
+    if (warm.order_size() > 0) PKB_RETURN_IF_ERROR(host_->Loop(warm));
+    double warm_us = 0;
+    if (timed_warm > 0) {
+      PKB_RETURN_IF_ERROR(host_->Loop(warm_timed));
+      auto v0 = std::chrono::steady_clock::now();
+      PKB_RETURN_IF_ERROR(host_->RunLoop().status());
+      warm_us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - v0).count();
+    }
+    PKB_ASSIGN_OR_RETURN(const int n, WindowIterations(warm_us, timed_warm));
+    report->set_candidate_iters(n);
+    const int last = n - 1;
+    const int checks = std::min({o_.spec.spot_checks(), n, max_copies});
+    PKB_ASSIGN_OR_RETURN(const std::vector<int> copied, PickIterations(checks, 0, n));
+    PKB_ASSIGN_OR_RETURN(const std::vector<int> in_place,
+                         PickIterations(checks, std::max(0, n - sets), n));
+    for (int i = 0; i < n; ++i) timed.add_order(i % sets);
     timed.set_timed(true);
-    timed.set_repoison(sets < o_.spec.iters());
+    timed.set_repoison(sets < n);
     timed.set_defer(true);
     for (int i : copied) {
       PKB_ASSIGN_OR_RETURN(auto placed, arena.PlaceSet(Inputs(), decls_of(i % sets), cfg_.device));
@@ -312,11 +377,6 @@ class Judge {
       *snap->mutable_into() = where.outputs();
       copies[i] = std::move(placed.second);
     }
-    auto poison_all = [&] {
-      for (auto& o : outputs) {
-        for (auto& t : o.tensors) Poison(t, 1);
-      }
-    };
     // The judge's own copies of the outputs checked as the host answered (the in-place picks
     // and the last call), allocated before the window so that taking them is only a copy.
     std::map<int, std::vector<at::Tensor>> at_answer;
@@ -327,10 +387,6 @@ class Judge {
       if (!into.empty()) continue;
       for (const auto& t : outputs[i % sets].tensors) into.push_back(at::empty_like(t));
     }
-    poison_all();
-    PKB_RETURN_IF_ERROR(dev_->Synchronize());
-    PKB_RETURN_IF_ERROR(comm_->Barrier());
-    PKB_RETURN_IF_ERROR(host_->Loop(warm));
     // Skipped work must leave poison: every set's outputs are poisoned after the warm-up (and
     // by the host after each use but the last when sets come back).
     poison_all();
@@ -414,7 +470,7 @@ class Judge {
       }
     }
     report->set_spot_checks(static_cast<int>(picked.size()));
-    const int repoisons = sets < o_.spec.iters() ? o_.spec.iters() - sets : 0;
+    const int repoisons = sets < n ? n - sets : 0;
     PKB_ASSIGN_OR_RETURN(double harness, TimeHarnessWork(outputs[0].tensors, repoisons,
                                                          static_cast<int>(copied.size())));
     // The wall clock reported is the candidate's share: the judge's clock over the window
@@ -439,29 +495,21 @@ class Judge {
     PKB_ASSIGN_OR_RETURN(const int sets, TimedSets(set_bytes));
     report->set_input_sets(sets);
     const bool candidate = host_->running();
-    // Checks of timed iterations, picked at random by the ranks together (a candidate that skips
-    // a fraction f of its calls passes each kind with probability about (1 - f)^checks):
-    // - `copied`: the host copies their outputs aside right after their call, on the
-    //   candidate's stream, so work left on other streams is not there yet;
-    // - `in_place`: among the last uses of their sets, copied by the judge the moment every
-    //   host has answered; the host never learns which (with one set per iteration, any
-    //   iteration);
-    // - the last iteration, copied the same way.
-    const int checks = std::min(o_.spec.spot_checks(), o_.spec.iters());
-    std::vector<int> copied, in_place;
-    if (candidate) {
-      PKB_ASSIGN_OR_RETURN(copied, PickIterations(checks, 0));
-      PKB_ASSIGN_OR_RETURN(in_place, PickIterations(checks, std::max(0, o_.spec.iters() - sets)));
-    }
+    // The copies of the candidate's spot checks (TimeCandidate picks them once its window's
+    // length is known): room for as many as it may pick, each the size of the largest set's.
+    const int max_copies =
+        candidate ? std::min(o_.spec.spot_checks(), TimedIterationsCap(o_.spec)) : 0;
     // Timed sets 1000 + s; the warm-up's own set (index `sets`) is 1000 + sets. All of them,
     // and the copies, in one arena shared with the host.
     std::vector<Inputs> drawn;
-    size_t bytes = 0;
+    size_t bytes = 0, largest_outputs = 0;
     for (int s = 0; s <= sets; ++s) {
       drawn.push_back(DrawInputs(p_, cfg_, comm_->rank(), set_number(s)));
       bytes += SharedArena::BytesFor(drawn.back(), decls_of(s));
+      if (s < sets)
+        largest_outputs = std::max(largest_outputs, SharedArena::BytesFor(Inputs(), decls_of(s)));
     }
-    for (int i : copied) bytes += SharedArena::BytesFor(Inputs(), decls_of(i % sets));
+    bytes += largest_outputs * max_copies;
     SharedArena arena(dev_, host_);
     PKB_RETURN_IF_ERROR(arena.Reserve(bytes));
     std::vector<Inputs> inputs;
@@ -473,13 +521,16 @@ class Judge {
       drawn[s] = Inputs();
     }
     if (candidate) {
-      PKB_RETURN_IF_ERROR(TimeCandidate(arena, sets, inputs, outputs, copied, in_place, report));
+      PKB_RETURN_IF_ERROR(TimeCandidate(arena, sets, inputs, outputs, max_copies, report));
     }
     std::vector<double> us;
     if (o_.baseline) {
       std::vector<double> rounds, graph_rounds;
       std::string graph_note;
-      PKB_RETURN_IF_ERROR(TimeReference(sets, inputs, &us, &rounds, &graph_rounds, &graph_note));
+      int iters = 0;
+      PKB_RETURN_IF_ERROR(
+          TimeReference(sets, inputs, &us, &rounds, &graph_rounds, &graph_note, &iters));
+      report->set_baseline_iters(iters);
       for (double x : us) report->add_baseline_us(x);
       for (double x : rounds) report->add_baseline_round_wall_us(x);
       for (double x : graph_rounds) report->add_baseline_graph_round_wall_us(x);

@@ -46,12 +46,12 @@ std::string FormatReport(const v1::EvalResult& r) {
   auto timing = [&](const char* name, const v1::Timing& t, const char* events) {
     if (t.samples() == 0) return;
     absl::StrAppendFormat(&s,
-                          "%-9s %.2f us per call on the judge's clock; %s median %.2f us (p10 "
-                          "%.2f, p90 %.2f, mean %.2f ± %.2f, min %.2f, max %.2f; %d samples, %d "
-                          "input sets)\n",
-                          name, t.wall_per_iter_us(), events, t.median_us(), t.p10_us(), t.p90_us(),
-                          t.mean_us(), t.stddev_us(), t.min_us(), t.max_us(), t.samples(),
-                          t.input_sets());
+                          "%-9s %.2f us per call on the judge's clock (windows of %d calls); %s "
+                          "median %.2f us (p10 %.2f, p90 %.2f, mean %.2f ± %.2f, min %.2f, max "
+                          "%.2f; %d samples, %d input sets)\n",
+                          name, t.wall_per_iter_us(), t.iterations(), events, t.median_us(),
+                          t.p10_us(), t.p90_us(), t.mean_us(), t.stddev_us(), t.min_us(),
+                          t.max_us(), t.samples(), t.input_sets());
   };
   timing(r.functional() ? "candidate (functional run: not comparable)" : "candidate", r.candidate(),
          "its own events (untrusted):");

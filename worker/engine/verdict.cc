@@ -66,21 +66,28 @@ std::string Check(const VerdictContext& ctx, int rank, v1::RankReport* rep) {
     Cut(c.mutable_name());
     Cut(c.mutable_problem());
   }
-  // Timings: none, or one per timed iteration; a rank that passed must have them all.
+  // Timings: none, or one per timed iteration of the count the rank says it ran (within the
+  // spec's bounds); a rank that passed must have them all.
   const bool ok = rep->status() == v1::OK;
-  const int baseline_iters = ctx.iters * kBaselineRounds;
+  for (int32_t n : {rep->candidate_iters(), rep->baseline_iters()}) {
+    if (n != 0 && (n < ctx.iters || n > std::max(ctx.iters, ctx.max_iters)))
+      return absl::StrCat(n, " timed calls per window, outside ", ctx.iters, "..",
+                          std::max(ctx.iters, ctx.max_iters));
+  }
+  const int candidate_iters = rep->candidate_iters();
+  const int baseline_iters = rep->baseline_iters() * kBaselineRounds;
   for (const auto* series : {&rep->candidate_us(), &rep->baseline_us()}) {
     if (series->empty()) continue;
-    const int want = series == &rep->candidate_us() ? ctx.iters : baseline_iters;
+    const int want = series == &rep->candidate_us() ? candidate_iters : baseline_iters;
     if (series->size() != want)
       return absl::StrCat(series->size(), " timed iterations, but ", want, " were run");
     for (double x : *series) {
       if (!SaneMicros(x)) return absl::StrCat("a timed iteration of ", x, " us");
     }
   }
-  if (ok && !ctx.baseline_only && rep->candidate_us_size() != ctx.iters)
+  if (ok && !ctx.baseline_only && (candidate_iters == 0 || rep->candidate_us_size() == 0))
     return "a passing rank without the candidate's timings";
-  if (ok && ctx.baseline && rep->baseline_us_size() != baseline_iters)
+  if (ok && ctx.baseline && (baseline_iters == 0 || rep->baseline_us_size() == 0))
     return "a passing rank without the reference's timings";
   if (rep->baseline_round_wall_us_size() != 0 &&
       rep->baseline_round_wall_us_size() != kBaselineRounds)
@@ -107,7 +114,7 @@ std::string Check(const VerdictContext& ctx, int rank, v1::RankReport* rep) {
   }
   if (rep->input_sets() < 0 || rep->input_sets() > kMaxInputSets)
     return absl::StrCat(rep->input_sets(), " input sets");
-  if (rep->spot_checks() < 0 || rep->spot_checks() > ctx.iters)
+  if (rep->spot_checks() < 0 || rep->spot_checks() > std::max(ctx.iters, candidate_iters))
     return absl::StrCat(rep->spot_checks(), " spot checks");
   return "";
 }
@@ -223,6 +230,7 @@ v1::Timing SummarizeTiming(const std::vector<std::vector<double>>& per_rank,
     for (size_t k = 0; k < w.size(); ++k) per_window[k] = std::max(per_window[k], w[k]);
   }
   const double per_iter = 1.0 / std::max(1, iters);
+  t.set_iterations(iters);
   if (windows > 1) {
     for (double x : per_window) t.add_round_wall_per_iter_us(x * per_iter);
   }
@@ -286,6 +294,18 @@ Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport
   (*r->mutable_stage_seconds())["verify"] = verify_s;
   (*r->mutable_stage_seconds())["benchmark"] = bench_s;
 
+  // Per-iteration series are compared index by index across ranks: they ran the same counts.
+  for (const auto& rep : reports) {
+    if (rep.candidate_iters() != reports[0].candidate_iters() ||
+        rep.baseline_iters() != reports[0].baseline_iters()) {
+      return {v1::INTERNAL,
+              absl::StrCat("the ranks timed windows of different lengths (rank ", rep.rank(), ": ",
+                           rep.candidate_iters(), " and ", rep.baseline_iters(), " calls, rank ",
+                           reports[0].rank(), ": ", reports[0].candidate_iters(), " and ",
+                           reports[0].baseline_iters(), ")")};
+    }
+  }
+  const int cand_iters = reports[0].candidate_iters(), base_iters = reports[0].baseline_iters();
   std::vector<std::vector<double>> cand, base, cand_wall, base_wall;
   for (const auto& rep : reports) {
     cand.emplace_back(rep.candidate_us().begin(), rep.candidate_us().end());
@@ -294,11 +314,11 @@ Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport
     base_wall.emplace_back(rep.baseline_round_wall_us().begin(),
                            rep.baseline_round_wall_us().end());
   }
-  *r->mutable_candidate() = SummarizeTiming(cand, cand_wall, ctx.iters, reports[0].input_sets(),
+  *r->mutable_candidate() = SummarizeTiming(cand, cand_wall, cand_iters, reports[0].input_sets(),
                                             reports[0].spot_checks());
   if (ctx.baseline)
     *r->mutable_baseline() =
-        SummarizeTiming(base, base_wall, ctx.iters, reports[0].input_sets(), 0);
+        SummarizeTiming(base, base_wall, base_iters, reports[0].input_sets(), 0);
   // The reference replayed from a CUDA graph, where every rank's could be captured: the slowest
   // rank's median round.
   double graph_us = 0;

@@ -34,7 +34,8 @@ inline constexpr int kBaselineRounds = 5;
 struct VerdictContext {
   int world = 1;
   int trials = 1;
-  int iters = 1;
+  int iters = 1;               // the spec's timed calls per window: the least a window may run
+  int max_iters = 1;           // the most (TimedIterationsCap); each report says how many it ran
   bool baseline = true;        // the reference was timed too
   bool baseline_only = false;  // no candidate
   bool cuda = true;            // GPU run: the physical-floor check applies

@@ -12,6 +12,7 @@ VerdictContext Ctx(int world) {
   c.world = world;
   c.trials = 3;
   c.iters = 4;
+  c.max_iters = 16;
   c.hbm_bytes = 4.3e6;  // a floor of 1 us
   return c;
 }
@@ -27,6 +28,8 @@ v1::RankReport Passing(int rank, double us = 10) {
     trial->set_trial(t);
     trial->set_ok(true);
   }
+  r.set_candidate_iters(4);
+  r.set_baseline_iters(4);
   for (int i = 0; i < 4; ++i) r.add_candidate_us(us);
   for (int i = 0; i < 4 * kBaselineRounds; ++i) r.add_baseline_us(2 * us);
   r.set_candidate_wall_us(4 * us);
@@ -98,6 +101,63 @@ TEST_CASE("the baseline is the median round, and its spread bounds the speedup")
   CHECK(r.speedup() == Approx(2.2));
   CHECK(r.speedup_low() == Approx(1.8));
   CHECK(r.speedup_high() == Approx(3.0));
+}
+
+// Passing(rank, us) with windows of `cand` and `base` calls (min_window_ms lengthened them).
+v1::RankReport Lengthened(int rank, int cand, int base, double us = 10) {
+  v1::RankReport r = Passing(rank, us);
+  r.set_candidate_iters(cand);
+  r.set_baseline_iters(base);
+  r.clear_candidate_us();
+  r.clear_baseline_us();
+  r.clear_baseline_round_wall_us();
+  for (int i = 0; i < cand; ++i) r.add_candidate_us(us);
+  for (int i = 0; i < base * kBaselineRounds; ++i) r.add_baseline_us(2 * us);
+  r.set_candidate_wall_us(cand * us);
+  for (int k = 0; k < kBaselineRounds; ++k) r.add_baseline_round_wall_us(base * 2 * us);
+  return r;
+}
+
+TEST_CASE("windows longer than iters: each side's time per call over its own count") {
+  VerdictContext ctx = Ctx(2);
+  ParsedReports p = ParseRankReports(ctx, Blobs({Lengthened(0, 12, 8), Lengthened(1, 12, 8)}));
+  REQUIRE(p.malformed.empty());
+  v1::EvalResult r;
+  REQUIRE(JudgeReports(ctx, {*p.reports[0], *p.reports[1]}, &r).status == v1::OK);
+  CHECK(r.candidate().iterations() == 12);
+  CHECK(r.baseline().iterations() == 8);
+  CHECK(r.candidate().wall_per_iter_us() == Approx(10));
+  CHECK(r.baseline().wall_per_iter_us() == Approx(20));
+  CHECK(r.speedup() == Approx(2));
+  CHECK(r.candidate().samples() == 12);
+}
+
+TEST_CASE("a window's count outside the spec's bounds, or ranks that disagree, are not judged") {
+  VerdictContext ctx = Ctx(2);
+  // Fewer than iters, or more than max_iters.
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), Lengthened(1, 3, 4)}),
+             Catch::Contains("3 timed calls per window, outside 4..16"));
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), Lengthened(1, 4, 17)}),
+             Catch::Contains("17 timed calls per window, outside 4..16"));
+  // A count that does not match the samples.
+  v1::RankReport short_series = Lengthened(1, 8, 4);
+  short_series.mutable_candidate_us()->RemoveLast();
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), short_series}),
+             Catch::Contains("7 timed iterations, but 8 were run"));
+  // A passing rank that says it ran none.
+  v1::RankReport none = Passing(1);
+  none.set_candidate_iters(0);
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), none}), Catch::Contains("timed iterations, but 0"));
+  // Windows of 4 calls only where min_window_ms is 0 (max_iters = iters).
+  VerdictContext exact = Ctx(2);
+  exact.max_iters = exact.iters;
+  CHECK_THAT(OnlyReason(exact, {Passing(0), Lengthened(1, 8, 4)}),
+             Catch::Contains("8 timed calls per window, outside 4..4"));
+  // Both valid alone, but not the same length: their series cannot be compared call by call.
+  v1::EvalResult r;
+  Verdict v = JudgeReports(ctx, {Lengthened(0, 8, 4), Lengthened(1, 12, 4)}, &r);
+  CHECK(v.status == v1::INTERNAL);
+  CHECK_THAT(v.message, Catch::Contains("windows of different lengths"));
 }
 
 TEST_CASE("a report the harness could not have written is malformed, with the reason") {
