@@ -23,11 +23,12 @@ for ex in p001_allreduce_symm p002_allgather_symm p013_gemm_allreduce_symm; do
     python3 - "$OUT/repro-$ex-$i.json" "$ex" "$(python3 -c "print($t1 - $t0)")" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); c = r.get("candidate", {}); b = r.get("baseline", {})
-print("%-26s %-8s speedup %6.3f [%6.3f, %6.3f] in-job %6.3f events %6.3f | node base %7.2f (%d) | judge cand %7.2f base %7.2f us | events cand %7.2f base %7.2f us | rounds %s | %.2f s | %s"
+print("%-26s %-8s speedup %6.3f [%6.3f, %6.3f] in-job %6.3f events %6.3f graph %6.3f | node base %7.2f (%d) | judge cand %7.2f (%d calls) base %7.2f us (%d calls) | events cand %7.2f base %7.2f us | rounds %s | %.2f s | %s"
       % (sys.argv[2], r["status"], r.get("speedup", 0), r.get("speedup_low", 0), r.get("speedup_high", 0),
-         r.get("speedup_in_job", 0), r.get("speedup_events", 0), r.get("baseline_node_us", 0),
-         r.get("baseline_node_samples", 0), c.get("wall_per_iter_us", 0), b.get("wall_per_iter_us", 0),
-         c.get("median_us", 0), b.get("median_us", 0),
+         r.get("speedup_in_job", 0), r.get("speedup_events", 0), r.get("speedup_graph", 0),
+         r.get("baseline_node_us", 0), r.get("baseline_node_samples", 0),
+         c.get("wall_per_iter_us", 0), c.get("iterations", 0), b.get("wall_per_iter_us", 0),
+         b.get("iterations", 0), c.get("median_us", 0), b.get("median_us", 0),
          ",".join("%.2f" % x for x in b.get("round_wall_per_iter_us", [])), float(sys.argv[3]),
          r["message"][:60]))
 PY
@@ -42,4 +43,11 @@ for ex in ["p001_allreduce_symm", "p002_allgather_symm", "p013_gemm_allreduce_sy
     m = statistics.median(s)
     print("%-26s speedups %s  median %.3f  spread %+.1f%% / %+.1f%% of the median"
           % (ex, " ".join("%.3f" % x for x in s), m, 100 * (min(s) / m - 1), 100 * (max(s) / m - 1)))
+    c = [json.load(open(f)).get("candidate", {}).get("wall_per_iter_us", 0)
+         for f in sorted(glob.glob(f"{sys.argv[1]}/repro-{ex}-*.json"))]
+    c = [x for x in c if x > 0]
+    if c:
+        mc = statistics.median(c)
+        print("%-26s candidate us per call %s  median %.2f  spread %+.1f%% / %+.1f%%"
+              % (ex, " ".join("%.2f" % x for x in c), mc, 100 * (min(c) / mc - 1), 100 * (max(c) / mc - 1)))
 PY
