@@ -28,10 +28,10 @@ void ApplyDefaults(v1::EvalSpec* s, const v1::ProblemSpec* problem) {
   if (!s->has_trials()) s->set_trials(5);
   if (!s->has_warmup()) s->set_warmup(500);
   if (!s->has_iters()) s->set_iters(100);
-  if (!s->has_max_sets()) s->set_max_sets(128);
+  if (!s->has_max_sets()) s->set_max_sets(10000);
   if (!s->has_l2_multiple()) s->set_l2_multiple(3.0);
   if (!s->has_spot_checks()) s->set_spot_checks(3);
-  if (!s->has_min_window_ms()) s->set_min_window_ms(20);
+  if (!s->has_min_window_ms()) s->set_min_window_ms(10);
   if (!s->has_run_timeout_s()) s->set_run_timeout_s(300);
 }
 

@@ -120,7 +120,7 @@ int Main(int argc, char** argv, pkb::StandbyRanks* standby) {
       "timed iterations (at least; see --min-window-ms)");
   app.add_option_function<double>(
       "--min-window-ms", [&](const double& v) { flags.set_min_window_ms(v); },
-      "each side's timed window runs more calls than --iters until it lasts this long (20; 0: "
+      "each side's timed window runs more calls than --iters until it lasts this long (10; 0: "
       "exactly --iters)");
   app.add_option_function<int64_t>(
       "--set-offset", [&](const int64_t& v) { flags.set_set_offset(v); },

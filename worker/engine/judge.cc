@@ -131,19 +131,20 @@ class Judge {
     return all_ok;
   }
 
-  // How many distinct input sets the timed iterations rotate through: one per timed iteration,
-  // so that no timed call sees contents it has seen before (a candidate that keeps its outputs
-  // and replays them on known inputs gains nothing), and together more than `l2_multiple` L2s;
-  // at most `max_sets`, and what a quarter of the free memory holds (at most 16 GiB). Where that
-  // is fewer than the timed iterations, the sets are reused in turn and the report says so.
+  // How many distinct input sets the timed iterations rotate through: one per timed iteration
+  // (`window` of them, the candidate's warm-up's wish, and at least iters), so that no timed call
+  // sees contents it has seen before (a candidate that keeps its outputs and replays them on
+  // known inputs gains nothing), and together more than `l2_multiple` L2s; at most `max_sets`,
+  // and what a quarter of the free memory holds (at most 16 GiB). Where that is fewer than
+  // iters, the sets are reused in turn and the report says so; the candidate's window never runs
+  // more calls than there are sets beyond that.
   // The ranks agree on the smallest count (their set sizes and free memory may differ), so that
   // timed iteration i uses set number 1000 + i mod sets on every rank.
-  absl::StatusOr<int> TimedSets(int64_t set_bytes) {
+  absl::StatusOr<int> TimedSets(int64_t set_bytes, int window) {
     const double want_l2 = std::ceil(o_.spec.l2_multiple() * dev_->l2_bytes() / set_bytes) + 1;
     const double budget = std::min(16.0 * (1 << 30), dev_->free_bytes() / 4);
-    // One more set than the timed ones is drawn for the warm-up.
-    const double fits = std::floor(budget / set_bytes) - 1;
-    const double want = std::max<double>(want_l2, o_.spec.iters());
+    const double fits = std::floor(budget / set_bytes);
+    const double want = std::max<double>({want_l2, double(o_.spec.iters()), double(window)});
     const int mine =
         static_cast<int>(std::max(2.0, std::min({want, double(o_.spec.max_sets()), fits})));
     at::Tensor sets = at::full({1}, static_cast<int64_t>(mine),
@@ -169,26 +170,27 @@ class Judge {
     return static_cast<int>(std::clamp<double>(want, least, most));
   }
 
-  // Times the reference as the judge times the candidate: the warm-up on a set of its own (index
-  // `sets`), then kBaselineRounds windows of the timed iterations (iteration i on set i % sets;
+  // Times the reference as the judge times the candidate: the warm-up on a set of its own
+  // (`warm_in`), then kBaselineRounds windows of the timed iterations (iteration i on set i % sets;
   // WindowIterations of them, from the warm-up's second half), each on the judge's wall clock
   // from the first call to the device being idle. The rounds' median is the baseline (the eager
   // reference is host-bound and its rounds spread); `us` holds the events of every round. On GPUs
   // the spec's iters are then captured in one CUDA graph and replayed in kBaselineRounds windows
   // (`graph_round_wall_us`; one launch per window, so no fixed cost to spread): the reference
   // free of its host overhead, where every rank's can be captured (else `graph_note` says why).
-  absl::Status TimeReference(int sets, const std::vector<Inputs>& inputs, std::vector<double>* us,
-                             std::vector<double>* round_wall_us,
+  absl::Status TimeReference(int sets, const std::vector<Inputs>& inputs, const Inputs& warm_in,
+                             std::vector<double>* us, std::vector<double>* round_wall_us,
                              std::vector<double>* graph_round_wall_us, std::string* graph_note,
                              int* iters) {
     auto fn = [&](int s) { return p_.Reference(*comm_, inputs[s], cfg_).status(); };
+    auto warm_fn = [&] { return p_.Reference(*comm_, warm_in, cfg_).status(); };
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     PKB_RETURN_IF_ERROR(comm_->Barrier());
     const int warm = o_.spec.warmup(), timed_warm = warm / 2;
-    for (int i = 0; i < warm - timed_warm; ++i) PKB_RETURN_IF_ERROR(fn(sets));
+    for (int i = 0; i < warm - timed_warm; ++i) PKB_RETURN_IF_ERROR(warm_fn());
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     auto v0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < timed_warm; ++i) PKB_RETURN_IF_ERROR(fn(sets));
+    for (int i = 0; i < timed_warm; ++i) PKB_RETURN_IF_ERROR(warm_fn());
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     const double warm_us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - v0).count();
@@ -310,43 +312,16 @@ class Judge {
     return all;
   }
 
-  // The candidate's timed window: the host runs the warm-up (its second half on the judge's
-  // clock, for WindowIterations), then the timed iterations on the judge's wall clock until it
-  // answers that its device is idle; then the checks of picked timed iterations against the
-  // reference on inputs drawn again (with nothing of the submission left running), and the
-  // harness's own work in the window timed again and taken off. Checks of timed iterations,
-  // picked at random by the ranks together once the window's length is known (a candidate that
-  // skips a fraction f of its calls passes each kind with probability about (1 - f)^checks):
-  // - `copied`: the host copies their outputs aside right after their call, on the candidate's
-  //   stream, so work left on other streams is not there yet;
-  // - `in_place`: among the last uses of their sets, copied by the judge the moment every host
-  //   has answered; the host never learns which (with one set per iteration, any iteration);
-  // - the last iteration, copied the same way.
-  // The arena holds room for `max_copies` copies of the largest set's outputs.
-  absl::Status TimeCandidate(SharedArena& arena, int sets, std::vector<Inputs>& inputs,
-                             std::vector<OutputSet>& outputs, int max_copies,
-                             v1::RankReport* report) {
-    auto set_number = [&](int s) { return SetNumber(s); };
-    auto decls_of = [&](int s) { return DeclsOf(s); };
-    std::vector<double> us;
-    double wall = 0;
-    std::map<int, OutputSet> copies;
-    v1::HostLoop warm, warm_timed, timed;
-    for (int s = 0; s <= sets; ++s) {
-      PKB_ASSIGN_OR_RETURN(*warm.add_calls(), arena.Describe(inputs[s], outputs[s]));
-    }
-    *warm_timed.mutable_calls() = warm.calls();
-    *timed.mutable_calls() = warm.calls();
+  // The candidate's warm-up, `warmup` calls on the warm-up's own set, the second half on the
+  // judge's clock as one request: how many calls its window should run (WindowIterations).
+  absl::StatusOr<int> WarmUpCandidate(const v1::HostCall& warm_call) {
+    v1::HostLoop warm, warm_timed;
+    *warm.add_calls() = warm_call;
+    *warm_timed.add_calls() = warm_call;
     const int timed_warm = o_.spec.warmup() / 2;
-    for (int i = 0; i < o_.spec.warmup() - timed_warm; ++i) warm.add_order(sets);
-    for (int i = 0; i < timed_warm; ++i) warm_timed.add_order(sets);
+    for (int i = 0; i < o_.spec.warmup() - timed_warm; ++i) warm.add_order(0);
+    for (int i = 0; i < timed_warm; ++i) warm_timed.add_order(0);
     warm_timed.set_defer(true);
-    auto poison_all = [&] {
-      for (auto& o : outputs) {
-        for (auto& t : o.tensors) Poison(t, 1);
-      }
-    };
-    poison_all();
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     PKB_RETURN_IF_ERROR(comm_->Barrier());
     if (warm.order_size() > 0) PKB_RETURN_IF_ERROR(host_->Loop(warm));
@@ -358,10 +333,42 @@ class Judge {
       warm_us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - v0).count();
     }
-    PKB_ASSIGN_OR_RETURN(const int n, WindowIterations(warm_us, timed_warm));
+    return WindowIterations(warm_us, timed_warm);
+  }
+
+  // The candidate's timed window (after WarmUpCandidate): the host runs `n` timed iterations on
+  // the judge's wall clock until it answers that its device is idle; then the checks of picked timed iterations against the
+  // reference on inputs drawn again (with nothing of the submission left running), and the
+  // harness's own work in the window timed again and taken off. Checks of timed iterations,
+  // picked at random by the ranks together once the window's length is known (a candidate that
+  // skips a fraction f of its calls passes each kind with probability about (1 - f)^checks):
+  // - `copied`: the host copies their outputs aside right after their call, on the candidate's
+  //   stream, so work left on other streams is not there yet;
+  // - `in_place`: among the last uses of their sets, copied by the judge the moment every host
+  //   has answered; the host never learns which (with one set per iteration, any iteration);
+  // - the last iteration, copied the same way.
+  // The arena holds room for min(spot_checks, n) copies of the largest set's outputs. The
+  // profile pass runs `warm_call`.
+  absl::Status TimeCandidate(SharedArena& arena, int sets, std::vector<Inputs>& inputs,
+                             std::vector<OutputSet>& outputs, int n,
+                             const v1::HostCall& warm_call, v1::RankReport* report) {
+    auto set_number = [&](int s) { return SetNumber(s); };
+    auto decls_of = [&](int s) { return DeclsOf(s); };
+    std::vector<double> us;
+    double wall = 0;
+    std::map<int, OutputSet> copies;
+    v1::HostLoop timed;
+    for (int s = 0; s < sets; ++s) {
+      PKB_ASSIGN_OR_RETURN(*timed.add_calls(), arena.Describe(inputs[s], outputs[s]));
+    }
+    auto poison_all = [&] {
+      for (auto& o : outputs) {
+        for (auto& t : o.tensors) Poison(t, 1);
+      }
+    };
     report->set_candidate_iters(n);
     const int last = n - 1;
-    const int checks = std::min({o_.spec.spot_checks(), n, max_copies});
+    const int checks = std::min(o_.spec.spot_checks(), n);
     PKB_ASSIGN_OR_RETURN(const std::vector<int> copied, PickIterations(checks, 0, n));
     PKB_ASSIGN_OR_RETURN(const std::vector<int> in_place,
                          PickIterations(checks, std::max(0, n - sets), n));
@@ -415,7 +422,7 @@ class Judge {
     // The profile pass: one more call, untimed, on the warm-up's set (whose outputs are never
     // checked), with the GPU's activity recorded in the host. Informative: a failure is a note.
     PKB_RETURN_IF_ERROR(comm_->Barrier());
-    absl::StatusOr<v1::CallProfile> profile = host_->Profile(warm.calls(sets));
+    absl::StatusOr<v1::CallProfile> profile = host_->Profile(warm_call);
     v1::RankProfile* rank_profile = report->mutable_profile();
     rank_profile->set_rank(comm_->rank());
     if (profile.ok()) {
@@ -479,8 +486,9 @@ class Judge {
     return absl::OkStatus();
   }
 
-  // Input sets 1000 + s of the timed iterations (s < sets) and of the warm-up (s = sets).
+  // Input sets 1000 + s of the timed iterations (s < sets); the warm-up's is 999.
   int SetNumber(int s) const { return static_cast<int>(1000 + s + o_.spec.set_offset()); }
+  int WarmupSetNumber() const { return static_cast<int>(999 + o_.spec.set_offset()); }
   std::vector<OutputDecl> DeclsOf(int s) const {
     return p_.OutputsOfSet(cfg_, comm_->rank(), SetNumber(s));
   }
@@ -489,53 +497,70 @@ class Judge {
     auto t0 = std::chrono::steady_clock::now();
     auto set_number = [&](int s) { return SetNumber(s); };
     auto decls_of = [&](int s) { return DeclsOf(s); };
+    const bool candidate = host_->running();
+    // The warm-up's own input set, in an arena of its own and placed first: the candidate's
+    // warm-up says how long its window should be, and so how many timed sets to draw.
+    const std::vector<OutputDecl> warm_decls =
+        p_.OutputsOfSet(cfg_, comm_->rank(), WarmupSetNumber());
+    Inputs warm_drawn = DrawInputs(p_, cfg_, comm_->rank(), WarmupSetNumber());
+    SharedArena warm_arena(dev_, host_);
+    PKB_RETURN_IF_ERROR(warm_arena.Reserve(SharedArena::BytesFor(warm_drawn, warm_decls)));
+    PKB_ASSIGN_OR_RETURN(auto warm_set, warm_arena.PlaceSet(warm_drawn, warm_decls, cfg_.device));
+    warm_drawn = Inputs();
+    PKB_ASSIGN_OR_RETURN(const v1::HostCall warm_call,
+                         warm_arena.Describe(warm_set.first, warm_set.second));
+    int wanted = o_.spec.iters();
+    if (candidate) {
+      PKB_ASSIGN_OR_RETURN(wanted, WarmUpCandidate(warm_call));
+    }
     const int64_t set_bytes = static_cast<int64_t>(
         std::max<size_t>(1, SharedArena::BytesFor(DrawInputs(p_, cfg_, comm_->rank(), 0),
                                                   p_.OutputsOfSet(cfg_, comm_->rank(), 0))));
-    PKB_ASSIGN_OR_RETURN(const int sets, TimedSets(set_bytes));
+    PKB_ASSIGN_OR_RETURN(const int sets, TimedSets(set_bytes, wanted));
     report->set_input_sets(sets);
-    const bool candidate = host_->running();
-    // The copies of the candidate's spot checks (TimeCandidate picks them once its window's
-    // length is known): room for as many as it may pick, each the size of the largest set's.
-    const int max_copies =
-        candidate ? std::min(o_.spec.spot_checks(), TimedIterationsCap(o_.spec)) : 0;
-    // Timed sets 1000 + s; the warm-up's own set (index `sets`) is 1000 + sets. All of them,
-    // and the copies, in one arena shared with the host.
+    // The candidate's window: the calls its warm-up asked for, but no more than there are sets,
+    // so that every timed call meets contents no earlier call met (a cache of answers keyed by
+    // content would replay the rest, correctly and for free). Where fewer sets than `iters` fit
+    // in memory, `iters` calls with the sets coming back, as input_sets shows.
+    const int n = sets >= o_.spec.iters() ? std::max(o_.spec.iters(), std::min(wanted, sets))
+                                          : o_.spec.iters();
+    const int max_copies = candidate ? std::min(o_.spec.spot_checks(), n) : 0;
+    // Timed sets 1000 + s, and the copies of picked iterations, in one arena shared with the
+    // host (room for the copies at the largest set's size).
     std::vector<Inputs> drawn;
     size_t bytes = 0, largest_outputs = 0;
-    for (int s = 0; s <= sets; ++s) {
+    for (int s = 0; s < sets; ++s) {
       drawn.push_back(DrawInputs(p_, cfg_, comm_->rank(), set_number(s)));
       bytes += SharedArena::BytesFor(drawn.back(), decls_of(s));
-      if (s < sets)
-        largest_outputs = std::max(largest_outputs, SharedArena::BytesFor(Inputs(), decls_of(s)));
+      largest_outputs = std::max(largest_outputs, SharedArena::BytesFor(Inputs(), decls_of(s)));
     }
     bytes += largest_outputs * max_copies;
     SharedArena arena(dev_, host_);
     PKB_RETURN_IF_ERROR(arena.Reserve(bytes));
     std::vector<Inputs> inputs;
     std::vector<OutputSet> outputs;
-    for (int s = 0; s <= sets; ++s) {
+    for (int s = 0; s < sets; ++s) {
       PKB_ASSIGN_OR_RETURN(auto placed, arena.PlaceSet(drawn[s], decls_of(s), cfg_.device));
       inputs.push_back(std::move(placed.first));
       outputs.push_back(std::move(placed.second));
       drawn[s] = Inputs();
     }
     if (candidate) {
-      PKB_RETURN_IF_ERROR(TimeCandidate(arena, sets, inputs, outputs, max_copies, report));
+      PKB_RETURN_IF_ERROR(TimeCandidate(arena, sets, inputs, outputs, n, warm_call, report));
     }
     std::vector<double> us;
     if (o_.baseline) {
       std::vector<double> rounds, graph_rounds;
       std::string graph_note;
       int iters = 0;
-      PKB_RETURN_IF_ERROR(
-          TimeReference(sets, inputs, &us, &rounds, &graph_rounds, &graph_note, &iters));
+      PKB_RETURN_IF_ERROR(TimeReference(sets, inputs, warm_set.first, &us, &rounds, &graph_rounds,
+                                        &graph_note, &iters));
       report->set_baseline_iters(iters);
       for (double x : us) report->add_baseline_us(x);
       for (double x : rounds) report->add_baseline_round_wall_us(x);
       for (double x : graph_rounds) report->add_baseline_graph_round_wall_us(x);
       report->set_baseline_graph_note(graph_note);
-      PKB_RETURN_IF_ERROR(ProfileReference(inputs[sets], report->mutable_profile()));
+      PKB_RETURN_IF_ERROR(ProfileReference(warm_set.first, report->mutable_profile()));
       std::vector<double> sorted = rounds;
       std::sort(sorted.begin(), sorted.end());
       report->set_baseline_wall_us(sorted[sorted.size() / 2]);
