@@ -57,7 +57,12 @@ TEST_CASE("defaults are applied once and keep explicit values", "[eval_spec]") {
   CHECK(s.trials() == 5);
   CHECK(s.warmup() == 500);
   CHECK(s.iters() == 100);
-  CHECK(s.max_sets() == 128);
+  CHECK(s.max_sets() == 10000);
+  CHECK(s.min_window_ms() == 10);
+  CHECK(TimedIterationsCap(s) == kMaxTimedIterations);
+  v1::EvalSpec exact = s;
+  exact.set_min_window_ms(0);
+  CHECK(TimedIterationsCap(exact) == 100);  // PKB's count, exactly
   CHECK(s.l2_multiple() == 3.0);
   CHECK(s.spot_checks() == 3);
   CHECK(s.run_timeout_s() == 300);
@@ -116,6 +121,7 @@ TEST_CASE("the job key is a function of the completed spec", "[eval_spec]") {
   CHECK(differs([](v1::EvalSpec* s) { s->set_warmup(0); }));
   CHECK(differs([](v1::EvalSpec* s) { s->set_iters(7); }));
   CHECK(differs([](v1::EvalSpec* s) { s->set_max_sets(4); }));
+  CHECK(differs([](v1::EvalSpec* s) { s->set_min_window_ms(0); }));
   CHECK(differs([](v1::EvalSpec* s) { s->set_l2_multiple(1.5); }));
   CHECK(differs([](v1::EvalSpec* s) { s->set_spot_checks(0); }));
   CHECK(differs([](v1::EvalSpec* s) { s->set_set_offset(9); }));
