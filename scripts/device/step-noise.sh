@@ -8,6 +8,7 @@
 set -uo pipefail
 BIN=$1; OUT=$2
 RUNS=${PKB_NOISE_RUNS:-6}
+mkdir -p "$OUT"
 {
   lscpu | grep -E 'Model name|^CPU\(s\)|Socket|NUMA|Thread|Core|MHz'
   echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
