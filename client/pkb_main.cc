@@ -517,6 +517,7 @@ struct SubmitOptions {
   std::vector<std::string> tags;
   int64_t m = 0, n = 0;
   int trials = 0, warmup = 0, iters = 0;
+  double min_window_ms = -1;  // negative: the default (10 ms)
   bool ranked = false, no_cache = false, functional = false, practice = false;
   bool wait_confirmation = false, detach = false;
 };
@@ -535,6 +536,7 @@ int Submit(Session& s, SubmitOptions& o) {
   if (o.trials != 0) spec.set_trials(o.trials);
   if (o.warmup != 0) spec.set_warmup(o.warmup);
   if (o.iters != 0) spec.set_iters(o.iters);
+  if (o.min_window_ms >= 0) spec.set_min_window_ms(o.min_window_ms);
   spec.set_gpu_class(o.gpu_class);
   spec.set_language(o.language.empty() ? LanguageOfFile(o.file) : o.language);
   spec.set_ranked(o.ranked);
@@ -619,7 +621,10 @@ Command AddSubmit(CLI::App& app) {
   cmd->add_option("--n", o->n, "default: the problem's");
   cmd->add_option("--trials", o->trials);
   cmd->add_option("--warmup", o->warmup);
-  cmd->add_option("--iters", o->iters);
+  cmd->add_option("--iters", o->iters, "timed calls per window, at least (default 100)");
+  cmd->add_option("--min-window-ms", o->min_window_ms,
+                  "each side's window runs more calls than --iters until it lasts this long "
+                  "(default 10; 0: exactly --iters, PKB's count)");
   cmd->add_option("--gpu-class", o->gpu_class, "h200, h100, cpu, any (default: the coordinator's)");
   cmd->add_option("--language", o->language,
                   "cuda, or cpp: a host-only C++ candidate for GPU-less workers (default: from "
@@ -783,8 +788,8 @@ Command AddProblemShow(CLI::App& problems) {
                 std::printf("; as a CUDA graph %.2f us", t.graph_median_us());
               std::printf("\n");
             }
-            std::printf("code: %d file(s) (pkb problems show %d --source)\n\n",
-                        spec.sources_size(), spec.id());
+            std::printf("code: %d file(s) (pkb problems show %d --source)\n\n", spec.sources_size(),
+                        spec.id());
             spec.clear_sources();
             std::string out;
             google::protobuf::util::JsonPrintOptions o;

@@ -731,6 +731,8 @@ TEST_CASE("a C++ candidate from the CLI reaches a real verdict with timings on a
             "3",
             "--iters",
             "8",
+            "--min-window-ms",
+            "0",
             "--no-cache"};
   o.timeout = absl::Seconds(100);
   SubprocessResult r = RunSubprocess(o).value();
@@ -748,8 +750,12 @@ TEST_CASE("a C++ candidate from the CLI reaches a real verdict with timings on a
   INFO(res.message());
   CHECK(res.status() == v1::OK);
   CHECK(res.compile().ok());
-  CHECK(res.candidate().iterations() >= 8);  // more where 8 calls last under 20 ms
-  CHECK(res.candidate().samples() == res.candidate().iterations());
+  // --min-window-ms 0: exactly --iters calls per window (PKB's count), through the spec.
+  CHECK(job.request().spec().min_window_ms() == 0);
+  CHECK(job.request().spec().has_min_window_ms());
+  CHECK(res.candidate().iterations() == 8);
+  CHECK(res.baseline().iterations() == 8);
+  CHECK(res.candidate().samples() == 8);
   CHECK(res.candidate().median_us() > 0);
   CHECK(res.candidate().wall_per_iter_us() > 0);
   CHECK(res.baseline().samples() == res.baseline().iterations() * 5);  // the reference in 5 rounds
