@@ -109,7 +109,8 @@ class Client:
                tags: Sequence[str] = (), ranked: bool = False,
                submitter: str = "", language: str = "",
                practice: bool = False,
-               functional: bool = False) -> Iterator[result_pb2.EvalEvent]:
+               functional: bool = False,
+               min_window_ms: Optional[float] = None) -> Iterator[result_pb2.EvalEvent]:
         """Submits a candidate and yields its events, QUEUED first, DONE (with .result) last.
 
         ``problem`` is an id or a slug; ``source`` is text (sent as UTF-8) or UTF-8 bytes.
@@ -118,7 +119,9 @@ class Client:
         (a REJECTED practice run does not count against it). ``functional`` asks for correctness
         only: the W ranks may share a node's GPUs (so a W = 8 kernel can be tried where GPUs are
         few), the candidate gets no NCCL communicator, and the result has no speedup and never
-        ranks. A stream that breaks mid-job, or ends before DONE, is
+        ranks. ``min_window_ms`` (None: the service's 10 ms) is how long each side's timed window
+        lasts at least: more calls than ``iters`` where those are short; 0 gives exactly ``iters``
+        (PKB's count). A stream that breaks mid-job, or ends before DONE, is
         reattached with Watch from the last event seen, so every event is yielded once, however
         long the job takes.
         """
@@ -131,6 +134,8 @@ class Client:
             trials=trials, warmup=warmup, iters=iters, gpu_class=gpu_class, no_cache=no_cache,
             submitter=submitter, model=model, agent=agent, tags=list(tags), ranked=ranked,
             language=language, practice=practice, functional=functional)
+        if min_window_ms is not None:
+            request.spec.min_window_ms = min_window_ms
         yield from self._follow(request=request)
 
     def evaluate(self, *args, **kwargs) -> result_pb2.EvalEvent:

@@ -72,6 +72,21 @@ def test_a_cpp_candidate_is_a_job_of_its_own_saved_as_cc(cluster):
         assert "language" in e.value.message
 
 
+def test_min_window_ms_travels_in_the_spec_and_keys_the_job(cluster):
+    with pkb.Client(cluster.target) as c:
+        default = c.evaluate(1, "FAKE_OK window source", 2)
+        exact = c.evaluate(1, "FAKE_OK window source", 2, min_window_ms=0)
+        assert exact.result.status == pkb.OK and not exact.result.cached
+        assert exact.result.job_key != default.result.job_key
+        spec = c.get(exact.job_id).request.spec
+        assert spec.HasField("min_window_ms") and spec.min_window_ms == 0
+        assert c.get(default.job_id).request.spec.min_window_ms == 10  # the default, completed
+        with pytest.raises(pkb.PkbError) as e:
+            list(c.submit(1, "x", world_size=2, min_window_ms=5000))
+        assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "min_window_ms" in e.value.message
+
+
 def test_rejections_raise_with_the_grpc_code(cluster):
     with pkb.Client(cluster.target) as c:
         with pytest.raises(pkb.PkbError) as e:
