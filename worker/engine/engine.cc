@@ -519,9 +519,13 @@ class Evaluation {
                                   p->ok ? " correct on every rank" : " failed"),
                      p->trial, p->ok);
       } else if (p->benchmarking) {
-        events_.Emit(v1::BENCHMARKING,
-                     absl::StrCat("timing candidate and baseline: ", run_.warmup(), " warm-up + ",
-                                  run_.iters(), " timed iterations"));
+        events_.Emit(
+            v1::BENCHMARKING,
+            absl::StrCat("timing candidate and baseline: ", run_.warmup(), " warm-up + ",
+                         run_.iters(), " timed iterations",
+                         run_.min_window_ms() > 0 ? absl::StrCat(" or more, windows of at least ",
+                                                                 run_.min_window_ms(), " ms")
+                                                  : ""));
       }
     };
     // One evaluation at a time on a node's GPUs: inside its sandbox a judge sees only its own
