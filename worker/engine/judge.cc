@@ -528,11 +528,13 @@ class Judge {
     // Timed sets 1000 + s, and the copies of picked iterations, in one arena shared with the
     // host (room for the copies at the largest set's size).
     std::vector<Inputs> drawn;
+    std::vector<std::vector<OutputDecl>> decls;
     size_t bytes = 0, largest_outputs = 0;
     for (int s = 0; s < sets; ++s) {
       drawn.push_back(DrawInputs(p_, cfg_, comm_->rank(), set_number(s)));
-      bytes += SharedArena::BytesFor(drawn.back(), decls_of(s));
-      largest_outputs = std::max(largest_outputs, SharedArena::BytesFor(Inputs(), decls_of(s)));
+      decls.push_back(decls_of(s));
+      bytes += SharedArena::BytesFor(drawn.back(), decls.back());
+      largest_outputs = std::max(largest_outputs, SharedArena::BytesFor(Inputs(), decls.back()));
     }
     bytes += largest_outputs * max_copies;
     SharedArena arena(dev_, host_);
@@ -540,7 +542,7 @@ class Judge {
     std::vector<Inputs> inputs;
     std::vector<OutputSet> outputs;
     for (int s = 0; s < sets; ++s) {
-      PKB_ASSIGN_OR_RETURN(auto placed, arena.PlaceSet(drawn[s], decls_of(s), cfg_.device));
+      PKB_ASSIGN_OR_RETURN(auto placed, arena.PlaceSet(drawn[s], decls[s], cfg_.device));
       inputs.push_back(std::move(placed.first));
       outputs.push_back(std::move(placed.second));
       drawn[s] = Inputs();
