@@ -337,11 +337,12 @@ class Judge {
   }
 
   // The candidate's timed window (after WarmUpCandidate): the host runs `n` timed iterations on
-  // the judge's wall clock until it answers that its device is idle; then the checks of picked timed iterations against the
-  // reference on inputs drawn again (with nothing of the submission left running), and the
-  // harness's own work in the window timed again and taken off. Checks of timed iterations,
-  // picked at random by the ranks together once the window's length is known (a candidate that
-  // skips a fraction f of its calls passes each kind with probability about (1 - f)^checks):
+  // the judge's wall clock until it answers that its device is idle; then the checks of picked
+  // timed iterations against the reference on inputs drawn again (with nothing of the submission
+  // left running), and the harness's own work in the window timed again and taken off. Checks
+  // of timed iterations, picked at random by the ranks together once the window's length is
+  // known (a candidate that skips a fraction f of its calls passes each kind with probability
+  // about (1 - f)^checks):
   // - `copied`: the host copies their outputs aside right after their call, on the candidate's
   //   stream, so work left on other streams is not there yet;
   // - `in_place`: among the last uses of their sets, copied by the judge the moment every host
@@ -350,8 +351,8 @@ class Judge {
   // The arena holds room for min(spot_checks, n) copies of the largest set's outputs. The
   // profile pass runs `warm_call`.
   absl::Status TimeCandidate(SharedArena& arena, int sets, std::vector<Inputs>& inputs,
-                             std::vector<OutputSet>& outputs, int n,
-                             const v1::HostCall& warm_call, v1::RankReport* report) {
+                             std::vector<OutputSet>& outputs, int n, const v1::HostCall& warm_call,
+                             v1::RankReport* report) {
     auto set_number = [&](int s) { return SetNumber(s); };
     auto decls_of = [&](int s) { return DeclsOf(s); };
     std::vector<double> us;
