@@ -48,9 +48,15 @@ std::string Tail(const std::string& s, size_t n) {
 std::vector<std::string> EngineCommand(const std::string& engine, bool background) {
   const bool pdeathsig = access("/usr/bin/setpriv", X_OK) == 0;
   const bool nice = background && access("/usr/bin/nice", X_OK) == 0;
+  // The engine dies with this worker (PDEATHSIG), but the signal is armed only once setpriv
+  // runs: a worker killed before that (a standby engine starts the moment a job ends) would leave
+  // it orphaned, waiting for a job. So once armed, its parent must still be this worker.
+  const std::string armed =
+      pdeathsig ? absl::StrCat("/usr/bin/setpriv --pdeathsig KILL -- /bin/sh -c '[ \"$PPID\" = ",
+                               getpid(), " ] || exit 1; exec \"$0\" \"$@\"' ")
+                : "";
   return {"/bin/sh", "-c",
-          absl::StrCat("echo \"", kPidPrefix, "$$\"; exec ",
-                       pdeathsig ? "/usr/bin/setpriv --pdeathsig KILL -- " : "",
+          absl::StrCat("echo \"", kPidPrefix, "$$\"; exec ", armed,
                        nice ? "/usr/bin/nice -n 10 " : "", "\"$0\" \"$@\""),
           engine};
 }
