@@ -5,11 +5,15 @@
 # evaluation's wall time. Then the median and spread of each example's five speedups.
 # The node's baseline (worker/engine/baseline_store.h) starts empty on a fresh machine: five
 # reference-only runs per problem come first, as a node's earlier jobs would have measured it.
+# PKB_REPRO_FLAGS: more pkb-eval flags for every run (the baseline-only ones too: the node's
+# baseline is keyed by them), e.g. "--min-window-ms 100".
 BIN=$1; OUT=$2
+read -r -a FLAGS <<<"${PKB_REPRO_FLAGS:-}"
+echo "flags: ${FLAGS[*]:-(none)}"
 for ex in p001_allreduce_symm p002_allgather_symm p013_gemm_allreduce_symm; do
   p=$((10#${ex:1:3}))
   for i in 1 2 3 4 5; do
-    "$BIN/pkb-eval" -p "$p" -w 1 --baseline-only --json 2>/dev/null | python3 -c \
+    "$BIN/pkb-eval" -p "$p" -w 1 ${FLAGS[@]+"${FLAGS[@]}"} --baseline-only --json 2>/dev/null | python3 -c \
       'import json,sys; r=json.load(sys.stdin); print("baseline-only p'"$p"'", r["status"], "%.2f us" % r["baseline"]["wall_per_iter_us"], [round(x,2) for x in r["baseline"].get("round_wall_per_iter_us",[])])'
   done
 done
@@ -17,7 +21,7 @@ for ex in p001_allreduce_symm p002_allgather_symm p013_gemm_allreduce_symm; do
   p=$((10#${ex:1:3}))
   for i in 1 2 3 4 5; do
     t0=$(date +%s.%N)
-    "$BIN/pkb-eval" -p "$p" -w 1 --json "problems/examples/$ex.cu" 2>"$OUT/repro-$ex-$i.err" \
+    "$BIN/pkb-eval" -p "$p" -w 1 ${FLAGS[@]+"${FLAGS[@]}"} --json "problems/examples/$ex.cu" 2>"$OUT/repro-$ex-$i.err" \
       > "$OUT/repro-$ex-$i.json"
     t1=$(date +%s.%N)
     python3 - "$OUT/repro-$ex-$i.json" "$ex" "$(python3 -c "print($t1 - $t0)")" <<'PY'
