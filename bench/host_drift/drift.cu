@@ -6,7 +6,8 @@
 // Then, for each figure: its quantiles, its correlation with `cpu`, and the spread of its means
 // over windows of 1, 10, 100 and 1000 ms (how long a window must be for its mean to stay within
 // ±5 %). The series goes to a CSV for plots.
-//   drift [seconds=20] [csv=drift.csv]
+//   drift [seconds=20] [csv=drift.csv] [brief]
+// With `brief`, one line: each figure's median (for comparing many short processes).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace {
@@ -133,6 +135,11 @@ int main(int argc, char** argv) {
   std::vector<double> cpu, launch, marked;
   for (const auto& s : samples) {
     cpu.push_back(s.cpu_us), launch.push_back(s.launch_us), marked.push_back(s.marked_us);
+  }
+  if (argc > 3 && std::string(argv[3]) == "brief") {
+    std::printf("medians over %zu samples: cpu %8.3f us, launch %7.3f us, marked %7.3f us\n",
+                samples.size(), Quantile(cpu, 0.5), Quantile(launch, 0.5), Quantile(marked, 0.5));
+    return 0;
   }
   std::printf("%zu samples over %.1f s\n", samples.size(), seconds);
   const struct {
