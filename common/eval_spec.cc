@@ -79,6 +79,15 @@ int TimedIterationsCap(const v1::EvalSpec& s) {
   return s.min_window_ms() > 0 ? std::max(s.iters(), kMaxTimedIterations) : s.iters();
 }
 
+int TimerStride(int calls, int iters) {
+  return iters > 0 && calls > iters ? (calls + iters - 1) / iters : 1;
+}
+
+int TimedSamples(int calls, int iters) {
+  const int stride = TimerStride(calls, iters);
+  return calls > 0 ? (calls + stride - 1) / stride : 0;
+}
+
 absl::StatusOr<v1::EvalSpec> ReadSpecFile(const std::string& path) {
   absl::StatusOr<std::string> bytes = ReadFile(path);
   if (!bytes.ok()) return bytes.status();

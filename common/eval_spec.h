@@ -45,6 +45,14 @@ inline constexpr int kMaxTimedIterations = 10000;
 // else the larger of `iters` and kMaxTimedIterations. A window runs between `iters` and this.
 int TimedIterationsCap(const v1::EvalSpec& spec);
 
+// Which timed calls of a window carry device events (two records each, on the timing side's
+// stream): calls 0, stride, 2 * stride, ... with stride = ceil(calls / iters), so that about
+// `iters` calls are marked however long the window, and the records' host cost weighs on a long
+// window's calls by 1/stride only. The window's figure is the judge's clock over all its calls;
+// the events are informative (the candidate's are claims). TimedSamples is how many are marked.
+int TimerStride(int calls, int iters);
+int TimedSamples(int calls, int iters);
+
 // A spec file. The form follows the extension: ".json" (proto3 JSON), ".txtpb", ".textproto" or
 // ".pbtxt" (text format), anything else binary (".binpb").
 absl::StatusOr<v1::EvalSpec> ReadSpecFile(const std::string& path);

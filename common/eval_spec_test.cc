@@ -3,6 +3,7 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <filesystem>
 
 #include "common/files.h"
@@ -129,6 +130,26 @@ TEST_CASE("the job key is a function of the completed spec", "[eval_spec]") {
   CHECK(differs([](v1::EvalSpec* s) { s->set_practice(true); }));
   CHECK(differs([](v1::EvalSpec* s) { s->set_m(512); }));
   CHECK_FALSE(differs([](v1::EvalSpec* s) { s->set_run_timeout_s(10); }));
+}
+
+TEST_CASE("about iters calls of a window carry events, however long the window") {
+  // Up to iters calls: every one (PKB's per-iteration events).
+  CHECK(TimerStride(100, 100) == 1);
+  CHECK(TimedSamples(100, 100) == 100);
+  CHECK(TimedSamples(7, 100) == 7);
+  // Longer: every ceil(calls / iters)-th, from call 0.
+  CHECK(TimerStride(101, 100) == 2);
+  CHECK(TimedSamples(101, 100) == 51);  // calls 0, 2, ..., 100
+  CHECK(TimerStride(1700, 100) == 17);
+  CHECK(TimedSamples(1700, 100) == 100);
+  CHECK(TimedSamples(10000, 100) == 100);
+  CHECK(TimedSamples(9999, 100) == 100);  // stride 100: calls 0, 100, ..., 9900
+  for (int calls = 1; calls <= 2000; ++calls) {
+    INFO(calls);
+    CHECK(TimedSamples(calls, 100) <= 100);
+    CHECK(TimedSamples(calls, 100) >= std::min(calls, 51));
+  }
+  CHECK(TimedSamples(0, 100) == 0);
 }
 
 }  // namespace

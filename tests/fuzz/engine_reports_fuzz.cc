@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/eval_spec.h"
 #include "worker/engine/verdict.h"
 
 namespace {
@@ -42,7 +43,9 @@ std::string Blob(FuzzedDataProvider& in, const pkb::VerdictContext& ctx, int ran
   int iters = in.ConsumeBool() ? ctx.iters : in.ConsumeIntegralInRange<int>(0, ctx.max_iters + 2);
   r.set_candidate_iters(in.ConsumeBool() ? iters : in.ConsumeIntegral<int32_t>());
   r.set_baseline_iters(in.ConsumeBool() ? iters : in.ConsumeIntegral<int32_t>());
-  for (int i = 0; i < iters; ++i) {
+  // Events on every call, or on the marked ones of a longer window (TimerStride).
+  const int events = in.ConsumeBool() ? pkb::TimedSamples(iters, ctx.iters) : iters;
+  for (int i = 0; i < events; ++i) {
     r.add_candidate_us(in.ConsumeBool() ? 10.0 + i : in.ConsumeFloatingPoint<double>());
     r.add_baseline_us(in.ConsumeBool() ? 20.0 + i : in.ConsumeFloatingPoint<double>());
   }
@@ -94,7 +97,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (rep->message().size() > 4096) Fail("text is not cut");
     for (double x : rep->candidate_us())
       if (!std::isfinite(x) || x < 0) Fail("a valid report has a bad time");
-    if (rep->candidate_us_size() != 0 && rep->candidate_us_size() != rep->candidate_iters())
+    if (rep->candidate_us_size() != 0 &&
+        rep->candidate_us_size() != pkb::TimedSamples(rep->candidate_iters(), ctx.iters))
       Fail("a valid report has a partial timing series");
     if (rep->candidate_iters() != 0 &&
         (rep->candidate_iters() < ctx.iters || rep->candidate_iters() > ctx.max_iters))

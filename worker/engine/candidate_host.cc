@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -94,7 +95,9 @@ absl::Status CandidateHost::Call(const v1::HostCall& call) {
 absl::Status CandidateHost::Loop(const v1::HostLoop& loop) {
   v1::HostRequest req;
   *req.mutable_loop() = loop;
-  timed_ = loop.timed() ? loop.order_size() : 0;
+  // One time per marked iteration (HostLoop.timer_stride).
+  const int stride = std::max(1, loop.timer_stride());
+  timed_ = loop.timed() ? (loop.order_size() + stride - 1) / stride : 0;
   return Request(req).status();
 }
 

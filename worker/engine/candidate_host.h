@@ -97,7 +97,7 @@ class CandidateHost {
   bool pending_ = false;  // the init request's reply is still to come
   std::unique_ptr<HostChannel> ch_;
   int next_id_ = 0;
-  int timed_ = 0;  // iterations of the last timed loop
+  int timed_ = 0;  // marked iterations of the last timed loop (its times)
 };
 
 }  // namespace pkb

@@ -211,7 +211,8 @@ class HostProcess {
       }
     }
     // The timers exist before the loop runs: creating them is no part of the timed window.
-    if (loop.timed()) dev_->ResetTimers(loop.order_size());
+    loop_.stride = std::max(1, loop.timer_stride());
+    if (loop.timed()) dev_->ResetTimers(MarkedCalls(loop.order_size()));
     loop_.ready = true;
     return absl::OkStatus();
   }
@@ -233,9 +234,10 @@ class HostProcess {
     for (int i = 0; i < n; ++i) {
       const int c = loop.order(i);
       PreparedCall& call = loop_.calls[c];
-      if (loop.timed()) dev_->Mark(i, 0);
+      const bool marked = loop.timed() && i % loop_.stride == 0;
+      if (marked) dev_->Mark(i / loop_.stride, 0);
       PKB_RETURN_IF_ERROR(Run(call));
-      if (loop.timed()) dev_->Mark(i, 1);
+      if (marked) dev_->Mark(i / loop_.stride, 1);
       auto snap = loop_.snapshots.find(i);
       if (snap != loop_.snapshots.end()) {
         for (size_t k = 0; k < snap->second.size() && k < call.output_views.size(); ++k) {
@@ -251,12 +253,16 @@ class HostProcess {
     if (trace) trace->add_trace_ns(now_ns());
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     if (trace) trace->add_trace_ns(now_ns());
-    if (loop.timed()) timed_ = n;
+    if (loop.timed()) timed_ = MarkedCalls(n);
     return absl::OkStatus();
   }
 
+  // How many of `n` timed calls carry events (HostLoop.timer_stride).
+  int MarkedCalls(int n) const { return (n + loop_.stride - 1) / loop_.stride; }
+
   struct PreparedLoop {
     bool ready = false;
+    int stride = 1;
     v1::HostLoop loop;
     std::vector<PreparedCall> calls;
     std::vector<int> last_use;
@@ -268,7 +274,7 @@ class HostProcess {
   std::shared_ptr<void> stream_guard_;
   std::map<int, RankDevice::SharedSegment> segments_;
   PreparedLoop loop_;
-  int timed_ = 0;  // iterations of the last timed loop run
+  int timed_ = 0;  // marked iterations of the last timed loop run
   std::string candidate_;
   Candidate cand_;
   pkb_context ctx_{};

@@ -174,7 +174,8 @@ class Judge {
   // (`warm_in`), then kBaselineRounds windows of the timed iterations (iteration i on set i % sets;
   // WindowIterations of them, from the warm-up's second half), each on the judge's wall clock
   // from the first call to the device being idle. The rounds' median is the baseline (the eager
-  // reference is host-bound and its rounds spread); `us` holds the events of every round. On GPUs
+  // reference is host-bound and its rounds spread); `us` holds the events of every round's marked
+  // calls (TimerStride: about iters of them, as in the candidate's window). On GPUs
   // the spec's iters are then captured in one CUDA graph and replayed in kBaselineRounds windows
   // (`graph_round_wall_us`; one launch per window, so no fixed cost to spread): the reference
   // free of its host overhead, where every rank's can be captured (else `graph_note` says why).
@@ -196,22 +197,23 @@ class Judge {
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - v0).count();
     PKB_ASSIGN_OR_RETURN(*iters, WindowIterations(warm_us, timed_warm));
     const int n = *iters;
+    const int stride = TimerStride(n, o_.spec.iters()), samples = TimedSamples(n, o_.spec.iters());
     us->clear();
     round_wall_us->clear();
     for (int round = 0; round < kBaselineRounds; ++round) {
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       PKB_RETURN_IF_ERROR(comm_->Barrier());
-      dev_->ResetTimers(n);
+      dev_->ResetTimers(samples);
       auto w0 = std::chrono::steady_clock::now();
       for (int i = 0; i < n; ++i) {
-        dev_->Mark(i, 0);
+        if (i % stride == 0) dev_->Mark(i / stride, 0);
         PKB_RETURN_IF_ERROR(fn(i % sets));
-        dev_->Mark(i, 1);
+        if (i % stride == 0) dev_->Mark(i / stride, 1);
       }
       PKB_RETURN_IF_ERROR(dev_->Synchronize());
       round_wall_us->push_back(
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count());
-      for (int i = 0; i < n; ++i) us->push_back(dev_->ElapsedUs(i));
+      for (int i = 0; i < samples; ++i) us->push_back(dev_->ElapsedUs(i));
     }
     graph_round_wall_us->clear();
     if (dev_->device_type() != PKB_CUDA || shared_gpu()) {
@@ -375,6 +377,7 @@ class Judge {
                          PickIterations(checks, std::max(0, n - sets), n));
     for (int i = 0; i < n; ++i) timed.add_order(i % sets);
     timed.set_timed(true);
+    timed.set_timer_stride(TimerStride(n, o_.spec.iters()));
     timed.set_repoison(sets < n);
     timed.set_defer(true);
     for (int i : copied) {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/eval_spec.h"
 #include "common/hash.h"
 #include "nlohmann/json.hpp"
 
@@ -66,8 +67,8 @@ std::string Check(const VerdictContext& ctx, int rank, v1::RankReport* rep) {
     Cut(c.mutable_name());
     Cut(c.mutable_problem());
   }
-  // Timings: none, or one per timed iteration of the count the rank says it ran (within the
-  // spec's bounds); a rank that passed must have them all.
+  // Timings: none, or events of every marked iteration (TimerStride) of the count of calls the
+  // rank says it ran (within the spec's bounds); a rank that passed must have them all.
   const bool ok = rep->status() == v1::OK;
   for (int32_t n : {rep->candidate_iters(), rep->baseline_iters()}) {
     if (n != 0 && (n < ctx.iters || n > std::max(ctx.iters, ctx.max_iters)))
@@ -76,11 +77,14 @@ std::string Check(const VerdictContext& ctx, int rank, v1::RankReport* rep) {
   }
   const int candidate_iters = rep->candidate_iters();
   const int baseline_iters = rep->baseline_iters() * kBaselineRounds;
+  const int candidate_marked = TimedSamples(rep->candidate_iters(), ctx.iters);
+  const int baseline_marked = TimedSamples(rep->baseline_iters(), ctx.iters) * kBaselineRounds;
   for (const auto* series : {&rep->candidate_us(), &rep->baseline_us()}) {
     if (series->empty()) continue;
-    const int want = series == &rep->candidate_us() ? candidate_iters : baseline_iters;
+    const int want = series == &rep->candidate_us() ? candidate_marked : baseline_marked;
     if (series->size() != want)
-      return absl::StrCat(series->size(), " timed iterations, but ", want, " were run");
+      return absl::StrCat(series->size(), " timed iterations with events, but ", want,
+                          " were marked");
     for (double x : *series) {
       if (!SaneMicros(x)) return absl::StrCat("a timed iteration of ", x, " us");
     }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "common/eval_spec.h"
+
 namespace pkb {
 namespace {
 
@@ -111,8 +113,9 @@ v1::RankReport Lengthened(int rank, int cand, int base, double us = 10) {
   r.clear_candidate_us();
   r.clear_baseline_us();
   r.clear_baseline_round_wall_us();
-  for (int i = 0; i < cand; ++i) r.add_candidate_us(us);
-  for (int i = 0; i < base * kBaselineRounds; ++i) r.add_baseline_us(2 * us);
+  // Events on every ceil(calls / iters)-th call (TimerStride).
+  for (int i = 0; i < TimedSamples(cand, 4); ++i) r.add_candidate_us(us);
+  for (int i = 0; i < TimedSamples(base, 4) * kBaselineRounds; ++i) r.add_baseline_us(2 * us);
   r.set_candidate_wall_us(cand * us);
   for (int k = 0; k < kBaselineRounds; ++k) r.add_baseline_round_wall_us(base * 2 * us);
   return r;
@@ -129,7 +132,7 @@ TEST_CASE("windows longer than iters: each side's time per call over its own cou
   CHECK(r.candidate().wall_per_iter_us() == Approx(10));
   CHECK(r.baseline().wall_per_iter_us() == Approx(20));
   CHECK(r.speedup() == Approx(2));
-  CHECK(r.candidate().samples() == 12);
+  CHECK(r.candidate().samples() == 4);  // calls 0, 3, 6 and 9 carried events
 }
 
 TEST_CASE("a window's count outside the spec's bounds, or ranks that disagree, are not judged") {
@@ -139,15 +142,19 @@ TEST_CASE("a window's count outside the spec's bounds, or ranks that disagree, a
              Catch::Contains("3 timed calls per window, outside 4..16"));
   CHECK_THAT(OnlyReason(ctx, {Passing(0), Lengthened(1, 4, 17)}),
              Catch::Contains("17 timed calls per window, outside 4..16"));
-  // A count that does not match the samples.
+  // A count that does not match the samples: 8 calls, every second one marked.
   v1::RankReport short_series = Lengthened(1, 8, 4);
   short_series.mutable_candidate_us()->RemoveLast();
   CHECK_THAT(OnlyReason(ctx, {Passing(0), short_series}),
-             Catch::Contains("7 timed iterations, but 8 were run"));
+             Catch::Contains("3 timed iterations with events, but 4 were marked"));
+  v1::RankReport every_call = Lengthened(1, 8, 4);
+  for (int i = 0; i < 4; ++i) every_call.add_candidate_us(10);
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), every_call}),
+             Catch::Contains("8 timed iterations with events, but 4 were marked"));
   // A passing rank that says it ran none.
   v1::RankReport none = Passing(1);
   none.set_candidate_iters(0);
-  CHECK_THAT(OnlyReason(ctx, {Passing(0), none}), Catch::Contains("timed iterations, but 0"));
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), none}), Catch::Contains("but 0 were marked"));
   // Windows of 4 calls only where min_window_ms is 0 (max_iters = iters).
   VerdictContext exact = Ctx(2);
   exact.max_iters = exact.iters;
