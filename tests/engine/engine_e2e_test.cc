@@ -135,6 +135,14 @@ TEST_CASE("an OK CPU result carries timings of both sides and every trial", "[en
     CHECK(p["reference"]["note"] == "no GPU profile on this device");
   }
   CHECK(j["profiles"][1]["rank"] == 1);
+  // The ranks' set-up after the spec, stage by stage (the slowest rank's).
+  for (const char* stage : {"rank_device", "rank_comms", "host_ready", "host_load"}) {
+    INFO(stage);
+    REQUIRE(j["stage_seconds"].contains(stage));
+    CHECK(j["stage_seconds"][stage].get<double>() >= 0);
+    CHECK(j["stage_seconds"][stage].get<double>() < j["stage_seconds"]["run"].get<double>());
+  }
+  CHECK(j["stage_seconds"]["rank_comms"].get<double>() > 0);  // MPI communicators
 }
 
 TEST_CASE("a functional run judges correctness only in a short window", "[engine][e2e]") {

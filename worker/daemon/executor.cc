@@ -39,28 +39,6 @@ std::string Tail(const std::string& s, size_t n) {
   return s.size() <= n ? s : s.substr(s.size() - n);
 }
 
-// The engine's command line up to its own arguments. RunSubprocess does not tell the child's pid,
-// and cancel needs it: a shell prints its own pid (which is the process group, RunSubprocess
-// starts a new session) and execs the engine. setpriv makes the engine die with the daemon
-// (kill -9 included) instead of holding the GPUs. `background` work runs at nice 10: beside the
-// node's job, whose ranks are timed on the host's clock, it yields the CPU to them.
-// TODO: replace the shell with a start callback in SubprocessOptions (common/ is another owner's).
-std::vector<std::string> EngineCommand(const std::string& engine, bool background) {
-  const bool pdeathsig = access("/usr/bin/setpriv", X_OK) == 0;
-  const bool nice = background && access("/usr/bin/nice", X_OK) == 0;
-  // The engine dies with this worker (PDEATHSIG), but the signal is armed only once setpriv
-  // runs: a worker killed before that (a standby engine starts the moment a job ends) would leave
-  // it orphaned, waiting for a job. So once armed, its parent must still be this worker.
-  const std::string armed =
-      pdeathsig ? absl::StrCat("/usr/bin/setpriv --pdeathsig KILL -- /bin/sh -c '[ \"$PPID\" = ",
-                               getpid(), " ] || exit 1; exec \"$0\" \"$@\"' ")
-                : "";
-  return {"/bin/sh", "-c",
-          absl::StrCat("echo \"", kPidPrefix, "$$\"; exec ", armed,
-                       nice ? "/usr/bin/nice -n 10 " : "", "\"$0\" \"$@\""),
-          engine};
-}
-
 // The file the source is written to: its name tells the engine how to compile it (.cu with nvcc,
 // .cc with the host compiler: a CPU candidate). Empty for a language this worker does not know.
 std::string SourceFileName(const std::string& language) {
@@ -147,6 +125,28 @@ class EngineOutput {
 constexpr absl::Duration kStandbyEngineLimit = absl::Hours(2);
 
 }  // namespace
+
+// The engine's command line up to its own arguments. RunSubprocess does not tell the child's pid,
+// and cancel needs it: a shell prints its own pid (which is the process group, RunSubprocess
+// starts a new session) and execs the engine. setpriv makes the engine die with the daemon
+// (kill -9 included) instead of holding the GPUs. `background` work runs at nice 10: beside the
+// node's job, whose ranks are timed on the host's clock, it yields the CPU to them.
+// TODO: replace the shell with a start callback in SubprocessOptions (common/ is another owner's).
+std::vector<std::string> EngineCommand(const std::string& engine, bool background) {
+  const bool pdeathsig = access("/usr/bin/setpriv", X_OK) == 0;
+  const bool nice = background && access("/usr/bin/nice", X_OK) == 0;
+  // The engine dies with this worker (PDEATHSIG), but the signal is armed only once setpriv
+  // runs: a worker killed before that (a standby engine starts the moment a job ends) would leave
+  // it orphaned, waiting for a job. So once armed, its parent must still be this worker.
+  const std::string armed =
+      pdeathsig ? absl::StrCat("/usr/bin/setpriv --pdeathsig KILL -- /bin/sh -c '[ \"$PPID\" = ",
+                               getpid(), " ] || exit 1; exec \"$0\" \"$@\"' ")
+                : "";
+  return {"/bin/sh", "-c",
+          absl::StrCat("echo \"", kPidPrefix, "$$\"; exec ", armed,
+                       nice ? "/usr/bin/nice -n 10 " : "", "\"$0\" \"$@\""),
+          engine};
+}
 
 v1::EvalResult Executor::Compile(const v1::CompileTask& task, CancelToken* cancel) {
   return Verdict(v1::INTERNAL, "this worker's executor does not compile");

@@ -109,6 +109,12 @@ class EngineExecutor : public Executor {
   std::unique_ptr<Standby> standby_ ABSL_GUARDED_BY(standby_mu_);
 };
 
+// The command line that starts `engine` (its own arguments follow): a shell that prints its pid,
+// then the engine at nice 10 where `background`, dying with this process (setpriv --pdeathsig),
+// and not at all where this process is no longer its parent once that signal is armed. Exposed
+// for tests.
+std::vector<std::string> EngineCommand(const std::string& engine, bool background);
+
 }  // namespace pkb
 
 #endif  // PKB_WORKER_DAEMON_EXECUTOR_H_

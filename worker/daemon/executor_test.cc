@@ -3,6 +3,7 @@
 #include "worker/daemon/executor.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 
 #include "absl/time/clock.h"
 #include "common/files.h"
+#include "common/subprocess.h"
 
 namespace pkb {
 namespace {
@@ -233,6 +235,31 @@ TEST_CASE("a standby engine that died does not lose the job", "[executor][standb
     while (exec.standby_waiting() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
     REQUIRE_FALSE(exec.standby_waiting());
   }
+}
+
+TEST_CASE(
+    "an engine whose parent is no longer the worker once its death signal is armed never runs",
+    "[executor]") {
+  // The guard needs util-linux's setpriv (without it, the engine runs unguarded).
+  REQUIRE(access("/usr/bin/setpriv", X_OK) == 0);
+  // Started by this process, the worker: the engine runs.
+  SubprocessOptions direct;
+  direct.argv = EngineCommand("/bin/echo", /*background=*/false);
+  direct.argv.push_back("the engine ran");
+  absl::StatusOr<SubprocessResult> ran = RunSubprocess(direct);
+  REQUIRE(ran.ok());
+  CHECK(ran->exit_code == 0);
+  CHECK(ran->out.find("the engine ran") != std::string::npos);
+  // Started with another process between (as when the worker died and the shell was reparented
+  // before setpriv armed the signal): the shell after setpriv sees another parent and exits.
+  SubprocessOptions orphan;
+  orphan.argv = {"/bin/sh", "-c", "\"$@\"; exit $?", "sh"};
+  for (const std::string& a : direct.argv) orphan.argv.push_back(a);
+  absl::StatusOr<SubprocessResult> stopped = RunSubprocess(orphan);
+  REQUIRE(stopped.ok());
+  CHECK(stopped->exit_code == 1);
+  CHECK(stopped->out.find("PKB_WORKER_CHILD_PID") != std::string::npos);
+  CHECK(stopped->out.find("the engine ran") == std::string::npos);
 }
 
 }  // namespace

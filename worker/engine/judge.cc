@@ -717,6 +717,11 @@ absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process, v1::Ran
 
   RankIdentity id{o.rank, o.spec.world_size(), o.rendezvous};
   id.share_gpu = o.backend == "cuda-shared";
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  auto t_device = Clock::now();
   std::unique_ptr<RankDevice> dev;
   if (o.backend == "cpu") {
 #ifdef PKB_WITH_MPI
@@ -734,18 +739,25 @@ absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process, v1::Ran
   cfg.device = dev->device();
   report->set_device_name(dev->name());
   auto stream_guard = dev->UseStream();
+  report->set_stage_device_seconds(seconds_since(t_device));
   // A collective of every judge: past it, every rank has read (and deleted) its report key, and
   // the submission may be loaded.
+  auto t_comms = Clock::now();
   PKB_ASSIGN_OR_RETURN(Comm * comm, dev->MakeComm(groups));
+  report->set_stage_comms_seconds(seconds_since(t_comms));
   host.Bind(comm);
   if (host.running()) {
     // Everything above ran while the source compiled; nothing of the submission had until here.
+    auto t_ready = Clock::now();
     if (absl::Status ready = host.Ready(); !ready.ok()) {
       return absl::InternalError(
           absl::StrCat("the candidate's process failed to set up: ", ready.message()));
     }
+    report->set_stage_host_ready_seconds(seconds_since(t_ready));
     PKB_RETURN_IF_ERROR(AwaitCandidate(o));
+    auto t_load = Clock::now();
     absl::Status loaded = host.Load();
+    report->set_stage_host_load_seconds(seconds_since(t_load));
     if (!loaded.ok()) {
       report->set_status(v1::RUNTIME_ERROR);
       report->set_message(std::string(loaded.message()));
