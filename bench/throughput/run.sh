@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Jobs per hour per GPU through the whole service: a coordinator (SQLite) and one worker on this
+# node, and the nine worked examples (problems 1, 2 and 13: correct, wrong, not compiling)
+# submitted ROUNDS times each, all at once, W = 1, uncached. The worker runs them one after the
+# other (one job per node), each on the engine it started ahead (standby) where the last job's
+# shape fits. Printed: each job's verdict, its wall clock from submit to verdict and whether it
+# ran on a standby engine; then the wall clock from the first submit to the last verdict and
+# jobs per hour per GPU.
+#   bench/throughput/run.sh LAYOUT [ROUNDS=3] [OUT=/tmp/pkb-throughput]
+# LAYOUT holds server/pkb-coordinator, worker/daemon/pkb-worker, worker/engine/pkb-eval and
+# client/pkb (a build folder, or the links scripts/device/step-throughput.sh makes).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+layout=$(cd "$1" && pwd)
+rounds=${2:-3}
+out=${3:-/tmp/pkb-throughput}
+mkdir -p "$out"
+gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -c . || true)
+work=$(mktemp -d /tmp/pkb-throughput.XXXXXX)
+chmod 711 "$work"
+pids=()
+cleanup() {
+  for (( i=${#pids[@]}-1; i>=0; i-- )); do
+    kill -TERM "${pids[$i]}" 2>/dev/null || continue
+    for _ in $(seq 300); do kill -0 "${pids[$i]}" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "${pids[$i]}" 2>/dev/null || true
+  done
+  cp "$work"/*.log "$out/" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+"$layout/server/pkb-coordinator" --listen 127.0.0.1:0 --port-file "$work/port" \
+  --db "$work/jobs.db" --engine "$layout/worker/engine/pkb-eval" >"$work/coordinator.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do [[ -s "$work/port" ]] && break; sleep 0.1; done
+address="127.0.0.1:$(cat "$work/port")"
+"$layout/worker/daemon/pkb-worker" --coordinator "$address" \
+  --engine "$layout/worker/engine/pkb-eval" --scratch "$work" >"$work/worker.log" 2>&1 &
+pids+=($!)
+sleep 1  # the worker registers
+
+start=$(date +%s.%N)
+jobs=()
+for round in $(seq "$rounds"); do
+  for src in "$root"/problems/examples/p0*.cu; do
+    name=$(basename "$src" .cu)
+    problem=$((10#${name:1:3}))
+    tag="$name-$round"
+    (
+      t0=$(date +%s.%N)
+      "$layout/client/pkb" --coordinator "$address" --json submit "$src" --problem "$problem" \
+        --world-size 1 --no-cache > "$out/$tag.jsonl" 2> "$out/$tag.err" || true
+      echo "$t0 $(date +%s.%N)" > "$out/$tag.time"
+    ) &
+    jobs+=("$tag")
+    sleep 0.05  # the submission order is the queue's
+  done
+done
+wait_for=("${jobs[@]}")
+for tag in "${wait_for[@]}"; do
+  while [[ ! -s "$out/$tag.time" ]]; do sleep 0.1; done
+done
+end=$(date +%s.%N)
+python3 - "$out" "$start" "$end" "${gpus:-1}" "${jobs[@]}" <<'PY'
+import json, sys
+out, start, end, gpus, tags = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), max(1, int(sys.argv[4])), sys.argv[5:]
+walls, standby = [], 0
+for tag in tags:
+    t0, t1 = map(float, open(f"{out}/{tag}.time").read().split())
+    status, ahead = "no verdict", ""
+    for line in open(f"{out}/{tag}.jsonl"):
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        r = e.get("result") or (e.get("job") or {}).get("result")
+        if r and r.get("status"):
+            status = r["status"]
+            if "ranks_ahead_of_job" in r.get("stageSeconds", {}):
+                ahead = " (standby engine)"
+    standby += bool(ahead)
+    walls.append(t1 - t0)
+    print(f"{tag:32s} {status:14s} submit to verdict {t1 - t0:7.2f} s{ahead}")
+total = end - start
+print(f"\n{len(tags)} jobs in {total:.1f} s on {gpus} GPU(s): {len(tags) / total * 3600 / gpus:.0f} jobs "
+      f"per hour per GPU ({total / len(tags):.2f} s a job); {standby} on a standby engine")
+PY
