@@ -1,0 +1,524 @@
+// The benchmark of one rank (Judge::Benchmark, judge_runner.h): the warm-up's own set, the timed
+// sets drawn for the window the candidate's warm-up asks for, the candidate's window with its spot
+// checks, then the reference's rounds and its CUDA graph.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/eval_spec.h"
+#include "problems/harness/check.h"
+#include "problems/harness/inputs.h"
+#include "problems/harness/registry.h"
+#include "problems/harness/ties.h"
+#include "worker/engine/judge_runner.h"
+#include "worker/engine/verdict.h"
+
+namespace pkb {
+
+// How many distinct input sets the timed iterations rotate through: one per timed iteration
+// (`window` of them, the candidate's warm-up's wish, and at least iters), so that no timed call
+// sees contents it has seen before (a candidate that keeps its outputs and replays them on
+// known inputs gains nothing), and together more than `l2_multiple` L2s; at most `max_sets`,
+// and what a quarter of the free memory holds (at most 16 GiB). Where that is fewer than
+// iters, the sets are reused in turn and the report says so; the candidate's window never runs
+// more calls than there are sets beyond that.
+// The ranks agree on the smallest count (their set sizes and free memory may differ), so that
+// timed iteration i uses set number 1000 + i mod sets on every rank.
+absl::StatusOr<int> Judge::TimedSets(int64_t set_bytes, int window) {
+  const double want_l2 = std::ceil(o_.spec.l2_multiple() * dev_->l2_bytes() / set_bytes) + 1;
+  const double budget = std::min(16.0 * (1 << 30), dev_->free_bytes() / 4);
+  const double fits = std::floor(budget / set_bytes);
+  const double want = std::max<double>({want_l2, double(o_.spec.iters()), double(window)});
+  const int mine =
+      static_cast<int>(std::max(2.0, std::min({want, double(o_.spec.max_sets()), fits})));
+  at::Tensor sets = at::full({1}, static_cast<int64_t>(mine),
+                             at::TensorOptions().dtype(at::kLong).device(cfg_.device));
+  PKB_RETURN_IF_ERROR(comm_->AllReduce(sets, ReduceOp::kMin));
+  return static_cast<int>(sets.item<int64_t>());
+}
+
+// How many timed calls a window runs: the spec's iters, or more where those would last less
+// than min_window_ms on the slowest rank, judged from `warm_us` for `warm_calls` calls of the
+// warm-up on this rank's clock (the window's fixed costs then weigh little per call); at most
+// TimedIterationsCap. The same on every rank. A candidate that slows its warm-up only gets a
+// shorter window, in which those fixed costs weigh more on its own time.
+absl::StatusOr<int> Judge::WindowIterations(double warm_us, int warm_calls) {
+  const int least = o_.spec.iters(), most = TimedIterationsCap(o_.spec);
+  const int64_t mine = warm_calls > 0 ? static_cast<int64_t>(1000.0 * warm_us / warm_calls) : 0;
+  at::Tensor per_call_ns = at::full({1}, std::max<int64_t>(mine, 0),
+                                    at::TensorOptions().dtype(at::kLong).device(cfg_.device));
+  PKB_RETURN_IF_ERROR(comm_->AllReduce(per_call_ns, ReduceOp::kMax));
+  const double slowest_ns = static_cast<double>(per_call_ns.item<int64_t>());
+  if (most <= least || slowest_ns <= 0 || shared_gpu()) return least;
+  const double want = std::ceil(o_.spec.min_window_ms() * 1e6 / slowest_ns);
+  return static_cast<int>(std::clamp<double>(want, least, most));
+}
+
+// Times the reference as the judge times the candidate: the warm-up on a set of its own
+// (`warm_in`), then kBaselineRounds windows of the timed iterations (iteration i on set i % sets;
+// WindowIterations of them, from the warm-up's second half), each on the judge's wall clock
+// from the first call to the device being idle. The rounds' median is the baseline (the eager
+// reference is host-bound and its rounds spread); `us` holds the events of every round's marked
+// calls (TimerStride: about iters of them, as in the candidate's window). On GPUs
+// the spec's iters are then captured in one CUDA graph and replayed in kBaselineRounds windows
+// (`graph_round_wall_us`; one launch per window, so no fixed cost to spread): the reference
+// free of its host overhead, where every rank's can be captured (else `graph_note` says why).
+absl::Status Judge::TimeReference(int sets, const std::vector<Inputs>& inputs,
+                                  const Inputs& warm_in, std::vector<double>* us,
+                                  std::vector<double>* round_wall_us,
+                                  std::vector<double>* graph_round_wall_us, std::string* graph_note,
+                                  int* iters) {
+  auto fn = [&](int s) { return p_.Reference(*comm_, inputs[s], cfg_).status(); };
+  auto warm_fn = [&] { return p_.Reference(*comm_, warm_in, cfg_).status(); };
+  PKB_RETURN_IF_ERROR(dev_->Synchronize());
+  PKB_RETURN_IF_ERROR(comm_->Barrier());
+  const int warm = o_.spec.warmup(), timed_warm = warm / 2;
+  for (int i = 0; i < warm - timed_warm; ++i) PKB_RETURN_IF_ERROR(warm_fn());
+  PKB_RETURN_IF_ERROR(dev_->Synchronize());
+  auto v0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < timed_warm; ++i) PKB_RETURN_IF_ERROR(warm_fn());
+  PKB_RETURN_IF_ERROR(dev_->Synchronize());
+  const double warm_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - v0).count();
+  PKB_ASSIGN_OR_RETURN(*iters, WindowIterations(warm_us, timed_warm));
+  const int n = *iters;
+  const int stride = TimerStride(n, o_.spec.iters()), samples = TimedSamples(n, o_.spec.iters());
+  us->clear();
+  round_wall_us->clear();
+  for (int round = 0; round < kBaselineRounds; ++round) {
+    PKB_RETURN_IF_ERROR(dev_->Synchronize());
+    PKB_RETURN_IF_ERROR(comm_->Barrier());
+    dev_->ResetTimers(samples);
+    auto w0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) {
+      if (i % stride == 0) dev_->Mark(i / stride, 0);
+      PKB_RETURN_IF_ERROR(fn(i % sets));
+      if (i % stride == 0) dev_->Mark(i / stride, 1);
+    }
+    PKB_RETURN_IF_ERROR(dev_->Synchronize());
+    round_wall_us->push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count());
+    for (int i = 0; i < samples; ++i) us->push_back(dev_->ElapsedUs(i));
+  }
+  graph_round_wall_us->clear();
+  if (dev_->device_type() != PKB_CUDA || shared_gpu()) {
+    *graph_note = shared_gpu() ? "the ranks share a GPU" : "no CUDA graphs off the GPU";
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::function<absl::Status()>> replay = dev_->CaptureGraph([&]() {
+    for (int i = 0; i < o_.spec.iters(); ++i) PKB_RETURN_IF_ERROR(fn(i % sets));
+    return absl::OkStatus();
+  });
+  // Every rank replays, or none: a replayed collective waits for its peers.
+  PKB_ASSIGN_OR_RETURN(bool everyone, AllOk(replay.ok()));
+  if (!everyone) {
+    *graph_note = replay.ok() ? "another rank's reference cannot be captured in a CUDA graph"
+                              : std::string(replay.status().message());
+    return absl::OkStatus();
+  }
+  PKB_RETURN_IF_ERROR((*replay)());  // the first replay uploads the graph
+  for (int round = 0; round < kBaselineRounds; ++round) {
+    PKB_RETURN_IF_ERROR(dev_->Synchronize());
+    PKB_RETURN_IF_ERROR(comm_->Barrier());
+    auto w0 = std::chrono::steady_clock::now();
+    PKB_RETURN_IF_ERROR((*replay)());
+    PKB_RETURN_IF_ERROR(dev_->Synchronize());
+    graph_round_wall_us->push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count());
+  }
+  return absl::OkStatus();
+}
+
+// One line in the rank's log on where the timed window's wall clock went, from the host's
+// trace (the same monotonic clock): reaching the host, enqueueing, the device, answering.
+void Judge::LogWindow(std::chrono::steady_clock::time_point w0,
+                      std::chrono::steady_clock::time_point w1, const std::vector<int64_t>& trace) {
+  if (trace.size() != 3) return;
+  auto ns = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  };
+  std::vector<int64_t> t = {ns(w0)};
+  t.insert(t.end(), trace.begin(), trace.end());
+  t.push_back(ns(w1));
+  std::fprintf(stderr,
+               "pkb-rank %d: timed window %.1f us: request %.1f, enqueue %.1f, device %.1f, "
+               "answer %.1f us (the host's own clock, untrusted)\n",
+               comm_->rank(), (t[4] - t[0]) / 1e3, (t[1] - t[0]) / 1e3, (t[2] - t[1]) / 1e3,
+               (t[3] - t[2]) / 1e3, (t[4] - t[3]) / 1e3);
+}
+
+// The harness's own work inside the candidate's window, done again by the judge once the
+// checks are over: `poisons` poisonings of a set's outputs and `copies` copies of them, each
+// costing the larger of its device time and its host time to launch (the best of three), in
+// microseconds. Set 0's outputs stand for every set's.
+absl::StatusOr<double> Judge::TimeHarnessWork(std::vector<at::Tensor>& outs, int poisons,
+                                              int copies) {
+  if (poisons == 0 && copies == 0) return 0.0;
+  constexpr int kTries = 3;
+  std::vector<at::Tensor> into;
+  for (const auto& t : outs) into.push_back(at::empty_like(t));
+  PKB_RETURN_IF_ERROR(dev_->Synchronize());
+  dev_->ResetTimers(2 * kTries);
+  double poison_host = 1e300, copy_host = 1e300;
+  using Clock = std::chrono::steady_clock;
+  auto us_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(Clock::now() - t).count();
+  };
+  for (int k = 0; k < kTries; ++k) {
+    auto t0 = Clock::now();
+    dev_->Mark(2 * k, 0);
+    for (auto& t : outs) Poison(t, k % 2);
+    dev_->Mark(2 * k, 1);
+    poison_host = std::min(poison_host, us_since(t0));
+    auto t1 = Clock::now();
+    dev_->Mark(2 * k + 1, 0);
+    for (size_t j = 0; j < outs.size(); ++j) into[j].copy_(outs[j]);
+    dev_->Mark(2 * k + 1, 1);
+    copy_host = std::min(copy_host, us_since(t1));
+  }
+  PKB_RETURN_IF_ERROR(dev_->Synchronize());
+  double poison = 1e300, copy = 1e300;
+  for (int k = 0; k < kTries; ++k) {
+    poison = std::min(poison, dev_->ElapsedUs(2 * k));
+    copy = std::min(copy, dev_->ElapsedUs(2 * k + 1));
+  }
+  return poisons * std::max(poison, poison_host) + copies * std::max(copy, copy_host);
+}
+
+// `n` distinct iterations among [first, end), the same on every rank (their spot checks run
+// the reference together), drawn from a seed no candidate sees: each rank adds random bits.
+absl::StatusOr<std::vector<int>> Judge::PickIterations(int n, int first, int end) {
+  at::Tensor seed = at::full({1}, static_cast<int64_t>(std::random_device{}() & 0xFFFFFFF),
+                             at::TensorOptions().dtype(at::kLong).device(cfg_.device));
+  PKB_RETURN_IF_ERROR(comm_->AllReduce(seed, ReduceOp::kSum));
+  std::vector<int> all;
+  for (int i = first; i < end; ++i) all.push_back(i);
+  std::mt19937_64 rng(static_cast<uint64_t>(seed.item<int64_t>()));
+  std::shuffle(all.begin(), all.end(), rng);
+  all.resize(std::min<size_t>(n, all.size()));
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+// The candidate's warm-up, `warmup` calls on the warm-up's own set, the second half on the
+// judge's clock as one request: how many calls its window should run (WindowIterations).
+absl::StatusOr<int> Judge::WarmUpCandidate(const v1::HostCall& warm_call) {
+  v1::HostLoop warm, warm_timed;
+  *warm.add_calls() = warm_call;
+  *warm_timed.add_calls() = warm_call;
+  const int timed_warm = o_.spec.warmup() / 2;
+  for (int i = 0; i < o_.spec.warmup() - timed_warm; ++i) warm.add_order(0);
+  for (int i = 0; i < timed_warm; ++i) warm_timed.add_order(0);
+  warm_timed.set_defer(true);
+  PKB_RETURN_IF_ERROR(dev_->Synchronize());
+  PKB_RETURN_IF_ERROR(comm_->Barrier());
+  if (warm.order_size() > 0) PKB_RETURN_IF_ERROR(host_->Loop(warm));
+  double warm_us = 0;
+  if (timed_warm > 0) {
+    PKB_RETURN_IF_ERROR(host_->Loop(warm_timed));
+    auto v0 = std::chrono::steady_clock::now();
+    PKB_RETURN_IF_ERROR(host_->RunLoop().status());
+    warm_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - v0).count();
+  }
+  return WindowIterations(warm_us, timed_warm);
+}
+
+// The candidate's timed window (after WarmUpCandidate): the host runs `n` timed iterations on
+// the judge's wall clock until it answers that its device is idle; then the checks of picked
+// timed iterations against the reference on inputs drawn again (with nothing of the submission
+// left running), and the harness's own work in the window timed again and taken off. Checks
+// of timed iterations, picked at random by the ranks together once the window's length is
+// known (a candidate that skips a fraction f of its calls passes each kind with probability
+// about (1 - f)^checks):
+// - `copied`: the host copies their outputs aside right after their call, on the candidate's
+//   stream, so work left on other streams is not there yet;
+// - `in_place`: among the last uses of their sets, copied by the judge the moment every host
+//   has answered; the host never learns which (with one set per iteration, any iteration);
+// - the last iteration, copied the same way.
+// The arena holds room for min(spot_checks, n) copies of the largest set's outputs. The
+// profile pass runs `warm_call`.
+absl::Status Judge::TimeCandidate(SharedArena& arena, int sets, std::vector<Inputs>& inputs,
+                                  std::vector<OutputSet>& outputs, int n,
+                                  const v1::HostCall& warm_call, v1::RankReport* report) {
+  auto set_number = [&](int s) { return SetNumber(s); };
+  auto decls_of = [&](int s) { return DeclsOf(s); };
+  std::vector<double> us;
+  double wall = 0;
+  std::map<int, OutputSet> copies;
+  v1::HostLoop timed;
+  for (int s = 0; s < sets; ++s) {
+    PKB_ASSIGN_OR_RETURN(*timed.add_calls(), arena.Describe(inputs[s], outputs[s]));
+  }
+  auto poison_all = [&] {
+    for (auto& o : outputs) {
+      for (auto& t : o.tensors) Poison(t, 1);
+    }
+  };
+  report->set_candidate_iters(n);
+  const int last = n - 1;
+  const int checks = std::min(o_.spec.spot_checks(), n);
+  PKB_ASSIGN_OR_RETURN(const std::vector<int> copied, PickIterations(checks, 0, n));
+  PKB_ASSIGN_OR_RETURN(const std::vector<int> in_place,
+                       PickIterations(checks, std::max(0, n - sets), n));
+  for (int i = 0; i < n; ++i) timed.add_order(i % sets);
+  timed.set_timed(true);
+  timed.set_timer_stride(TimerStride(n, o_.spec.iters()));
+  timed.set_repoison(sets < n);
+  timed.set_defer(true);
+  for (int i : copied) {
+    PKB_ASSIGN_OR_RETURN(auto placed, arena.PlaceSet(Inputs(), decls_of(i % sets), cfg_.device));
+    PKB_ASSIGN_OR_RETURN(v1::HostCall where, arena.Describe(Inputs(), placed.second));
+    auto* snap = timed.add_snapshots();
+    snap->set_iteration(i);
+    *snap->mutable_into() = where.outputs();
+    copies[i] = std::move(placed.second);
+  }
+  // The judge's own copies of the outputs checked as the host answered (the in-place picks
+  // and the last call), allocated before the window so that taking them is only a copy.
+  std::map<int, std::vector<at::Tensor>> at_answer;
+  std::vector<int> answered = in_place;
+  answered.push_back(last);
+  for (int i : answered) {
+    auto& into = at_answer[i];
+    if (!into.empty()) continue;
+    for (const auto& t : outputs[i % sets].tensors) into.push_back(at::empty_like(t));
+  }
+  // Skipped work must leave poison: every set's outputs are poisoned after the warm-up (and
+  // by the host after each use but the last when sets come back).
+  poison_all();
+  // Nothing but this rank's judge and host may hold the GPU while the candidate is timed
+  // (where ranks share a GPU, the run is functional and its timings are not compared).
+  if (!shared_gpu()) gpu_finding_ = GpuNotAlone(2, absl::Seconds(2), "the candidate");
+  PKB_RETURN_IF_ERROR(host_->Loop(timed));
+  PKB_RETURN_IF_ERROR(dev_->Synchronize());
+  PKB_RETURN_IF_ERROR(comm_->Barrier());
+  // The host runs the timed iterations between its own timers (untrusted); the wall clock
+  // over the window is ours, and stops when the host says its device is idle.
+  auto w0 = std::chrono::steady_clock::now();
+  PKB_ASSIGN_OR_RETURN(std::vector<int64_t> trace, host_->RunLoop());
+  auto w1 = std::chrono::steady_clock::now();
+  wall = std::chrono::duration<double, std::micro>(w1 - w0).count();
+  LogWindow(w0, w1, trace);
+  // Once every rank's host has answered (a peer's writes into this rank's outputs are done
+  // by then), the outputs checked in place are copied aside at once: had the hosts answered
+  // before their work was done, to stop our clock early and finish later, it is not there.
+  PKB_RETURN_IF_ERROR(comm_->Barrier());
+  for (auto& [i, into] : at_answer) {
+    for (size_t k = 0; k < into.size(); ++k) into[k].copy_(outputs[i % sets].tensors[k]);
+  }
+  PKB_RETURN_IF_ERROR(dev_->Synchronize());
+  PKB_ASSIGN_OR_RETURN(us, host_->Times());
+  // The profile pass: one more call, untimed, on the warm-up's set (whose outputs are never
+  // checked), with the GPU's activity recorded in the host. Informative: a failure is a note.
+  PKB_RETURN_IF_ERROR(comm_->Barrier());
+  absl::StatusOr<v1::CallProfile> profile = host_->Profile(warm_call);
+  v1::RankProfile* rank_profile = report->mutable_profile();
+  rank_profile->set_rank(comm_->rank());
+  if (profile.ok()) {
+    *rank_profile->mutable_candidate() = *std::move(profile);
+  } else {
+    rank_profile->mutable_candidate()->set_note(
+        absl::StrCat("the profile call failed: ", profile.status().message()));
+  }
+  // Nothing of the submission runs from here on, no process it started either: it cannot
+  // disturb the checks or the reference's timing.
+  PKB_ASSIGN_OR_RETURN(stray_processes_, host_->Kill());
+  // And nothing but the judge while the reference is (a dying context takes a moment).
+  if (gpu_finding_.empty() && !shared_gpu())
+    gpu_finding_ = GpuNotAlone(1, absl::Seconds(5), "the reference");
+  PKB_RETURN_IF_ERROR(comm_->Barrier());
+  for (double x : us) report->add_candidate_us(x);
+  report->set_candidate_wall_us(wall);
+  // The reference runs on inputs drawn again here, and the shared inputs must still equal
+  // them.
+  std::vector<int> picked = copied;
+  picked.insert(picked.end(), answered.begin(), answered.end());
+  std::sort(picked.begin(), picked.end());
+  picked.erase(std::unique(picked.begin(), picked.end()), picked.end());
+  for (int i : picked) {
+    const int s = i % sets;
+    Inputs pristine = DrawInputs(p_, cfg_, comm_->rank(), set_number(s));
+    PKB_ASSIGN_OR_RETURN(auto expected, p_.Reference(*comm_, pristine, cfg_));
+    PKB_ASSIGN_OR_RETURN(auto tie_keys, TieKeysOf(p_, *comm_, pristine, cfg_, expected));
+    std::vector<v1::OutputCheck> found;
+    if (copies.count(i)) {
+      PKB_ASSIGN_OR_RETURN(
+          found, CompareOutputs(p_, cfg_, decls_of(s), copies[i].tensors, expected, 1, tie_keys));
+      for (auto& c : found) c.set_name(absl::StrCat(c.name(), " (timed iteration ", i, ")"));
+    }
+    if (at_answer.count(i)) {
+      PKB_ASSIGN_OR_RETURN(
+          auto then, CompareOutputs(p_, cfg_, decls_of(s), at_answer[i], expected, 1, tie_keys));
+      for (auto& c : then) {
+        c.set_name(absl::StrCat(c.name(), " (timed iteration ", i, ", when the host answered)"));
+        found.push_back(std::move(c));
+      }
+      std::string changed;
+      if (!InputsUnchanged(inputs[s], pristine, &changed)) {
+        v1::OutputCheck c;
+        c.set_name(absl::StrCat("input '", changed, "' (timed iteration ", i, ")"));
+        c.set_problem("modified by the candidate");
+        found.push_back(c);
+      }
+    }
+    for (auto& c : found) {
+      if (!c.ok()) *report->add_spot_failures() = c;
+    }
+  }
+  report->set_spot_checks(static_cast<int>(picked.size()));
+  const int repoisons = sets < n ? n - sets : 0;
+  PKB_ASSIGN_OR_RETURN(double harness, TimeHarnessWork(outputs[0].tensors, repoisons,
+                                                       static_cast<int>(copied.size())));
+  // The wall clock reported is the candidate's share: the judge's clock over the window
+  // less the harness's own work in it.
+  report->set_candidate_wall_us(std::max(0.0, wall - harness));
+  return absl::OkStatus();
+}
+
+std::vector<OutputDecl> Judge::DeclsOf(int s) const {
+  return p_.OutputsOfSet(cfg_, comm_->rank(), SetNumber(s));
+}
+
+absl::Status Judge::Benchmark(v1::RankReport* report) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto set_number = [&](int s) { return SetNumber(s); };
+  auto decls_of = [&](int s) { return DeclsOf(s); };
+  const bool candidate = host_->running();
+  // The warm-up's own input set, in an arena of its own and placed first: the candidate's
+  // warm-up says how long its window should be, and so how many timed sets to draw.
+  const std::vector<OutputDecl> warm_decls =
+      p_.OutputsOfSet(cfg_, comm_->rank(), WarmupSetNumber());
+  Inputs warm_drawn = DrawInputs(p_, cfg_, comm_->rank(), WarmupSetNumber());
+  SharedArena warm_arena(dev_, host_);
+  PKB_RETURN_IF_ERROR(warm_arena.Reserve(SharedArena::BytesFor(warm_drawn, warm_decls)));
+  PKB_ASSIGN_OR_RETURN(auto warm_set, warm_arena.PlaceSet(warm_drawn, warm_decls, cfg_.device));
+  warm_drawn = Inputs();
+  PKB_ASSIGN_OR_RETURN(const v1::HostCall warm_call,
+                       warm_arena.Describe(warm_set.first, warm_set.second));
+  int wanted = o_.spec.iters();
+  if (candidate) {
+    PKB_ASSIGN_OR_RETURN(wanted, WarmUpCandidate(warm_call));
+  }
+  const int64_t set_bytes = static_cast<int64_t>(
+      std::max<size_t>(1, SharedArena::BytesFor(DrawInputs(p_, cfg_, comm_->rank(), 0),
+                                                p_.OutputsOfSet(cfg_, comm_->rank(), 0))));
+  PKB_ASSIGN_OR_RETURN(const int sets, TimedSets(set_bytes, wanted));
+  report->set_input_sets(sets);
+  // The candidate's window: the calls its warm-up asked for, but no more than there are sets,
+  // so that every timed call meets contents no earlier call met (a cache of answers keyed by
+  // content would replay the rest, correctly and for free). Where fewer sets than `iters` fit
+  // in memory, `iters` calls with the sets coming back, as input_sets shows.
+  const int n =
+      sets >= o_.spec.iters() ? std::max(o_.spec.iters(), std::min(wanted, sets)) : o_.spec.iters();
+  const int max_copies = candidate ? std::min(o_.spec.spot_checks(), n) : 0;
+  // Timed sets 1000 + s, and the copies of picked iterations, in one arena shared with the
+  // host (room for the copies at the largest set's size).
+  std::vector<Inputs> drawn;
+  std::vector<std::vector<OutputDecl>> decls;
+  size_t bytes = 0, largest_outputs = 0;
+  for (int s = 0; s < sets; ++s) {
+    drawn.push_back(DrawInputs(p_, cfg_, comm_->rank(), set_number(s)));
+    decls.push_back(decls_of(s));
+    bytes += SharedArena::BytesFor(drawn.back(), decls.back());
+    largest_outputs = std::max(largest_outputs, SharedArena::BytesFor(Inputs(), decls.back()));
+  }
+  bytes += largest_outputs * max_copies;
+  SharedArena arena(dev_, host_);
+  PKB_RETURN_IF_ERROR(arena.Reserve(bytes));
+  std::vector<Inputs> inputs;
+  std::vector<OutputSet> outputs;
+  for (int s = 0; s < sets; ++s) {
+    PKB_ASSIGN_OR_RETURN(auto placed, arena.PlaceSet(drawn[s], decls[s], cfg_.device));
+    inputs.push_back(std::move(placed.first));
+    outputs.push_back(std::move(placed.second));
+    drawn[s] = Inputs();
+  }
+  if (candidate) {
+    PKB_RETURN_IF_ERROR(TimeCandidate(arena, sets, inputs, outputs, n, warm_call, report));
+  }
+  std::vector<double> us;
+  if (o_.baseline) {
+    std::vector<double> rounds, graph_rounds;
+    std::string graph_note;
+    int iters = 0;
+    PKB_RETURN_IF_ERROR(TimeReference(sets, inputs, warm_set.first, &us, &rounds, &graph_rounds,
+                                      &graph_note, &iters));
+    report->set_baseline_iters(iters);
+    for (double x : us) report->add_baseline_us(x);
+    for (double x : rounds) report->add_baseline_round_wall_us(x);
+    for (double x : graph_rounds) report->add_baseline_graph_round_wall_us(x);
+    report->set_baseline_graph_note(graph_note);
+    PKB_RETURN_IF_ERROR(ProfileReference(warm_set.first, report->mutable_profile()));
+    std::vector<double> sorted = rounds;
+    std::sort(sorted.begin(), sorted.end());
+    report->set_baseline_wall_us(sorted[sorted.size() / 2]);
+  }
+  report->set_stage_benchmark_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (!gpu_finding_.empty() && report->status() == v1::OK) {
+    report->set_status(v1::INTERNAL);
+    report->set_message(absl::StrCat("rank ", comm_->rank(), ": ", gpu_finding_,
+                                     "; the timings cannot be trusted"));
+  }
+  if (stray_processes_ > 0) {
+    // Nothing honest starts a process (the source rules forbid it); one that outlives the
+    // host could have run during the reference's timing had the judge not killed it.
+    report->set_status(v1::REJECTED);
+    report->set_message(absl::StrCat("rank ", comm_->rank(), ": the submission started ",
+                                     stray_processes_,
+                                     " process(es) that outlived its host; the judge killed them "
+                                     "before timing the reference"));
+  }
+  return absl::OkStatus();
+}
+
+// The reference's side of the profile pass: one call on `in`, untimed, every rank together.
+absl::Status Judge::ProfileReference(const Inputs& in, v1::RankProfile* profile) {
+  profile->set_rank(comm_->rank());
+  PKB_RETURN_IF_ERROR(comm_->Barrier());
+  absl::StatusOr<v1::CallProfile> p =
+      dev_->Profile([&]() -> absl::Status { return p_.Reference(*comm_, in, cfg_).status(); });
+  PKB_RETURN_IF_ERROR(p.status());
+  *profile->mutable_reference() = *std::move(p);
+  return absl::OkStatus();
+}
+
+// Waits up to `limit` for at most `expected` processes with a compute context on this rank's
+// GPU (its judge, and its host while that runs); "" then, or when the driver cannot say (logged),
+// else what was seen, for the verdict.
+std::string Judge::GpuNotAlone(int expected, absl::Duration limit, const char* timing) {
+  absl::Time end = absl::Now() + limit;
+  for (;;) {
+    absl::StatusOr<int> n = dev_->ComputeProcesses();
+    if (!n.ok()) {
+      if (dev_->device_type() == PKB_CUDA)
+        std::fprintf(stderr, "pkb-rank %d: cannot check the GPU's processes: %s\n", comm_->rank(),
+                     std::string(n.status().message()).c_str());
+      return "";
+    }
+    if (*n <= expected) {
+      std::fprintf(stderr,
+                   "pkb-rank %d: %d process(es) hold a compute context on this GPU (%d allowed) "
+                   "before %s is timed\n",
+                   comm_->rank(), *n, expected, timing);
+      return "";
+    }
+    if (absl::Now() > end) {
+      return absl::StrCat(*n, " processes held a compute context on this rank's GPU while ", timing,
+                          " was timed (", expected, " expected: another job's, or one ",
+                          "the submission left)");
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+}  // namespace pkb

@@ -1,0 +1,147 @@
+// The judge's work on one rank once its device, its communicators and the candidate's process
+// are set up (RunJudge, judge.cc): verification (judge.cc), then the benchmark
+// (judge_benchmark.cc): the timed sets, the candidate's window and its spot checks, the
+// reference's rounds and its CUDA graph. Internal to pkb-rank.
+#ifndef PKB_WORKER_ENGINE_JUDGE_RUNNER_H_
+#define PKB_WORKER_ENGINE_JUDGE_RUNNER_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "pkb/v1/rank_host.pb.h"
+#include "pkb/v1/result.pb.h"
+#include "problems/harness/inputs.h"
+#include "problems/harness/registry.h"
+#include "worker/engine/candidate_host.h"
+#include "worker/engine/judge.h"
+#include "worker/engine/rank_device.h"
+#include "worker/engine/shared_arena.h"
+
+namespace pkb {
+
+// A line for the engine on stdout, from rank 0 only: "PKB-PROGRESS <json>".
+void ReportProgress(int rank, const std::string& json);
+
+class Judge {
+ public:
+  Judge(const RankOptions& o, const Problem& p, RunConfig cfg, RankDevice* dev, Comm* comm,
+        CandidateHost* host)
+      : o_(o), p_(p), cfg_(cfg), dev_(dev), comm_(comm), host_(host) {}
+
+  // Every rank agrees: true only if `ok` holds on all of them.
+  absl::StatusOr<bool> AllOk(bool ok);
+
+  // The inputs the host was given, against a private copy: any change is the candidate's.
+  bool InputsUnchanged(const Inputs& shared, const Inputs& pristine, std::string* which);
+
+  // The spec's seeded trials: the candidate's outputs against the reference's on every rank,
+  // each trial's verdict in the report; false at the first trial that fails on any rank (the
+  // report then says which and why).
+  absl::StatusOr<bool> Verify(v1::RankReport* report);
+
+  // How many distinct input sets the timed iterations rotate through: one per timed iteration
+  // (`window` of them, the candidate's warm-up's wish, and at least iters), so that no timed call
+  // sees contents it has seen before (a candidate that keeps its outputs and replays them on
+  // known inputs gains nothing), and together more than `l2_multiple` L2s; at most `max_sets`,
+  // and what a quarter of the free memory holds (at most 16 GiB). Where that is fewer than
+  // iters, the sets are reused in turn and the report says so; the candidate's window never runs
+  // more calls than there are sets beyond that.
+  // The ranks agree on the smallest count (their set sizes and free memory may differ), so that
+  // timed iteration i uses set number 1000 + i mod sets on every rank.
+  absl::StatusOr<int> TimedSets(int64_t set_bytes, int window);
+
+  // How many timed calls a window runs: the spec's iters, or more where those would last less
+  // than min_window_ms on the slowest rank, judged from `warm_us` for `warm_calls` calls of the
+  // warm-up on this rank's clock (the window's fixed costs then weigh little per call); at most
+  // TimedIterationsCap. The same on every rank. A candidate that slows its warm-up only gets a
+  // shorter window, in which those fixed costs weigh more on its own time.
+  absl::StatusOr<int> WindowIterations(double warm_us, int warm_calls);
+
+  // Times the reference as the judge times the candidate: the warm-up on a set of its own
+  // (`warm_in`), then kBaselineRounds windows of the timed iterations (iteration i on set i % sets;
+  // WindowIterations of them, from the warm-up's second half), each on the judge's wall clock
+  // from the first call to the device being idle. The rounds' median is the baseline (the eager
+  // reference is host-bound and its rounds spread); `us` holds the events of every round's marked
+  // calls (TimerStride: about iters of them, as in the candidate's window). On GPUs
+  // the spec's iters are then captured in one CUDA graph and replayed in kBaselineRounds windows
+  // (`graph_round_wall_us`; one launch per window, so no fixed cost to spread): the reference
+  // free of its host overhead, where every rank's can be captured (else `graph_note` says why).
+  absl::Status TimeReference(int sets, const std::vector<Inputs>& inputs, const Inputs& warm_in,
+                             std::vector<double>* us, std::vector<double>* round_wall_us,
+                             std::vector<double>* graph_round_wall_us, std::string* graph_note,
+                             int* iters);
+
+  // One line in the rank's log on where the timed window's wall clock went, from the host's
+  // trace (the same monotonic clock): reaching the host, enqueueing, the device, answering.
+  void LogWindow(std::chrono::steady_clock::time_point w0, std::chrono::steady_clock::time_point w1,
+                 const std::vector<int64_t>& trace);
+
+  // The harness's own work inside the candidate's window, done again by the judge once the
+  // checks are over: `poisons` poisonings of a set's outputs and `copies` copies of them, each
+  // costing the larger of its device time and its host time to launch (the best of three), in
+  // microseconds. Set 0's outputs stand for every set's.
+  absl::StatusOr<double> TimeHarnessWork(std::vector<at::Tensor>& outs, int poisons, int copies);
+
+  // `n` distinct iterations among [first, end), the same on every rank (their spot checks run
+  // the reference together), drawn from a seed no candidate sees: each rank adds random bits.
+  absl::StatusOr<std::vector<int>> PickIterations(int n, int first, int end);
+
+  // The candidate's warm-up, `warmup` calls on the warm-up's own set, the second half on the
+  // judge's clock as one request: how many calls its window should run (WindowIterations).
+  absl::StatusOr<int> WarmUpCandidate(const v1::HostCall& warm_call);
+
+  // The candidate's timed window (after WarmUpCandidate): the host runs `n` timed iterations on
+  // the judge's wall clock until it answers that its device is idle; then the checks of picked
+  // timed iterations against the reference on inputs drawn again (with nothing of the submission
+  // left running), and the harness's own work in the window timed again and taken off. Checks
+  // of timed iterations, picked at random by the ranks together once the window's length is
+  // known (a candidate that skips a fraction f of its calls passes each kind with probability
+  // about (1 - f)^checks):
+  // - `copied`: the host copies their outputs aside right after their call, on the candidate's
+  //   stream, so work left on other streams is not there yet;
+  // - `in_place`: among the last uses of their sets, copied by the judge the moment every host
+  //   has answered; the host never learns which (with one set per iteration, any iteration);
+  // - the last iteration, copied the same way.
+  // The arena holds room for min(spot_checks, n) copies of the largest set's outputs. The
+  // profile pass runs `warm_call`.
+  absl::Status TimeCandidate(SharedArena& arena, int sets, std::vector<Inputs>& inputs,
+                             std::vector<OutputSet>& outputs, int n, const v1::HostCall& warm_call,
+                             v1::RankReport* report);
+
+  // Input sets 1000 + s of the timed iterations (s < sets); the warm-up's is 999.
+  int SetNumber(int s) const { return static_cast<int>(1000 + s + o_.spec.set_offset()); }
+  int WarmupSetNumber() const { return static_cast<int>(999 + o_.spec.set_offset()); }
+  std::vector<OutputDecl> DeclsOf(int s) const;
+
+  absl::Status Benchmark(v1::RankReport* report);
+
+ private:
+  // The reference's side of the profile pass: one call on `in`, untimed, every rank together.
+  absl::Status ProfileReference(const Inputs& in, v1::RankProfile* profile);
+
+  bool shared_gpu() const { return o_.backend == "cuda-shared"; }
+
+  // Waits up to `limit` for at most `expected` processes with a compute context on this rank's
+  // GPU (its judge, and its host while that runs); "" then, or when the driver cannot say (logged),
+  // else what was seen, for the verdict.
+  std::string GpuNotAlone(int expected, absl::Duration limit, const char* timing);
+
+  std::string gpu_finding_;  // another process on the GPU while timing, for the verdict
+  int stray_processes_ = 0;  // processes of the submission found alive after its host was killed
+  const RankOptions& o_;
+  const Problem& p_;
+  RunConfig cfg_;
+  RankDevice* dev_;
+  Comm* comm_;
+  CandidateHost* host_;
+};
+
+}  // namespace pkb
+
+#endif  // PKB_WORKER_ENGINE_JUDGE_RUNNER_H_
