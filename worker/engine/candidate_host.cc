@@ -1,6 +1,7 @@
 #include "worker/engine/candidate_host.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -11,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 #include <string>
 #include <utility>
@@ -198,8 +198,17 @@ std::vector<pid_t> ChildrenOf(pid_t parent) {
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
     if (pid <= 0 || *end != '\0') continue;
-    std::ifstream f(absl::StrCat("/proc/", pid, "/stat"));
-    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // read(2), not a stream: a process that ends between the open and the read makes the read
+    // fail (ESRCH), which a std::istreambuf_iterator turns into an exception (and in Kill, run
+    // from a destructor, into std::terminate).
+    std::string stat;
+    const int fd = open(absl::StrCat("/proc/", pid, "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[1024];
+    const ssize_t got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got <= 0) continue;
+    stat.assign(buf, static_cast<size_t>(got));
     // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last
     // ')'.
     const size_t close = stat.rfind(')');
