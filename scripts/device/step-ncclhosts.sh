@@ -5,8 +5,10 @@
 # checked. Probes whether functional runs could give candidates an NCCL communicator.
 #   step-ncclhosts.sh BIN OUT
 set -uo pipefail
-for w in 2 4; do
-  python3 - "$w" <<'PY'
+# torch.multiprocessing's spawn re-imports the main script: it must be a file, not stdin.
+script=$(mktemp --suffix=.py)
+trap 'rm -f "$script"' EXIT
+cat > "$script" <<'PY'
 import os, sys, tempfile, time
 import torch, torch.distributed as dist, torch.multiprocessing as mp
 
@@ -34,5 +36,7 @@ if __name__ == "__main__":
     store = tempfile.mktemp(prefix="nccl-hosts-store-")
     mp.spawn(run, args=(world, store), nprocs=world, join=True)
 PY
+for w in 2 4; do
+  python3 "$script" "$w"
   echo "W=$w exit $?"
 done
