@@ -3,8 +3,10 @@
 # (W = 1, default warm-up and iterations): the speedup on the judge's clock, its interval over the
 # baseline's rounds, PKB's events figure, both sides' judge time and events' median, and the whole
 # evaluation's wall time. Then the median and spread of each example's five speedups.
-# The node's baseline (worker/engine/baseline_store.h) starts empty on a fresh machine: five
-# reference-only runs per problem come first, as a node's earlier jobs would have measured it.
+# The node's baseline (worker/engine/baseline_store.h) starts empty on a fresh machine:
+# PKB_REPRO_BASELINES (default 15) reference-only runs per problem come first, as a node's earlier
+# jobs would have measured it (the eager reference's figure differs between processes, so its
+# median settles only over many).
 # PKB_REPRO_FLAGS: more pkb-eval flags for every run (the baseline-only ones too: the node's
 # baseline is keyed by them), e.g. "--min-window-ms 100".
 BIN=$1; OUT=$2
@@ -12,7 +14,7 @@ read -r -a FLAGS <<<"${PKB_REPRO_FLAGS:-}"
 echo "flags: ${FLAGS[*]:-(none)}"
 for ex in p001_allreduce_symm p002_allgather_symm p013_gemm_allreduce_symm; do
   p=$((10#${ex:1:3}))
-  for i in 1 2 3 4 5; do
+  for i in $(seq "${PKB_REPRO_BASELINES:-15}"); do
     "$BIN/pkb-eval" -p "$p" -w 1 ${FLAGS[@]+"${FLAGS[@]}"} --baseline-only --json 2>/dev/null | python3 -c \
       'import json,sys; r=json.load(sys.stdin); print("baseline-only p'"$p"'", r["status"], "%.2f us" % r["baseline"]["wall_per_iter_us"], [round(x,2) for x in r["baseline"].get("round_wall_per_iter_us",[])])'
   done
