@@ -13,7 +13,9 @@
 #     makes of them a relocatable tree, .carry/openmpi, that the binaries are built against
 #     (PKB_WITH_MPI=ON: functional runs start their ranks with mpirun, and their judges'
 #     collectives go over MPI) and that gpu-run.sh puts on PATH (source .carry/openmpi/env.sh);
-#   - bubblewrap and the libraries it needs.
+#   - bubblewrap and the libraries it needs;
+#   - service.tgz: the service's binaries as built here (PKB_DEVICE_SERVICE_BUILD, default build/)
+#     with their libraries, which build unpacks into .carry/service (make-layout.sh uses them).
 #   scripts/device/build-on-device.sh prepare [commit]      here
 #   scripts/device/build-on-device.sh build                 there (then gpu-run.sh as usual)
 # scripts/device/check-relocated-mpi.sh checks the OpenMPI tree here, with the system's hidden.
@@ -40,8 +42,52 @@ prepare() {
   ldd "$(command -v bwrap)" | awk '/=> \//{print $3}' | while read -r lib; do
     case "$(basename "$lib")" in libc.so*|ld-linux*) ;; *) cp -L "$lib" "$DEPS/lib/" ;; esac
   done
+  pack_service "${PKB_DEVICE_SERVICE_BUILD:-build}"
   du -sh "$DEPS"
   echo "prepared $commit in $DEPS/"
+}
+
+# The service's binaries (pkb-coordinator, pkb-worker, pkb) as built here, stripped, with the
+# libraries they load that are not the C and C++ runtimes, in $DEPS/service.tgz: the device build
+# makes the engine's binaries only, and step-service.sh and step-throughput.sh need these. They
+# should be of the same commit: the build folder's binaries are taken as they are (none: skipped).
+pack_service() {
+  local from=$1 b
+  rm -f "$DEPS/service.tgz"
+  for b in server/pkb-coordinator worker/daemon/pkb-worker client/pkb; do
+    [ -x "$from/$b" ] || { echo "no $from/$b: the service's binaries are not carried"; return 0; }
+  done
+  local tmp; tmp=$(mktemp -d)
+  mkdir -p "$tmp/service/bin" "$tmp/service/lib"
+  cp "$from/server/pkb-coordinator" "$from/worker/daemon/pkb-worker" "$from/client/pkb" \
+    "$tmp/service/bin/"
+  strip --strip-debug "$tmp/service/bin/"*
+  for b in "$tmp/service/bin/"*; do ldd "$b" | awk '/=> \//{print $3}'; done | sort -u |
+    grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt)\.so|ld-linux' |
+    xargs -r -I{} cp -L {} "$tmp/service/lib/"
+  tar czf "$DEPS/service.tgz" -C "$tmp" service
+  rm -rf "$tmp"
+}
+
+# Unpacks $DEPS/service.tgz into .carry/service: each binary in bin/ is a script that runs the
+# real one (real/) with the service's libraries first on the library path, and keeps the path it
+# was given in PKB_ENGINE_LD_LIBRARY_PATH for the engine the worker starts (make-layout.sh).
+unpack_service() {
+  [ -f "$DEPS/service.tgz" ] || return 0
+  tar xzf "$DEPS/service.tgz" -C .carry
+  mkdir -p .carry/service/real
+  local b
+  for b in pkb-coordinator pkb-worker pkb; do
+    mv ".carry/service/bin/$b" ".carry/service/real/$b"
+    cat > ".carry/service/bin/$b" <<EOF_WRAP
+#!/bin/sh
+here=\$(cd "\$(dirname "\$(readlink -f "\$0")")/.." && pwd)
+export PKB_ENGINE_LD_LIBRARY_PATH="\${PKB_ENGINE_LD_LIBRARY_PATH-\${LD_LIBRARY_PATH:-}}"
+export LD_LIBRARY_PATH="\$here/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+exec "\$here/real/$b" "\$@"
+EOF_WRAP
+    chmod +x ".carry/service/bin/$b"
+  done
 }
 
 build() {
@@ -85,6 +131,7 @@ build() {
   for b in .carry/bin/*; do
     ldd "$b" | awk -v lib="$lib" '$3 ~ "^"lib {print $3}'
   done | sort -u | xargs -r -I{} cp -L {} .carry/lib/
+  unpack_service
   cp "$DEPS/COMMIT" .carry/COMMIT
   du -sh .carry
   echo "built $(cat .carry/COMMIT) on $(nproc) cores"
