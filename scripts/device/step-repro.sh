@@ -11,15 +11,17 @@
 # baseline is keyed by them), e.g. "--min-window-ms 100".
 BIN=$1; OUT=$2
 read -r -a FLAGS <<<"${PKB_REPRO_FLAGS:-}"
+# PKB_REPRO_EXAMPLES: which of the three examples (default all).
+EXAMPLES=${PKB_REPRO_EXAMPLES:-p001_allreduce_symm p002_allgather_symm p013_gemm_allreduce_symm}
 echo "flags: ${FLAGS[*]:-(none)}"
-for ex in p001_allreduce_symm p002_allgather_symm p013_gemm_allreduce_symm; do
+for ex in $EXAMPLES; do
   p=$((10#${ex:1:3}))
   for i in $(seq "${PKB_REPRO_BASELINES:-15}"); do
     "$BIN/pkb-eval" -p "$p" -w 1 ${FLAGS[@]+"${FLAGS[@]}"} --baseline-only --json 2>/dev/null | python3 -c \
       'import json,sys; r=json.load(sys.stdin); print("baseline-only p'"$p"'", r["status"], "%.2f us" % r["baseline"]["wall_per_iter_us"], [round(x,2) for x in r["baseline"].get("round_wall_per_iter_us",[])])'
   done
 done
-for ex in p001_allreduce_symm p002_allgather_symm p013_gemm_allreduce_symm; do
+for ex in $EXAMPLES; do
   p=$((10#${ex:1:3}))
   for i in 1 2 3 4 5; do
     t0=$(date +%s.%N)
@@ -40,9 +42,9 @@ print("%-26s %-8s speedup %6.3f [%6.3f, %6.3f] in-job %6.3f events %6.3f graph %
 PY
   done
 done
-python3 - "$OUT" <<'PY'
+python3 - "$OUT" "$EXAMPLES" <<'PY'
 import glob, json, statistics, sys
-for ex in ["p001_allreduce_symm", "p002_allgather_symm", "p013_gemm_allreduce_symm"]:
+for ex in sys.argv[2].split():
     s = [json.load(open(f)).get("speedup", 0) for f in sorted(glob.glob(f"{sys.argv[1]}/repro-{ex}-*.json"))]
     s = [x for x in s if x > 0]
     if not s: print(ex, "no speedups"); continue
