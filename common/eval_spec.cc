@@ -83,10 +83,12 @@ int TimerStride(int calls, int iters) {
   return iters > 0 && calls > iters ? (calls + iters - 1) / iters : 1;
 }
 
-int TimedSamples(int calls, int iters) {
-  const int stride = TimerStride(calls, iters);
+int MarkedCalls(int calls, int stride) {
+  stride = std::max(1, stride);
   return calls > 0 ? (calls + stride - 1) / stride : 0;
 }
+
+int TimedSamples(int calls, int iters) { return MarkedCalls(calls, TimerStride(calls, iters)); }
 
 absl::StatusOr<v1::EvalSpec> ReadSpecFile(const std::string& path) {
   absl::StatusOr<std::string> bytes = ReadFile(path);

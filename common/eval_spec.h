@@ -50,8 +50,10 @@ int TimedIterationsCap(const v1::EvalSpec& spec);
 // `iters` calls are marked however long the window, and the records' host cost weighs on a long
 // window's calls by 1/stride only. The window's figure is the judge's clock over all its calls;
 // the events are informative (the candidate's are claims). TimedSamples is how many are marked.
+// MarkedCalls is how many of `calls` carry them for a given stride (below 1: every call).
 int TimerStride(int calls, int iters);
 int TimedSamples(int calls, int iters);
+int MarkedCalls(int calls, int stride);
 
 // A spec file. The form follows the extension: ".json" (proto3 JSON), ".txtpb", ".textproto" or
 // ".pbtxt" (text format), anything else binary (".binpb").

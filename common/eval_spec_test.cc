@@ -150,6 +150,9 @@ TEST_CASE("about iters calls of a window carry events, however long the window")
     CHECK(TimedSamples(calls, 100) >= std::min(calls, 51));
   }
   CHECK(TimedSamples(0, 100) == 0);
+  CHECK(MarkedCalls(1700, 17) == 100);
+  CHECK(MarkedCalls(5, 0) == 5);  // below 1: every call
+  CHECK(MarkedCalls(0, 3) == 0);
 }
 
 }  // namespace

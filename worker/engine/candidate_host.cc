@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/eval_spec.h"
 #include "common/status_macros.h"
 #include "worker/engine/profiler.h"
 
@@ -96,8 +97,7 @@ absl::Status CandidateHost::Loop(const v1::HostLoop& loop) {
   v1::HostRequest req;
   *req.mutable_loop() = loop;
   // One time per marked iteration (HostLoop.timer_stride).
-  const int stride = std::max(1, loop.timer_stride());
-  timed_ = loop.timed() ? (loop.order_size() + stride - 1) / stride : 0;
+  timed_ = loop.timed() ? MarkedCalls(loop.order_size(), loop.timer_stride()) : 0;
   return Request(req).status();
 }
 

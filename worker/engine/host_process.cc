@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/eval_spec.h"
 #include "pkb/v1/rank_host.pb.h"
 #include "problems/harness/check.h"
 #include "worker/engine/candidate_loader.h"
@@ -212,7 +213,7 @@ class HostProcess {
     }
     // The timers exist before the loop runs: creating them is no part of the timed window.
     loop_.stride = std::max(1, loop.timer_stride());
-    if (loop.timed()) dev_->ResetTimers(MarkedCalls(loop.order_size()));
+    if (loop.timed()) dev_->ResetTimers(MarkedCalls(loop.order_size(), loop_.stride));
     loop_.ready = true;
     return absl::OkStatus();
   }
@@ -253,12 +254,9 @@ class HostProcess {
     if (trace) trace->add_trace_ns(now_ns());
     PKB_RETURN_IF_ERROR(dev_->Synchronize());
     if (trace) trace->add_trace_ns(now_ns());
-    if (loop.timed()) timed_ = MarkedCalls(n);
+    if (loop.timed()) timed_ = MarkedCalls(n, loop_.stride);
     return absl::OkStatus();
   }
-
-  // How many of `n` timed calls carry events (HostLoop.timer_stride).
-  int MarkedCalls(int n) const { return (n + loop_.stride - 1) / loop_.stride; }
 
   struct PreparedLoop {
     bool ready = false;
