@@ -23,6 +23,9 @@ cache again). Printed: one line per run and a table of medians; every result is 
 - device, comms, host_ready, host_load (within start+end, the slowest rank's): the judge's device
   (CUDA context, stream), its communicators, the wait for the candidate's process to have set up
   its own (made while the judge's were), and loading the submission (its pkb_init);
+- early: standby ranks that set up their devices and world communicators (and their hosts') while
+  they waited for the job (pkb-rank --device-early): how long that took, before the job (no part
+  of wall);
 - engine: wall less compile and ranks where they did not overlap: pkb-eval's own start, the
   checks, the GPU probe, the lock, the verdict, clean-up.
 Only the standard library is used.
@@ -81,6 +84,7 @@ def run_once(pkb_eval, args, cache, mode, shape=None, gap=2.0):
         "comms": st.get("rank_comms", 0.0),
         "host_ready": st.get("host_ready", 0.0),
         "host_load": st.get("host_load", 0.0),
+        "early": st.get("rank_early", 0.0),
     }
     row["start_end"] = ranks - row["verify"] - row["benchmark"] - during
     # What the stages above leave of the wall clock: with the overlap, compile and the ranks'
@@ -107,7 +111,7 @@ def main():
     out = o.out or tempfile.mkdtemp(prefix="eval-latency-")
     os.makedirs(out, exist_ok=True)
     cols = ["wall", "compile", "ranks", "during_compile", "start_end", "device", "comms",
-            "host_ready", "host_load", "verify", "benchmark", "engine"]
+            "host_ready", "host_load", "early", "verify", "benchmark", "engine"]
     table = {}
     for mode in o.modes.split(","):
         for i in range(1, o.runs + 1):

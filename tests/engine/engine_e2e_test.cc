@@ -240,6 +240,8 @@ TEST_CASE("pkb-eval --standby: ranks started before the job take it when it fits
   INFO(ok.dump(1));
   CHECK(ok["status"] == "OK");
   CHECK(ok["stage_seconds"].contains("ranks_ahead_of_job"));
+  // Their devices, and their hosts', were set up while they waited (pkb-rank --device-early).
+  CHECK(ok["stage_seconds"].contains("rank_early"));
   CHECK(ok["rank_trials"].size() == 10);
   CHECK(Standby("2:cpu", job("2", "p001_wrong.cc"), *dir)["status"] == "MISMATCH");
   CHECK(Standby("2:cpu", job("2", "p001_crash.cc"), *dir)["status"] == "RUNTIME_ERROR");
@@ -247,6 +249,7 @@ TEST_CASE("pkb-eval --standby: ranks started before the job take it when it fits
   auto other = Standby("4:cpu", job("2", "p001_correct.cc"), *dir);
   CHECK(other["status"] == "OK");
   CHECK(!other["stage_seconds"].contains("ranks_ahead_of_job"));
+  CHECK(!other["stage_seconds"].contains("rank_early"));
   // A job that ends before its ranks run (the compiler fails): they are killed with it.
   const std::string broken = *dir + "/p001_broken.cc";
   REQUIRE(WriteFileAtomic(broken, ReadFile(Cpu("p001_correct.cc")).value() + "\nint x = ;\n").ok());

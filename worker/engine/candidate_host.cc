@@ -48,21 +48,33 @@ absl::Status CandidateHost::Spawn() {
   return absl::OkStatus();
 }
 
+absl::Status CandidateHost::SetUpDevice(const v1::HostInit& device) {
+  PKB_RETURN_IF_ERROR(Spawn());
+  if (!ch_) return Died();
+  v1::HostRequest req;
+  *req.mutable_device() = device;
+  if (!ch_->Send(req).ok()) return Died();
+  ++pending_;
+  return absl::OkStatus();
+}
+
 absl::Status CandidateHost::Start(const v1::HostInit& init) {
   PKB_RETURN_IF_ERROR(Spawn());
   if (!ch_) return Died();
   v1::HostRequest req;
   *req.mutable_init() = init;
   if (!ch_->Send(req).ok()) return Died();
-  pending_ = true;
+  ++pending_;
   return absl::OkStatus();
 }
 
 absl::Status CandidateHost::Ready() {
   if (!running()) return absl::AbortedError("the candidate's process has ended");
-  if (!pending_) return absl::OkStatus();
-  pending_ = false;
-  return Await(false).status();
+  while (pending_ > 0) {
+    --pending_;
+    PKB_RETURN_IF_ERROR(Await(false).status());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CandidateHost::Load() {
@@ -139,10 +151,7 @@ absl::StatusOr<std::vector<double>> CandidateHost::Times() {
 
 absl::StatusOr<v1::HostReply> CandidateHost::Request(const v1::HostRequest& req, int fd) {
   if (!running()) return absl::AbortedError("the candidate's process has ended");
-  if (pending_) {
-    pending_ = false;
-    PKB_RETURN_IF_ERROR(Await(false).status());
-  }
+  PKB_RETURN_IF_ERROR(Ready());
   if (!ch_->Send(req, fd).ok()) return Died();
   return Await(req.has_load() || req.has_call() || req.has_profile() ||
                (req.has_loop() && !req.loop().defer()) || req.run_loop());

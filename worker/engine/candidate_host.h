@@ -42,12 +42,17 @@ class CandidateHost {
   // Starts the host process alone: it loads its libraries and waits for Start's init. A judge
   // started ahead of its job (pkb-rank --await-spec) does this before the job is known.
   absl::Status Spawn();
-  // Starts the host (unless Spawn did) and has it set up its device and communicators, without
-  // waiting: that runs while the judge sets up its own (Bind, then Load).
+  // A judge started ahead of its job with its device set up early (pkb-rank --device-early):
+  // starts the host (unless Spawn did) and has it set up its device and world communicator from
+  // `device` (backend, rank, world, rendezvous), without waiting. Start's init must name the same.
+  absl::Status SetUpDevice(const v1::HostInit& device);
+  // Starts the host (unless Spawn did) and has it set up its device and communicators (or, after
+  // SetUpDevice, its groups), without waiting: that runs while the judge sets up its own (Bind,
+  // then Load).
   absl::Status Start(const v1::HostInit& init);
 
-  // Waits for the host's answer to Start's init: its device and communicators are set up. An
-  // error is the harness's (nothing of the submission has run).
+  // Waits for the host's answers to SetUpDevice and Start: its device and communicators are set
+  // up. An error is the harness's (nothing of the submission has run).
   absl::Status Ready();
   // The judges' communicator, for the barriers the host asks for.
   void Bind(Comm* comm) { comm_ = comm; }
@@ -94,7 +99,7 @@ class CandidateHost {
 
   Comm* comm_ = nullptr;
   pid_t pid_ = -1;
-  bool pending_ = false;  // the init request's reply is still to come
+  int pending_ = 0;  // replies still to come to SetUpDevice and Start (their requests' order)
   std::unique_ptr<HostChannel> ch_;
   int next_id_ = 0;
   int timed_ = 0;  // marked iterations of the last timed loop (its times)

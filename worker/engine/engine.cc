@@ -1,7 +1,6 @@
 #include "worker/engine/engine.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +28,7 @@
 #include "problems/harness/registry.h"
 #include "worker/engine/baseline_store.h"
 #include "worker/engine/compiler.h"
+#include "worker/engine/gpu_lock.h"
 #include "worker/engine/gpu_probe.h"
 #include "worker/engine/launcher.h"
 #include "worker/engine/profiler.h"
@@ -181,8 +181,8 @@ class Evaluation {
 
   // The GPU lock is released, then the scratch folder removed, after the verdict was sent.
   ~Evaluation() {
-    JoinCompile();                         // it writes into the scratch folder
-    if (gpu_lock_ >= 0) close(gpu_lock_);  // releases the flock
+    JoinCompile();  // it writes into the scratch folder
+    gpus_.Release();
     if (!scratch_.empty() && !o_.keep_scratch) (void)RemoveTree(scratch_);
   }
 
@@ -528,33 +528,33 @@ class Evaluation {
                                                   : ""));
       }
     };
-    // One evaluation at a time on a node's GPUs: inside its sandbox a judge sees only its own
-    // job's processes on the GPU (the driver lists a PID namespace's own), so another job's work
-    // during its timing would go unseen. Every pkb-eval of the node takes this lock for its run;
-    // it is held until the verdict is out (~Evaluation). Standby ranks touch no GPU before the
-    // job's spec is written, below.
-    if (backend_ == "cuda") {
-      std::error_code ec;
-      std::filesystem::create_directories(o_.cache_dir, ec);
-      const std::string path = o_.cache_dir + "/gpus.lock";
-      gpu_lock_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-      if (gpu_lock_ < 0) return End(v1::INTERNAL, absl::StrCat("cannot open ", path));
-      if (flock(gpu_lock_, LOCK_EX | LOCK_NB) != 0) {
-        events_.Emit(v1::VERIFYING,
-                     "waiting for this node's GPUs: another evaluation runs on them");
-        // A compile that fails meanwhile ends the wait: its verdict needs no GPU (Run adopts it).
-        while (flock(gpu_lock_, LOCK_EX | LOCK_NB) != 0) {
-          if (errno != EWOULDBLOCK) return End(v1::INTERNAL, "cannot lock " + path);
-          if (gated && CompileFailed()) return End(v1::INTERNAL, "not run: the compile failed");
-          absl::SleepFor(absl::Milliseconds(10));
-        }
-      }
-    }
     if (standby_ && !standby_->Adopt(hooks)) {
       // They ended on their own since OpenScratch (a rank failed to start): ranks of our own.
       standby_->Discard();
       (void)standby_->Wait();
       standby_ = nullptr;
+    }
+    // One evaluation at a time on a node's GPUs (gpu_lock.h), held until the verdict is out
+    // (~Evaluation). Standby ranks that set up their devices early hold it already; others touch
+    // no GPU before the job's spec is written, below.
+    if (backend_ == "cuda" && !(standby_ && standby_->holds_gpus())) {
+      absl::StatusOr<GpuLock> opened = GpuLock::Open(o_.cache_dir);
+      if (!opened.ok()) return End(v1::INTERNAL, std::string(opened.status().message()));
+      gpus_ = *std::move(opened);
+      bool told = false;
+      for (;;) {
+        absl::StatusOr<bool> held = gpus_.TryLock();
+        if (!held.ok()) return End(v1::INTERNAL, std::string(held.status().message()));
+        if (*held) break;
+        if (!told) {
+          events_.Emit(v1::VERIFYING,
+                       "waiting for this node's GPUs: another evaluation runs on them");
+          told = true;
+        }
+        // A compile that fails meanwhile ends the wait: its verdict needs no GPU (Run adopts it).
+        if (gated && CompileFailed()) return End(v1::INTERNAL, "not run: the compile failed");
+        absl::SleepFor(absl::Milliseconds(10));
+      }
     }
     std::unique_ptr<RankLaunch> launch;
     if (!standby_) {
@@ -742,7 +742,7 @@ class Evaluation {
   // RunRanks
   std::string report_base_;
   std::vector<std::string> report_keys_;
-  int gpu_lock_ = -1;
+  GpuLock gpus_;  // the node's GPU lock, for CUDA runs
   bool gated_ = false;
   absl::Duration run_timeout_;
   LaunchResult launched_;

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,8 @@ class HostProcess {
  private:
   absl::Status Handle(const v1::HostRequest& req, int fd, v1::HostReply* reply) {
     switch (req.kind_case()) {
+      case v1::HostRequest::kDevice:
+        return SetUpDevice(req.device());
       case v1::HostRequest::kInit:
         return Init(req.init());
       case v1::HostRequest::kLoad:
@@ -123,6 +126,8 @@ class HostProcess {
     }
   }
 
+  // The device and the world communicator, ahead of the job (HostRequest.device).
+  absl::Status SetUpDevice(const v1::HostInit& device);
   absl::Status Init(const v1::HostInit& init);
   absl::Status Load();
 
@@ -269,6 +274,8 @@ class HostProcess {
 
   HostChannel* ch_;
   std::unique_ptr<RankDevice> dev_;
+  std::optional<v1::HostInit> early_device_;  // what SetUpDevice set dev_ up for
+  bool initialized_ = false;
   std::shared_ptr<void> stream_guard_;
   std::map<int, RankDevice::SharedSegment> segments_;
   PreparedLoop loop_;
@@ -303,12 +310,49 @@ const pkb_group* CtxGroup(pkb_context* ctx, const char* name) {
   return nullptr;
 }
 
-absl::Status HostProcess::Init(const v1::HostInit& init) {
-  if (dev_) return absl::FailedPreconditionError("init twice");
-  RankIdentity id{init.rank(), init.world(), init.rendezvous(), [this]() -> absl::Status {
+absl::Status HostProcess::SetUpDevice(const v1::HostInit& device) {
+  if (dev_) return absl::FailedPreconditionError("a device request after the device was set up");
+  RankIdentity id{device.rank(), device.world(), device.rendezvous(), [this]() -> absl::Status {
                     if (Barrier() != 0) return absl::UnavailableError(error_);
                     return absl::OkStatus();
                   }};
+  if (device.backend() == "cpu") {
+#ifdef PKB_WITH_MPI
+    PKB_ASSIGN_OR_RETURN(dev_, MakeCpuRankDevice(id));
+#else
+    return absl::FailedPreconditionError("this build of pkb-rank has no CPU backend");
+#endif
+  } else {
+#ifdef PKB_WITH_CUDA
+    id.share_gpu = device.backend() == "cuda-shared";
+    PKB_ASSIGN_OR_RETURN(dev_, MakeCudaRankDevice(id));
+    // NCCL communicators among the hosts are the candidate's. None where ranks share a GPU:
+    // NCCL refuses that, and the candidate's nccl_comm is null.
+    if (!id.share_gpu) PKB_RETURN_IF_ERROR(dev_->PrepareWorld());
+#else
+    return absl::FailedPreconditionError("this build of pkb-rank has no CUDA support");
+#endif
+  }
+  early_device_ = device;
+  return absl::OkStatus();
+}
+
+absl::Status HostProcess::Init(const v1::HostInit& init) {
+  if (initialized_) return absl::FailedPreconditionError("init twice");
+  initialized_ = true;
+  if (early_device_) {
+    const v1::HostInit& d = *early_device_;
+    if (d.backend() != init.backend() || d.rank() != init.rank() || d.world() != init.world() ||
+        d.rendezvous() != init.rendezvous()) {
+      return absl::FailedPreconditionError(
+          "init names another backend, rank, world or rendezvous than the device set up early");
+    }
+  } else {
+    v1::HostInit device = init;
+    device.clear_candidate();
+    device.clear_groups();
+    PKB_RETURN_IF_ERROR(SetUpDevice(device));
+  }
   std::vector<GroupLayout> layouts;
   for (const auto& g : init.groups()) {
     GroupLayout l;
@@ -317,23 +361,11 @@ absl::Status HostProcess::Init(const v1::HostInit& init) {
       l.partition.emplace_back(part.ranks().begin(), part.ranks().end());
     layouts.push_back(std::move(l));
   }
-  if (init.backend() == "cpu") {
-#ifdef PKB_WITH_MPI
-    PKB_ASSIGN_OR_RETURN(dev_, MakeCpuRankDevice(id));
-#else
-    return absl::FailedPreconditionError("this build of pkb-rank has no CPU backend");
-#endif
-  } else {
 #ifdef PKB_WITH_CUDA
-    id.share_gpu = init.backend() == "cuda-shared";
-    PKB_ASSIGN_OR_RETURN(dev_, MakeCudaRankDevice(id));
-    // NCCL communicators among the hosts (the world and the problem's groups): the candidate's.
-    // None where ranks share a GPU: NCCL refuses that, and the candidate's nccl_comm is null.
-    if (!id.share_gpu) PKB_RETURN_IF_ERROR(dev_->MakeComm(layouts).status());
-#else
-    return absl::FailedPreconditionError("this build of pkb-rank has no CUDA support");
+  // The problem's groups beside the world communicator: the candidate's (none where ranks share
+  // a GPU).
+  if (init.backend() == "cuda") PKB_RETURN_IF_ERROR(dev_->MakeComm(layouts).status());
 #endif
-  }
   stream_guard_ = dev_->UseStream();
 
   // The groups as the candidate sees them: "world", then each group this rank belongs to.

@@ -148,7 +148,65 @@ absl::Status AwaitCandidate(const RankOptions& o) {
       absl::StrCat("the run was called off before the candidate was loaded (", word, ")"));
 }
 
-absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process, v1::RankReport* report) {
+namespace {
+
+// The hosts' own rendezvous folder (NCCL ids, symmetric memory), beside the judges'.
+std::string HostRendezvous(const RankOptions& o) {
+  const std::string dir = (o.rendezvous.empty() ? "." : o.rendezvous) + "/host";
+  mkdir(dir.c_str(), 0700);
+  return dir;
+}
+
+absl::StatusOr<std::unique_ptr<RankDevice>> MakeRankDevice(const RankOptions& o,
+                                                           const RankIdentity& id) {
+  if (o.backend == "cpu") {
+#ifdef PKB_WITH_MPI
+    return MakeCpuRankDevice(id);
+#else
+    return absl::FailedPreconditionError("this build of pkb-rank has no CPU (MPI) backend");
+#endif
+  }
+#ifdef PKB_WITH_CUDA
+  return MakeCudaRankDevice(id);
+#else
+  return absl::FailedPreconditionError("this build of pkb-rank has no CUDA support");
+#endif
+}
+
+RankIdentity IdentityOf(const RankOptions& o, int world) {
+  RankIdentity id{o.rank, world, o.rendezvous};
+  id.share_gpu = o.backend == "cuda-shared";
+  return id;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RankDevice>> SetUpDeviceEarly(const RankOptions& o, int world,
+                                                             CandidateHost* host) {
+  if (world < 1) return absl::InvalidArgumentError("a device set up early needs the world size");
+  if (o.backend == "cuda-shared") {
+    return absl::FailedPreconditionError(
+        "ranks that share a GPU start MPI with their job: no device set up early");
+  }
+  if (host->running()) {
+    v1::HostInit device;
+    device.set_backend(o.backend);
+    device.set_rank(o.rank);
+    device.set_world(world);
+    device.set_rendezvous(HostRendezvous(o));
+    PKB_RETURN_IF_ERROR(host->SetUpDevice(device));
+  }
+  PKB_ASSIGN_OR_RETURN(std::unique_ptr<RankDevice> dev, MakeRankDevice(o, IdentityOf(o, world)));
+  PKB_RETURN_IF_ERROR(dev->PrepareWorld());
+  if (absl::Status ready = host->Ready(); !ready.ok()) {
+    return absl::InternalError(
+        absl::StrCat("the candidate's process failed to set up its device: ", ready.message()));
+  }
+  return dev;
+}
+
+absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process,
+                      std::unique_ptr<RankDevice> early, v1::RankReport* report) {
   CandidateHost& host = *host_process;
   // Whatever the way out, the host and everything it started are gone before the devices are.
   struct KillAtExit {
@@ -172,9 +230,7 @@ absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process, v1::Ran
     init.set_backend(o.backend);
     init.set_rank(o.rank);
     init.set_world(o.spec.world_size());
-    const std::string rendezvous = (o.rendezvous.empty() ? "." : o.rendezvous) + "/host";
-    mkdir(rendezvous.c_str(), 0700);
-    init.set_rendezvous(rendezvous);
+    init.set_rendezvous(HostRendezvous(o));
     for (const auto& g : groups) {
       auto* hg = init.add_groups();
       hg->set_name(g.name);
@@ -192,35 +248,26 @@ absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process, v1::Ran
     }
   }
 
-  RankIdentity id{o.rank, o.spec.world_size(), o.rendezvous};
-  id.share_gpu = o.backend == "cuda-shared";
   using Clock = std::chrono::steady_clock;
   auto seconds_since = [](Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
   };
   auto t_device = Clock::now();
-  std::unique_ptr<RankDevice> dev;
-  if (o.backend == "cpu") {
-#ifdef PKB_WITH_MPI
-    PKB_ASSIGN_OR_RETURN(dev, MakeCpuRankDevice(id));
-#else
-    return absl::FailedPreconditionError("this build of pkb-rank has no CPU (MPI) backend");
-#endif
-  } else {
-#ifdef PKB_WITH_CUDA
-    PKB_ASSIGN_OR_RETURN(dev, MakeCudaRankDevice(id));
-#else
-    return absl::FailedPreconditionError("this build of pkb-rank has no CUDA support");
-#endif
+  std::unique_ptr<RankDevice> dev = std::move(early);
+  const bool set_up_early = dev != nullptr;
+  if (!set_up_early) {
+    PKB_ASSIGN_OR_RETURN(dev, MakeRankDevice(o, IdentityOf(o, o.spec.world_size())));
   }
   cfg.device = dev->device();
   report->set_device_name(dev->name());
   auto stream_guard = dev->UseStream();
   report->set_stage_device_seconds(seconds_since(t_device));
   // A collective of every judge: past it, every rank has read (and deleted) its report key, and
-  // the submission may be loaded.
+  // the submission may be loaded. A world made before the job was known is no such collective:
+  // a barrier over it is.
   auto t_comms = Clock::now();
   PKB_ASSIGN_OR_RETURN(Comm * comm, dev->MakeComm(groups));
+  if (set_up_early) PKB_RETURN_IF_ERROR(comm->Barrier());
   report->set_stage_comms_seconds(seconds_since(t_comms));
   host.Bind(comm);
   if (host.running()) {

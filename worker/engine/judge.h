@@ -6,9 +6,11 @@
 #define PKB_WORKER_ENGINE_JUDGE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "pkb/v1/result.pb.h"
 #include "pkb/v1/spec.pb.h"
 
@@ -41,12 +43,22 @@ absl::Status AwaitFile(const std::string& path, double limit_s, const std::strin
 absl::Status AwaitCandidate(const RankOptions& o);
 
 class CandidateHost;
+class RankDevice;
+
+// A rank started ahead of its job whose engine holds the node's GPU lock (pkb-rank
+// --device-early): sets up its device and world communicator, and has its host (spawned already,
+// when there is a candidate) set up its own, before the job's spec is known. `world`: the ranks
+// started. Nothing of a job is read; RunJudge then adds the problem's groups.
+absl::StatusOr<std::unique_ptr<RankDevice>> SetUpDeviceEarly(const RankOptions& o, int world,
+                                                             CandidateHost* host);
 
 // Judges this rank of the job: verification, then the benchmark, with the submission in `host`
 // (started here unless spawned already; killed, with everything it started, before this
-// returns). A failure of the candidate is the report's status (RUNTIME_ERROR, MISMATCH,
-// REJECTED); an error status is the harness's own (or, ABORTED, the candidate's process died).
-absl::Status RunJudge(const RankOptions& o, CandidateHost* host, v1::RankReport* report);
+// returns), on `early` when SetUpDeviceEarly made it, else on a device set up here. A failure of
+// the candidate is the report's status (RUNTIME_ERROR, MISMATCH, REJECTED); an error status is
+// the harness's own (or, ABORTED, the candidate's process died).
+absl::Status RunJudge(const RankOptions& o, CandidateHost* host, std::unique_ptr<RankDevice> early,
+                      v1::RankReport* report);
 
 }  // namespace pkb
 

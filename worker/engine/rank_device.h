@@ -53,8 +53,13 @@ class RankDevice {
     return absl::UnavailableError("no GPU process list on this device");
   }
 
-  // The world communicator and its sub-groups, for references.
+  // The world communicator and its sub-groups, for references. After PrepareWorld, the groups
+  // only.
   virtual absl::StatusOr<Comm*> MakeComm(const std::vector<GroupLayout>& groups) = 0;
+  // The world communicator now, before the problem's groups are known (a rank started ahead of
+  // its job: pkb-rank --device-early), where making it is slow: NCCL's. Elsewhere nothing (MPI's
+  // world exists once MPI has started). Collective over the world.
+  virtual absl::Status PrepareWorld() { return absl::OkStatus(); }
 
   // Captures the work `body` enqueues on stream() into a CUDA graph and returns a function that
   // replays it (then waits for nothing): the reference timed without its host overhead.

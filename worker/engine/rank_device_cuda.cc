@@ -313,8 +313,8 @@ class CudaRankDevice : public RankDevice {
     return g ? g->raw() : nullptr;
   }
 
-  absl::StatusOr<Comm*> MakeComm(const std::vector<GroupLayout>& groups) override {
-    if (id_.share_gpu) return MakeStagedComm(groups);
+  absl::Status PrepareWorld() override {
+    if (id_.share_gpu || world_) return absl::OkStatus();
     ncclUniqueId uid;
     if (id_.rank == 0) {
       PKB_NCCL_OR_RETURN(ncclGetUniqueId(&uid));
@@ -330,6 +330,13 @@ class CudaRankDevice : public RankDevice {
     std::vector<int> all(id_.world);
     for (int i = 0; i < id_.world; ++i) all[i] = i;
     world_ = std::make_unique<NcclComm>(world, all, stream_);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Comm*> MakeComm(const std::vector<GroupLayout>& groups) override {
+    if (id_.share_gpu) return MakeStagedComm(groups);
+    PKB_RETURN_IF_ERROR(PrepareWorld());
+    ncclComm_t world = world_->raw();
     for (const auto& layout : groups) {
       int color = NCCL_SPLIT_NOCOLOR, key = 0;
       std::vector<int> members;

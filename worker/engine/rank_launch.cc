@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/files.h"
 #include "common/status_macros.h"
 
@@ -150,7 +151,25 @@ absl::StatusOr<std::unique_ptr<StandbyRanks>> StartStandby(const EvalOptions& op
     (void)RemoveTree(scratch);
     return launch.status();
   }
-  return StandbyRanks::Start(scratch, *std::move(launch));
+  // The ranks set up their devices and world communicators while they wait (--device-early):
+  // on CPU always, on GPUs only with the node's GPU lock held from now on (gpu_lock.h), which a
+  // job that adopts them keeps. Ranks sharing a GPU start MPI, and so their devices, with the job.
+  GpuLock gpus;
+  bool early = backend == "cpu";
+  if (backend == "cuda") {
+    absl::StatusOr<GpuLock> opened = GpuLock::Open(o.cache_dir);
+    // Another evaluation runs on the GPUs (taken for a moment's wait): these ranks wait for the
+    // spec before they touch a GPU, as the job that adopts them takes the lock.
+    for (int attempt = 0; opened.ok() && attempt < 50 && !early; ++attempt) {
+      absl::StatusOr<bool> held = opened->TryLock();
+      if (!held.ok()) break;
+      early = *held;
+      if (!early) absl::SleepFor(absl::Milliseconds(20));
+    }
+    if (early) gpus = *std::move(opened);
+  }
+  if (early) (*launch)->spec.args.push_back("--device-early");
+  return StandbyRanks::Start(scratch, *std::move(launch), std::move(gpus));
 }
 
 }  // namespace pkb

@@ -22,6 +22,8 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/eval_spec.h"
 #include "pkb/v1/result.pb.h"
 #include "worker/engine/candidate_host.h"
@@ -146,6 +148,10 @@ int main(int argc, char** argv) {
                "started ahead of its job: start the candidate host, then wait for --spec to "
                "appear");
   app.add_option("--await-limit", await_limit_s, "the longest wait for the spec, seconds");
+  bool device_early = false;
+  app.add_flag("--device-early", device_early,
+               "with --await-spec: set up the device and world communicator (the host's too) "
+               "while waiting; only where the engine holds the node's GPU lock");
   CLI::App* probe = app.add_subcommand("probe", "print the number of usable GPUs and exit");
   CLI::App* selftest = app.add_subcommand(
       "selftest", "run known-good work on every GPU (the CPU without one) and check its results");
@@ -177,6 +183,7 @@ int main(int argc, char** argv) {
   absl::Status s;
   std::string key;
   pkb::CandidateHost host;
+  std::unique_ptr<pkb::RankDevice> early;
   // MPI gives the rank and W under mpirun. A standby of GPU ranks sets it up once the job is
   // there: an MPI built with CUDA support may make a context on the GPU as it starts.
   auto start_mpi = [&] {
@@ -194,9 +201,20 @@ int main(int argc, char** argv) {
     if (mpi_first) start_mpi();
     if (await_spec) {
       // Started ahead of its job: the host's process start and library loads run now, while no
-      // job is known; nothing touches a GPU before the spec is there (pkb-eval writes it under
-      // the node's GPU lock).
+      // job is known. The GPU is touched before the spec is there only with --device-early,
+      // which the engine passes when it holds the node's GPU lock already (StartStandby).
       if (!o.candidate.empty()) s = host.Spawn();
+      if (s.ok() && device_early) {
+        const absl::Time t0 = absl::Now();
+        absl::StatusOr<std::unique_ptr<pkb::RankDevice>> set_up =
+            pkb::SetUpDeviceEarly(o, world, &host);
+        if (set_up.ok()) {
+          early = *std::move(set_up);
+          report.set_stage_early_seconds(absl::ToDoubleSeconds(absl::Now() - t0));
+        } else {
+          s = set_up.status();
+        }
+      }
       if (s.ok()) s = pkb::AwaitFile(spec_path, await_limit_s, "the job's spec");
     }
     if (s.ok() && under_mpirun && !mpi_first) start_mpi();
@@ -209,7 +227,7 @@ int main(int argc, char** argv) {
       // A functional run times no reference (engine.h).
       if (o.spec.functional()) o.baseline = false;
       key = pkb::TakeReportKey(o.report, o.rank);
-      s = pkb::RunJudge(o, &host, &report);
+      s = pkb::RunJudge(o, &host, std::move(early), &report);
     }
   } catch (const std::exception& e) {
     s = absl::InternalError(absl::StrCat("exception: ", e.what()));

@@ -7,8 +7,11 @@
 
 namespace pkb {
 
-StandbyRanks::StandbyRanks(std::string scratch, std::unique_ptr<RankLaunch> launch)
-    : scratch_(std::move(scratch)), launch_(std::move(launch)), started_(absl::Now()) {
+StandbyRanks::StandbyRanks(std::string scratch, std::unique_ptr<RankLaunch> launch, GpuLock gpus)
+    : scratch_(std::move(scratch)),
+      launch_(std::move(launch)),
+      gpus_(std::move(gpus)),
+      started_(absl::Now()) {
   LaunchSpec& spec = launch_->spec;
   if (spec.sandbox) spec.sandbox = &launch_->sandbox;
   // The launcher's callbacks run on its thread and go to whichever job adopted the ranks.
@@ -33,8 +36,10 @@ StandbyRanks::StandbyRanks(std::string scratch, std::unique_ptr<RankLaunch> laun
 }
 
 std::unique_ptr<StandbyRanks> StandbyRanks::Start(std::string scratch,
-                                                  std::unique_ptr<RankLaunch> launch) {
-  std::unique_ptr<StandbyRanks> s(new StandbyRanks(std::move(scratch), std::move(launch)));
+                                                  std::unique_ptr<RankLaunch> launch,
+                                                  GpuLock gpus) {
+  std::unique_ptr<StandbyRanks> s(
+      new StandbyRanks(std::move(scratch), std::move(launch), std::move(gpus)));
   StandbyRanks* self = s.get();
   s->thread_ = std::thread([self] {
     absl::StatusOr<LaunchResult> r = RankLauncher().Run(self->launch_->spec);
@@ -74,6 +79,7 @@ void StandbyRanks::Discard() {
 absl::StatusOr<LaunchResult> StandbyRanks::Wait() {
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> lock(mu_);
+  if (!adopted_) gpus_.Release();  // the ranks are gone: the job that discarded them takes it
   return std::move(result_);
 }
 

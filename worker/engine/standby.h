@@ -1,9 +1,11 @@
 // Rank processes started ahead of their job (pkb-eval --standby): a worker starts pkb-eval before
 // it has a job, pkb-eval starts W ranks for the job it expects, and they load their libraries
 // (and, under mpirun, set up MPI) and spawn their candidate hosts while no job is known. They
-// touch no GPU and read nothing of a job until its spec appears in their folder. When the job
+// read nothing of a job until its spec appears in their folder. When the job
 // comes and fits (the same W and backend), the evaluation adopts them; otherwise it discards
-// them and starts its own. Nothing is reused between jobs: every job's ranks and hosts are
+// them and starts its own. Where the engine holds the node's GPU lock for them, they also set up
+// their devices and world communicators (and their hosts' own) while they wait (pkb-rank
+// --device-early). Nothing is reused between jobs: every job's ranks and hosts are
 // fresh processes in a fresh sandbox; only their start moved earlier.
 //
 //   auto standby = StandbyRanks::Start(scratch, std::move(launch));   // the launcher runs
@@ -21,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "worker/engine/gpu_lock.h"
 #include "worker/engine/launcher.h"
 #include "worker/engine/sandbox.h"
 
@@ -43,9 +46,12 @@ class StandbyRanks {
   };
 
   // Starts `launch` on a thread of its own, in `scratch` (the job folder-to-be, removed with this
-  // object unless a job adopted it). Its gate stays closed until a job adopts the ranks.
+  // object unless a job adopted it). Its gate stays closed until a job adopts the ranks. `gpus`:
+  // the node's GPU lock when held for ranks that set up their devices early (--device-early),
+  // kept until they end unadopted (Wait) or, adopted, until this object goes.
   static std::unique_ptr<StandbyRanks> Start(std::string scratch,
-                                             std::unique_ptr<RankLaunch> launch);
+                                             std::unique_ptr<RankLaunch> launch,
+                                             GpuLock gpus = GpuLock());
   ~StandbyRanks();
   StandbyRanks(const StandbyRanks&) = delete;
   StandbyRanks& operator=(const StandbyRanks&) = delete;
@@ -55,6 +61,8 @@ class StandbyRanks {
   const std::string& backend() const { return launch_->spec.backend; }
   // When the ranks started.
   absl::Time started() const { return started_; }
+  // Whether they hold the node's GPU lock (a job that adopts them takes it with them).
+  bool holds_gpus() const { return gpus_.held(); }
   // Whether the ranks are still waiting for a job (none has adopted or discarded them, and they
   // have not ended: a rank that failed to start ends the standby).
   bool waiting();
@@ -66,14 +74,16 @@ class StandbyRanks {
   // Not this job's, or the job that adopted them gave up before they ran: the ranks are killed
   // (the launcher's gate says kCalledOff), and Wait returns once they are gone.
   void Discard();
-  // Waits for the launcher: the ranks' ends, as RankLauncher::Run reports them. Once only.
+  // Waits for the launcher: the ranks' ends, as RankLauncher::Run reports them. Once only. Ranks
+  // no job adopted give the GPU lock back here.
   absl::StatusOr<LaunchResult> Wait();
 
  private:
-  StandbyRanks(std::string scratch, std::unique_ptr<RankLaunch> launch);
+  StandbyRanks(std::string scratch, std::unique_ptr<RankLaunch> launch, GpuLock gpus);
 
   const std::string scratch_;
   std::unique_ptr<RankLaunch> launch_;
+  GpuLock gpus_;
   absl::Time started_;
   std::thread thread_;
   std::mutex mu_;

@@ -113,9 +113,10 @@ std::string Check(const VerdictContext& ctx, int rank, v1::RankReport* rep) {
     }
   }
   Cut(rep->mutable_baseline_graph_note());
-  for (double x : {rep->stage_verify_seconds(), rep->stage_benchmark_seconds(),
-                   rep->stage_device_seconds(), rep->stage_comms_seconds(),
-                   rep->stage_host_ready_seconds(), rep->stage_host_load_seconds()}) {
+  for (double x :
+       {rep->stage_verify_seconds(), rep->stage_benchmark_seconds(), rep->stage_device_seconds(),
+        rep->stage_comms_seconds(), rep->stage_host_ready_seconds(), rep->stage_host_load_seconds(),
+        rep->stage_early_seconds()}) {
     if (!SaneMicros(x)) return absl::StrCat("a stage time of ", x, " s");
   }
   if (rep->input_sets() < 0 || rep->input_sets() > kMaxInputSets)
@@ -292,7 +293,7 @@ Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport
     }
   }
   r->set_gpu(reports[0].device_name());
-  double verify_s = 0, bench_s = 0, device_s = 0, comms_s = 0, ready_s = 0, load_s = 0;
+  double verify_s = 0, bench_s = 0, device_s = 0, comms_s = 0, ready_s = 0, load_s = 0, early_s = 0;
   for (const auto& rep : reports) {
     verify_s = std::max(verify_s, rep.stage_verify_seconds());
     bench_s = std::max(bench_s, rep.stage_benchmark_seconds());
@@ -300,12 +301,14 @@ Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport
     comms_s = std::max(comms_s, rep.stage_comms_seconds());
     ready_s = std::max(ready_s, rep.stage_host_ready_seconds());
     load_s = std::max(load_s, rep.stage_host_load_seconds());
+    early_s = std::max(early_s, rep.stage_early_seconds());
   }
   auto& stages = *r->mutable_stage_seconds();
   stages["rank_device"] = device_s;
   stages["rank_comms"] = comms_s;
   stages["host_ready"] = ready_s;
   stages["host_load"] = load_s;
+  if (early_s > 0) stages["rank_early"] = early_s;  // before the job, so no part of its time
   stages["verify"] = verify_s;
   stages["benchmark"] = bench_s;
 
