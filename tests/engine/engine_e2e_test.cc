@@ -267,6 +267,32 @@ TEST_CASE("pkb-eval --standby: ranks started before the job take it when it fits
   (void)RemoveTree(*dir);
 }
 
+TEST_CASE("pkb-eval --settle-baseline: a thin node baseline is measured again in fresh processes",
+          "[engine][e2e]") {
+  auto dir = MakeTempDir("/tmp/pkb-test", "settle-");
+  REQUIRE(dir.ok());
+  const std::string cache = "--cache-dir=" + *dir + "/cache";
+  const std::vector<std::string> job = {
+      "-p", "1", "-w", "2", cache, "--settle-baseline=3", Cpu("p001_correct.cc")};
+  // A fresh node: this job's measurement and two reference-only runs.
+  auto first = Eval(job);
+  INFO(first.dump(1));
+  CHECK(first["status"] == "OK");
+  CHECK(first["baseline_node_samples"] == 3);
+  REQUIRE(first["stage_seconds"].contains("baseline_settle"));
+  CHECK(first["stage_seconds"]["baseline_settle"].get<double>() > 0);
+  // Settled: the next job adds its own and times nothing more.
+  auto second = Eval(job);
+  CHECK(second["status"] == "OK");
+  CHECK(second["baseline_node_samples"] == 4);
+  CHECK(!second["stage_seconds"].contains("baseline_settle"));
+  // Off (the default): each job adds its one.
+  auto off = Eval({"-p", "1", "-w", "2", "--cache-dir=" + *dir + "/other", Cpu("p001_correct.cc")});
+  CHECK(off["baseline_node_samples"] == 1);
+  CHECK(!off["stage_seconds"].contains("baseline_settle"));
+  (void)RemoveTree(*dir);
+}
+
 TEST_CASE("constraints are checked before anything runs", "[engine][e2e]") {
   auto j = Eval({"-p", "49", "-w", "1", Cpu("p001_correct.cc")});
   CHECK(j["status"] == "REJECTED");

@@ -241,6 +241,12 @@ void EngineExecutor::StartStandby(const v1::EvalSpec& last) {
   standby_ = std::move(sb);
 }
 
+std::vector<std::string> EngineExecutor::SettleArgs(const v1::EvalSpec& spec) const {
+  // CPU test candidates ("cpp") time nothing a speedup is ranked on.
+  if (options_.settle_baseline <= 0 || spec.language() == "cpp") return {};
+  return {absl::StrCat("--settle-baseline=", options_.settle_baseline)};
+}
+
 std::optional<v1::EvalResult> EngineExecutor::RunOnStandby(Standby& sb, const v1::Lease& lease,
                                                            const EventCallback& on_event,
                                                            CancelToken* cancel,
@@ -254,6 +260,7 @@ std::optional<v1::EvalResult> EngineExecutor::RunOnStandby(Standby& sb, const v1
   }
   std::vector<std::string> args = {"--spec", spec, source};
   if (!lease.job_key().empty()) args.insert(args.end(), {"--job-key", lease.job_key()});
+  for (std::string& a : SettleArgs(lease.spec())) args.push_back(std::move(a));
   nlohmann::json line = args;
   const std::string text = line.dump() + "\n";
   EngineOutput out(on_event, cancel);
@@ -317,8 +324,8 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
   if (sb) r = RunOnStandby(*sb, lease, on_event, cancel, timeout);
   sb.reset();  // an engine that did not take the job is killed
   if (!r) {
-    r = RunEngine(lease.spec(), lease.source(), lease.job_key(), {}, "job-", "evaluation",
-                  /*background=*/false, timeout, on_event, cancel);
+    r = RunEngine(lease.spec(), lease.source(), lease.job_key(), SettleArgs(lease.spec()), "job-",
+                  "evaluation", /*background=*/false, timeout, on_event, cancel);
   }
   if (options_.standby) StartStandby(lease.spec());
   return *r;

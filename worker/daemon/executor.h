@@ -73,6 +73,9 @@ struct EngineExecutorOptions {
   // when the job comes, which then only writes its spec. A job of another shape still saves
   // the engine's start (its ranks are replaced). Nothing of a job is reused by the next.
   bool standby = false;
+  // GPU jobs: pkb-eval --settle-baseline (engine.h EvalOptions::settle_baseline): a job whose
+  // reference this node has measured fewer times first times it again in fresh processes. 0: off.
+  int settle_baseline = 0;
 };
 
 class EngineExecutor : public Executor {
@@ -89,6 +92,8 @@ class EngineExecutor : public Executor {
   struct Standby;
   // Starts the engine for the job after `last` (options.standby), unless one waits already.
   void StartStandby(const v1::EvalSpec& last);
+  // The engine's --settle-baseline for a job of `spec` (options.settle_baseline; GPU jobs only).
+  std::vector<std::string> SettleArgs(const v1::EvalSpec& spec) const;
   // The job on the engine started ahead; nullopt when it could not take it (it died, or its FIFO
   // never opened): the job then runs on an engine of its own.
   std::optional<v1::EvalResult> RunOnStandby(Standby& standby, const v1::Lease& lease,

@@ -107,6 +107,13 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-standby-engine", e.standby,
                "do not start the engine for the next job ahead of it (pkb-eval --standby: "
                "its rank processes for the last job's W and backend, ready when the job comes)");
+  e.settle_baseline = 10;  // the engine's kSettledBaseline (worker/engine/engine.h)
+  app.add_option("--settle-baseline", e.settle_baseline,
+                 "GPU jobs: while this node has fewer measurements of a job's reference, the job "
+                 "times it again in fresh processes before its speedup is computed (about 1 s "
+                 "each, once per shape and node); 0: off")
+      ->check(CLI::Range(0, 25))
+      ->capture_default_str();
   app.add_option("--harness-version", *o.capabilities.mutable_harness_version(),
                  "the engine's harness version")
       ->capture_default_str();

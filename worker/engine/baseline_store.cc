@@ -24,6 +24,15 @@ std::string BaselineKey(int problem, int version, int world, int64_t m, int64_t 
 }
 
 absl::StatusOr<std::vector<double>> BaselineStore::Record(const std::string& key, double us) {
+  return Update(key, us);
+}
+
+absl::StatusOr<std::vector<double>> BaselineStore::Recent(const std::string& key) {
+  return Update(key, std::nullopt);
+}
+
+absl::StatusOr<std::vector<double>> BaselineStore::Update(const std::string& key,
+                                                          std::optional<double> us) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec)
@@ -39,7 +48,7 @@ absl::StatusOr<std::vector<double>> BaselineStore::Record(const std::string& key
   } closer{fd};
   if (flock(fd, LOCK_EX) != 0)
     return absl::UnavailableError(absl::StrCat("baselines: cannot lock ", path));
-  const std::string line = absl::StrCat(us, "\n");
+  const std::string line = us ? absl::StrCat(*us, "\n") : "";
   if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
     return absl::UnavailableError(absl::StrCat("baselines: cannot append to ", path));
   std::string text;

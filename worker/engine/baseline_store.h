@@ -14,6 +14,7 @@
 #ifndef PKB_WORKER_ENGINE_BASELINE_STORE_H_
 #define PKB_WORKER_ENGINE_BASELINE_STORE_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,8 +32,12 @@ class BaselineStore {
   // Appends `us` (microseconds per call) under `key`; returns the newest measurements, oldest
   // first, this one last (at most kKeep).
   absl::StatusOr<std::vector<double>> Record(const std::string& key, double us);
+  // The newest measurements under `key` (at most kKeep), oldest first; none yet: empty.
+  absl::StatusOr<std::vector<double>> Recent(const std::string& key);
 
  private:
+  absl::StatusOr<std::vector<double>> Update(const std::string& key, std::optional<double> us);
+
   std::string dir_;
 };
 

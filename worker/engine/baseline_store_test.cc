@@ -32,6 +32,9 @@ TEST_CASE("the node's baseline keeps the newest measurements of each key, across
   std::vector<double> recent = *BaselineStore(dir + "/baselines").Record(a, 9.0);
   CHECK(recent.size() == static_cast<size_t>(BaselineStore::kKeep));
   CHECK(recent.back() == 9.0);
+  // Read without adding.
+  CHECK(*BaselineStore(dir + "/baselines").Recent(a) == recent);
+  CHECK(BaselineStore(dir + "/baselines").Recent("a key never measured")->empty());
   RemoveTree(dir).IgnoreError();
 }
 

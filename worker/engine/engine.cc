@@ -537,7 +537,7 @@ class Evaluation {
     // One evaluation at a time on a node's GPUs (gpu_lock.h), held until the verdict is out
     // (~Evaluation). Standby ranks that set up their devices early hold it already; others touch
     // no GPU before the job's spec is written, below.
-    if (backend_ == "cuda" && !(standby_ && standby_->holds_gpus())) {
+    if (backend_ == "cuda" && !o_.gpus_held && !(standby_ && standby_->holds_gpus())) {
       absl::StatusOr<GpuLock> opened = GpuLock::Open(o_.cache_dir);
       if (!opened.ok()) return End(v1::INTERNAL, std::string(opened.status().message()));
       gpus_ = *std::move(opened);
@@ -702,11 +702,36 @@ class Evaluation {
     if (v.status == v1::OK && o_.baseline && r_.baseline().wall_per_iter_us() > 0) {
       // The node's baseline: this job's measurement joins its newest ones (baseline_store.h).
       BaselineStore store(o_.cache_dir + "/baselines");
-      absl::StatusOr<std::vector<double>> recent = store.Record(
+      const std::string key =
           BaselineKey(run_.problem_id(), p_->info().version, run_.world_size(), run_.m(), run_.n(),
-                      run_.dtype(), run_.iters(), run_.min_window_ms(), r_.gpu(), HarnessVersion()),
-          r_.baseline().wall_per_iter_us());
+                      run_.dtype(), run_.iters(), run_.min_window_ms(), r_.gpu(), HarnessVersion());
+      absl::StatusOr<std::vector<double>> recent =
+          store.Record(key, r_.baseline().wall_per_iter_us());
       if (recent.ok() && !o_.baseline_only) {
+        const int have = static_cast<int>(recent->size());
+        if (have < o_.settle_baseline) {
+          // A thin baseline (a node's first jobs of this shape): settled first (engine.h).
+          events_.Emit(
+              v1::BENCHMARKING,
+              absl::StrCat("settling this node's baseline: ", have, " of ", o_.settle_baseline,
+                           " measurements of this reference; timing it again in fresh "
+                           "processes"));
+          const absl::Time t0 = absl::Now();
+          EvalOptions settle = o_;
+          settle.spec = run_;
+          settle.gpus_held = backend_ == "cuda";
+          std::string failure;
+          SettleNodeBaseline(settle, o_.settle_baseline - have, &failure);
+          (*r_.mutable_stage_seconds())["baseline_settle"] =
+              absl::ToDoubleSeconds(absl::Now() - t0);
+          if (!failure.empty()) {
+            events_.Emit(v1::BENCHMARKING,
+                         absl::StrCat("settling the baseline stopped (the speedup uses the "
+                                      "measurements there are): ",
+                                      failure));
+          }
+          if (absl::StatusOr<std::vector<double>> now = store.Recent(key); now.ok()) recent = now;
+        }
         ApplyNodeBaseline(*recent, &r_);
         v.message = absl::StrFormat("correct on %d rank(s) in %d trial(s); speedup %.3fx",
                                     run_.world_size(), run_.trials(), r_.speedup());

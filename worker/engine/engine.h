@@ -65,7 +65,26 @@ struct EvalOptions {
   // Ranks started ahead of this job (StartStandby; not owned): adopted when they fit (the same W
   // and launch backend, a run that compiles while its ranks start), else discarded.
   StandbyRanks* standby = nullptr;
+  // Settle the node's baseline (baseline_store.h) before the speedup is computed: while it holds
+  // fewer than this many measurements of the job's reference, the reference is timed again in
+  // fresh rank processes, as jobs of their own would (SettleNodeBaseline). The eager reference's
+  // figure differs between processes by tens of percent, so a node's first jobs of a shape
+  // would otherwise score against the median of a few. 0: off (each job adds its one).
+  int settle_baseline = 0;
+  // The caller holds the node's GPU lock already (a settling run inside a job's evaluation).
+  bool gpus_held = false;
 };
+
+// How many measurements a node's baseline needs before a speedup against it reproduces (within
+// ±3.5% over 11-14 on an H100, ±12% over 6-10: docs/benchmarks.md, 2026-12-05); the worker's
+// default EvalOptions::settle_baseline.
+inline constexpr int kSettledBaseline = 10;
+
+// Reference-only evaluations of `job` (its spec; no submission), `runs` of them one after the
+// other, each in fresh rank processes and a fresh sandbox, each adding its measurement to the
+// node's baseline. For a job's own evaluation, which holds the GPU lock (`job.gpus_held` says so
+// for CUDA). Returns how many ended OK, and in `failure` the first other verdict's message.
+int SettleNodeBaseline(const EvalOptions& job, int runs, std::string* failure);
 
 // A functional run (spec.functional: correctness only, no speedup, never ranked) lets the W rank
 // processes share the node's GPUs (rank r on GPU r mod G): started by mpirun, the judges'

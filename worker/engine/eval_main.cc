@@ -167,6 +167,12 @@ int Main(int argc, char** argv, pkb::StandbyRanks* standby) {
   app.add_flag("--keep-scratch", o.keep_scratch, "keep the job's scratch folder");
   app.add_flag("--json", json, "print the result as JSON");
   app.add_flag("--baseline-only", o.baseline_only, "no submission: time the reference alone");
+  app.add_option("--settle-baseline", o.settle_baseline,
+                 "while this node's baseline for the job has fewer measurements of the reference "
+                 "(at most 25 are kept), time it again in fresh processes before the speedup is "
+                 "computed (the worker passes 10 for GPU jobs); 0: off")
+      ->check(CLI::Range(0, 25))
+      ->capture_default_str();
   app.add_flag("--compile-only", o.compile_only,
                "the constraints, the source policy and the sandboxed, cached compile of a run, "
                "then stop: status COMPILED (or REJECTED, COMPILE_ERROR); no rank starts, no GPU "

@@ -58,12 +58,17 @@ std::string FormatReport(const v1::EvalResult& r) {
   timing("baseline", r.baseline(), "events:");
   if (r.speedup() > 0) {
     if (r.baseline_node_samples() > 0) {
+      const std::string provisional =
+          r.baseline_node_samples() < kSettledBaseline
+              ? absl::StrCat(", fewer than ", kSettledBaseline, ": provisional (--settle-baseline)")
+              : "";
       absl::StrAppendFormat(&s,
                             "speedup %.3fx (%.3fx-%.3fx) against this node's baseline of %.2f us "
-                            "(median of %d measurements; this job's: %.3fx); PKB's events figure "
+                            "(median of %d measurements%s; this job's: %.3fx); PKB's events figure "
                             "%.3fx\n",
                             r.speedup(), r.speedup_low(), r.speedup_high(), r.baseline_node_us(),
-                            r.baseline_node_samples(), r.speedup_in_job(), r.speedup_events());
+                            r.baseline_node_samples(), provisional, r.speedup_in_job(),
+                            r.speedup_events());
     } else {
       absl::StrAppendFormat(&s, "speedup %.3fx (%.3fx-%.3fx); PKB's events figure %.3fx\n",
                             r.speedup(), r.speedup_low(), r.speedup_high(), r.speedup_events());

@@ -1,0 +1,34 @@
+// SettleNodeBaseline (engine.h): the reference timed again in fresh processes until the node's
+// baseline has settled.
+#include "absl/strings/str_cat.h"
+#include "pkb/v1/result.pb.h"
+#include "worker/engine/engine.h"
+
+namespace pkb {
+
+int SettleNodeBaseline(const EvalOptions& job, int runs, std::string* failure) {
+  EvalOptions b = job;
+  b.baseline = true;
+  b.baseline_only = true;
+  b.compile_only = false;
+  b.settle_baseline = 0;
+  b.standby = nullptr;
+  b.source.clear();
+  b.job_key.clear();
+  b.keep_scratch = false;
+  int ok = 0;
+  for (int i = 0; i < runs; ++i) {
+    v1::EvalResult r = RunEvaluation(b, EvalEventCallback());
+    if (r.status() == v1::OK) {
+      ++ok;
+      continue;
+    }
+    if (failure != nullptr && failure->empty()) {
+      *failure = absl::StrCat(v1::Status_Name(r.status()), ": ", r.message());
+    }
+    break;  // what failed once fails again: the job goes on with the baseline it has
+  }
+  return ok;
+}
+
+}  // namespace pkb
