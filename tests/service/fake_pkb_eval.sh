@@ -50,7 +50,7 @@ fi
 # --standby W:BACKEND [--job-from FIFO] (the worker's engine started ahead of its job): the job's
 # arguments come later, one line of a JSON array of strings; then it runs them as if they had
 # followed the others, and its log line says "standby=W:BACKEND".
-standby="" job_from="-" rest=()
+standby="" job_from="-" rest=() settle=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --standby) standby="$2"; shift 2 ;;
@@ -78,6 +78,8 @@ while [[ $# -gt 0 ]]; do
     --compile-only) compile_only=1; shift ;;
     --set-offset) offset="$2"; shift 2 ;;
     --dtype) dtype="$2"; shift 2 ;;
+    --settle-baseline=*) settle="${1#*=}"; shift ;;
+    --*=*) shift ;;  # --flag=value
     --*) shift 2 ;;
     *) source="$1"; shift ;;  # the source is positional, as in pkb-eval
   esac
@@ -109,7 +111,7 @@ pause() {
     [[ "${stat[3]}" == "$parent" ]] || exit 1
   done
 }
-[[ -n "${FAKE_PKB_EVAL_LOG:-}" && $compile_only == 0 ]] && echo "ran problem=$problem world=$world offset=$offset m=$m n=$n pid=$$${FAKE_STANDBY:+ standby=$FAKE_STANDBY} source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
+[[ -n "${FAKE_PKB_EVAL_LOG:-}" && $compile_only == 0 ]] && echo "ran problem=$problem world=$world offset=$offset m=$m n=$n pid=$$${FAKE_STANDBY:+ standby=$FAKE_STANDBY}${settle:+ settle=$settle} source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
 seq=0
 leak=""
 if grep -q FAKE_LEAKY_MESSAGE "$source"; then
