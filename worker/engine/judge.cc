@@ -184,10 +184,6 @@ RankIdentity IdentityOf(const RankOptions& o, int world) {
 absl::StatusOr<std::unique_ptr<RankDevice>> SetUpDeviceEarly(const RankOptions& o, int world,
                                                              CandidateHost* host) {
   if (world < 1) return absl::InvalidArgumentError("a device set up early needs the world size");
-  if (o.backend == "cuda-shared") {
-    return absl::FailedPreconditionError(
-        "ranks that share a GPU start MPI with their job: no device set up early");
-  }
   if (host->running()) {
     v1::HostInit device;
     device.set_backend(o.backend);

@@ -48,7 +48,8 @@ class RankDevice;
 // A rank started ahead of its job whose engine holds the node's GPU lock (pkb-rank
 // --device-early): sets up its device and world communicator, and has its host (spawned already,
 // when there is a candidate) set up its own, before the job's spec is known. `world`: the ranks
-// started. Nothing of a job is read; RunJudge then adds the problem's groups.
+// started. Nothing of a job is read; RunJudge then adds the problem's groups (and, where ranks
+// share a GPU, makes the judges' MPI communicators: MPI has started by then).
 absl::StatusOr<std::unique_ptr<RankDevice>> SetUpDeviceEarly(const RankOptions& o, int world,
                                                              CandidateHost* host);
 

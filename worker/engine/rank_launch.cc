@@ -153,10 +153,11 @@ absl::StatusOr<std::unique_ptr<StandbyRanks>> StartStandby(const EvalOptions& op
   }
   // The ranks set up their devices and world communicators while they wait (--device-early):
   // on CPU always, on GPUs only with the node's GPU lock held from now on (gpu_lock.h), which a
-  // job that adopts them keeps. Ranks sharing a GPU start MPI, and so their devices, with the job.
+  // job that adopts them keeps. Without it, ranks sharing a GPU start MPI (which may make a CUDA
+  // context) with the job.
   GpuLock gpus;
   bool early = backend == "cpu";
-  if (backend == "cuda") {
+  if (backend != "cpu") {
     absl::StatusOr<GpuLock> opened = GpuLock::Open(o.cache_dir);
     // Another evaluation runs on the GPUs (taken for a moment's wait): these ranks wait for the
     // spec before they touch a GPU, as the job that adopts them takes the lock.

@@ -195,7 +195,9 @@ int main(int argc, char** argv) {
     throw std::runtime_error("backend " + o.backend + " needs MPI; this pkb-rank has none");
 #endif
   };
-  const bool mpi_first = under_mpirun && !(await_spec && o.backend != "cpu");
+  // With the node's GPU lock held for them (--device-early), standby ranks sharing a GPU start
+  // MPI at once too, then set up their devices.
+  const bool mpi_first = under_mpirun && !(await_spec && o.backend != "cpu" && !device_early);
   try {
     report.set_rank(o.rank);
     if (mpi_first) start_mpi();
