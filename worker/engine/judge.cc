@@ -184,7 +184,8 @@ RankIdentity IdentityOf(const RankOptions& o, int world) {
 absl::StatusOr<std::unique_ptr<RankDevice>> SetUpDeviceEarly(const RankOptions& o, int world,
                                                              CandidateHost* host) {
   if (world < 1) return absl::InvalidArgumentError("a device set up early needs the world size");
-  if (host->running()) {
+  const bool with_host = !o.candidate.empty();  // spawned already (pkb-rank --await-spec)
+  if (with_host) {
     v1::HostInit device;
     device.set_backend(o.backend);
     device.set_rank(o.rank);
@@ -194,7 +195,7 @@ absl::StatusOr<std::unique_ptr<RankDevice>> SetUpDeviceEarly(const RankOptions& 
   }
   PKB_ASSIGN_OR_RETURN(std::unique_ptr<RankDevice> dev, MakeRankDevice(o, IdentityOf(o, world)));
   PKB_RETURN_IF_ERROR(dev->PrepareWorld());
-  if (absl::Status ready = host->Ready(); !ready.ok()) {
+  if (absl::Status ready = with_host ? host->Ready() : absl::OkStatus(); !ready.ok()) {
     return absl::InternalError(
         absl::StrCat("the candidate's process failed to set up its device: ", ready.message()));
   }
