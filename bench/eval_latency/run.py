@@ -27,6 +27,9 @@ again). Printed: one line per run and a table of medians; every result is kept a
 - early: standby ranks that set up their devices and world communicators (and their hosts') while
   they waited for the job (pkb-rank --device-early): how long that took, before the job (no part
   of wall);
+- then, a second table: the benchmark in parts (stage_seconds.bench_*): drawing and placing the
+  timed sets, the candidate's warm-up, its window, the spot checks after it, the reference's rounds
+  and graph, the profile passes;
 - engine: wall less compile and ranks where they did not overlap: pkb-eval's own start, the
   checks, the GPU probe, the lock, the verdict, clean-up.
 Only the standard library is used.
@@ -40,6 +43,10 @@ import subprocess
 import sys
 import tempfile
 import time
+
+
+# The benchmark stage in parts (stage_seconds.bench_*, the slowest rank's each).
+BENCH_PARTS = ["inputs", "warmup", "window", "checks", "reference", "profile"]
 
 
 def run_once(pkb_eval, args, cache, mode, shape=None, gap=2.0):
@@ -87,6 +94,8 @@ def run_once(pkb_eval, args, cache, mode, shape=None, gap=2.0):
         "host_load": st.get("host_load", 0.0),
         "early": st.get("rank_early", 0.0),
     }
+    for part in BENCH_PARTS:
+        row[part] = st.get("bench_" + part, 0.0)
     row["start_end"] = ranks - row["verify"] - row["benchmark"] - during
     # What the stages above leave of the wall clock: with the overlap, compile and the ranks'
     # first `during` seconds ran at once.
@@ -142,6 +151,12 @@ def main():
     for (mode, temp), rows in table.items():
         med = [statistics.median(r[c] for r in rows) for c in cols]
         print(f"| {mode} | {temp} | " + " | ".join(f"{m:.2f}" for m in med) + " |")
+    print("\nThe benchmark in parts (medians):\n")
+    print("| mode | cache | benchmark | " + " | ".join(BENCH_PARTS) + " |")
+    print("|---|---|---|" + "---|" * len(BENCH_PARTS))
+    for (mode, temp), rows in table.items():
+        med = [statistics.median(r[c] for r in rows) for c in ["benchmark"] + BENCH_PARTS]
+        print(f"| {mode} | {temp} | " + " | ".join(f"{m:.3f}" for m in med) + " |")
     shutil.rmtree(primer, ignore_errors=True)
     print(f"\nmedians of {o.runs} run(s) each, seconds; results in {out}")
 

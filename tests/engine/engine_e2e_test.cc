@@ -143,6 +143,17 @@ TEST_CASE("an OK CPU result carries timings of both sides and every trial", "[en
     CHECK(j["stage_seconds"][stage].get<double>() < j["stage_seconds"]["run"].get<double>());
   }
   CHECK(j["stage_seconds"]["rank_comms"].get<double>() > 0);  // MPI communicators
+  // The benchmark in parts (the slowest rank's each): they add up to no more than the whole.
+  double parts = 0;
+  for (const char* part : {"bench_inputs", "bench_warmup", "bench_window", "bench_checks",
+                           "bench_reference", "bench_profile"}) {
+    INFO(part);
+    REQUIRE(j["stage_seconds"].contains(part));
+    CHECK(j["stage_seconds"][part].get<double>() > 0);
+    parts += j["stage_seconds"][part].get<double>();
+  }
+  // Each part is the slowest rank's, so their sum may pass one rank's whole by a little.
+  CHECK(parts <= 2 * j["stage_seconds"]["benchmark"].get<double>());
 }
 
 TEST_CASE("a functional run judges correctness only in a short window", "[engine][e2e]") {

@@ -23,6 +23,18 @@
 
 namespace pkb {
 
+namespace {
+
+// Seconds since `t`, and `t` moved to now: for the benchmark's parts (RankReport.bench_*).
+double Lap(std::chrono::steady_clock::time_point* t) {
+  const auto now = std::chrono::steady_clock::now();
+  const double s = std::chrono::duration<double>(now - *t).count();
+  *t = now;
+  return s;
+}
+
+}  // namespace
+
 // How many distinct input sets the timed iterations rotate through: one per timed iteration
 // (`window` of them, the candidate's warm-up's wish, and at least iters), so that no timed call
 // sees contents it has seen before (a candidate that keeps its outputs and replays them on
@@ -251,6 +263,7 @@ absl::Status Judge::TimeCandidate(SharedArena& arena, int sets, std::vector<Inpu
                                   const v1::HostCall& warm_call, v1::RankReport* report) {
   auto set_number = [&](int s) { return SetNumber(s); };
   auto decls_of = [&](int s) { return DeclsOf(s); };
+  auto lap = std::chrono::steady_clock::now();
   std::vector<double> us;
   double wall = 0;
   std::map<int, OutputSet> copies;
@@ -317,10 +330,12 @@ absl::Status Judge::TimeCandidate(SharedArena& arena, int sets, std::vector<Inpu
   }
   PKB_RETURN_IF_ERROR(dev_->Synchronize());
   PKB_ASSIGN_OR_RETURN(us, host_->Times());
+  report->set_bench_window_seconds(Lap(&lap));
   // The profile pass: one more call, untimed, on the warm-up's set (whose outputs are never
   // checked), with the GPU's activity recorded in the host. Informative: a failure is a note.
   PKB_RETURN_IF_ERROR(comm_->Barrier());
   absl::StatusOr<v1::CallProfile> profile = host_->Profile(warm_call);
+  report->set_bench_profile_seconds(Lap(&lap));
   v1::RankProfile* rank_profile = report->mutable_profile();
   rank_profile->set_rank(comm_->rank());
   if (profile.ok()) {
@@ -381,6 +396,7 @@ absl::Status Judge::TimeCandidate(SharedArena& arena, int sets, std::vector<Inpu
   // The wall clock reported is the candidate's share: the judge's clock over the window
   // less the harness's own work in it.
   report->set_candidate_wall_us(std::max(0.0, wall - harness));
+  report->set_bench_checks_seconds(Lap(&lap));
   return absl::OkStatus();
 }
 
@@ -390,6 +406,7 @@ std::vector<OutputDecl> Judge::DeclsOf(int s) const {
 
 absl::Status Judge::Benchmark(v1::RankReport* report) {
   auto t0 = std::chrono::steady_clock::now();
+  auto lap = t0;
   auto set_number = [&](int s) { return SetNumber(s); };
   auto decls_of = [&](int s) { return DeclsOf(s); };
   const bool candidate = host_->running();
@@ -404,10 +421,12 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
   warm_drawn = Inputs();
   PKB_ASSIGN_OR_RETURN(const v1::HostCall warm_call,
                        warm_arena.Describe(warm_set.first, warm_set.second));
+  double inputs_s = Lap(&lap);
   int wanted = o_.spec.iters();
   if (candidate) {
     PKB_ASSIGN_OR_RETURN(wanted, WarmUpCandidate(warm_call));
   }
+  report->set_bench_warmup_seconds(Lap(&lap));
   const int64_t set_bytes = static_cast<int64_t>(
       std::max<size_t>(1, SharedArena::BytesFor(DrawInputs(p_, cfg_, comm_->rank(), 0),
                                                 p_.OutputsOfSet(cfg_, comm_->rank(), 0))));
@@ -442,8 +461,10 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
     outputs.push_back(std::move(placed.second));
     drawn[s] = Inputs();
   }
+  report->set_bench_inputs_seconds(inputs_s + Lap(&lap));
   if (candidate) {
     PKB_RETURN_IF_ERROR(TimeCandidate(arena, sets, inputs, outputs, n, warm_call, report));
+    Lap(&lap);
   }
   std::vector<double> us;
   if (o_.baseline) {
@@ -452,12 +473,14 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
     int iters = 0;
     PKB_RETURN_IF_ERROR(TimeReference(sets, inputs, warm_set.first, &us, &rounds, &graph_rounds,
                                       &graph_note, &iters));
+    report->set_bench_reference_seconds(Lap(&lap));
     report->set_baseline_iters(iters);
     for (double x : us) report->add_baseline_us(x);
     for (double x : rounds) report->add_baseline_round_wall_us(x);
     for (double x : graph_rounds) report->add_baseline_graph_round_wall_us(x);
     report->set_baseline_graph_note(graph_note);
     PKB_RETURN_IF_ERROR(ProfileReference(warm_set.first, report->mutable_profile()));
+    report->set_bench_profile_seconds(report->bench_profile_seconds() + Lap(&lap));
     std::vector<double> sorted = rounds;
     std::sort(sorted.begin(), sorted.end());
     report->set_baseline_wall_us(sorted[sorted.size() / 2]);

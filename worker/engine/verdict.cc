@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -116,7 +117,9 @@ std::string Check(const VerdictContext& ctx, int rank, v1::RankReport* rep) {
   for (double x :
        {rep->stage_verify_seconds(), rep->stage_benchmark_seconds(), rep->stage_device_seconds(),
         rep->stage_comms_seconds(), rep->stage_host_ready_seconds(), rep->stage_host_load_seconds(),
-        rep->stage_early_seconds()}) {
+        rep->stage_early_seconds(), rep->bench_inputs_seconds(), rep->bench_warmup_seconds(),
+        rep->bench_window_seconds(), rep->bench_checks_seconds(), rep->bench_reference_seconds(),
+        rep->bench_profile_seconds()}) {
     if (!SaneMicros(x)) return absl::StrCat("a stage time of ", x, " s");
   }
   if (rep->input_sets() < 0 || rep->input_sets() > kMaxInputSets)
@@ -309,6 +312,19 @@ Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport
   stages["host_ready"] = ready_s;
   stages["host_load"] = load_s;
   if (early_s > 0) stages["rank_early"] = early_s;  // before the job, so no part of its time
+  // The benchmark in parts, each the slowest rank's.
+  const std::pair<const char*, double (v1::RankReport::*)() const> parts[] = {
+      {"bench_inputs", &v1::RankReport::bench_inputs_seconds},
+      {"bench_warmup", &v1::RankReport::bench_warmup_seconds},
+      {"bench_window", &v1::RankReport::bench_window_seconds},
+      {"bench_checks", &v1::RankReport::bench_checks_seconds},
+      {"bench_reference", &v1::RankReport::bench_reference_seconds},
+      {"bench_profile", &v1::RankReport::bench_profile_seconds}};
+  for (const auto& [name, field] : parts) {
+    double slowest = 0;
+    for (const auto& rep : reports) slowest = std::max(slowest, (rep.*field)());
+    if (slowest > 0) stages[name] = slowest;
+  }
   stages["verify"] = verify_s;
   stages["benchmark"] = bench_s;
 
