@@ -27,11 +27,11 @@ again). Printed: one line per run and a table of medians; every result is kept a
 - early: standby ranks that set up their devices and world communicators (and their hosts') while
   they waited for the job (pkb-rank --device-early): how long that took, before the job (no part
   of wall);
-- then, a second table: the benchmark in parts (stage_seconds.bench_*): drawing and placing the
-  timed sets, the candidate's warm-up, its window, the spot checks after it, the reference's rounds
-  and graph, the profile passes;
 - engine: wall less compile and ranks where they did not overlap: pkb-eval's own start, the
   checks, the GPU probe, the lock, the verdict, clean-up.
+Then a second table: the benchmark in parts (stage_seconds.bench_*): drawing and placing the timed
+sets, the candidate's warm-up, its window, the spot checks after it, the reference's rounds and
+graph, the profile passes.
 Only the standard library is used.
 """
 import argparse
