@@ -213,6 +213,8 @@ int main(int argc, char** argv) {
         if (set_up.ok()) {
           early = *std::move(set_up);
           report.set_stage_early_seconds(absl::ToDoubleSeconds(absl::Now() - t0));
+          // Set up: the engine may give the node's GPU lock back until the job (StandbyRanks).
+          std::ofstream(absl::StrCat(o.rendezvous.empty() ? "." : o.rendezvous, "/early.", o.rank));
         } else {
           s = set_up.status();
         }

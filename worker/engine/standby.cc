@@ -1,7 +1,10 @@
 #include "worker/engine/standby.h"
 
+#include <unistd.h>
+
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/files.h"
 
@@ -47,10 +50,41 @@ std::unique_ptr<StandbyRanks> StandbyRanks::Start(std::string scratch,
     self->result_ = std::move(r);
     self->ended_ = true;
   });
+  if (s->gpus_.held()) s->release_thread_ = std::thread([self] { self->ReleaseAfterSetUp(); });
   return s;
 }
 
+void StandbyRanks::ReleaseAfterSetUp() {
+  const int world = launch_->spec.world;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (closing_ || adopted_ || discarded_ || ended_) return;  // kept, or given back by Wait
+    }
+    int done = 0;
+    for (int r = 0; r < world; ++r) {
+      done += access(absl::StrCat(scratch_, "/early.", r).c_str(), F_OK) == 0 ? 1 : 0;
+    }
+    if (done == world) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!adopted_) gpus_.Release();
+      return;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+bool StandbyRanks::holds_gpus() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return gpus_.held();
+}
+
 StandbyRanks::~StandbyRanks() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+  }
+  if (release_thread_.joinable()) release_thread_.join();
   Discard();
   if (thread_.joinable()) thread_.join();
   if (!adopted_) (void)RemoveTree(scratch_);

@@ -47,8 +47,10 @@ class StandbyRanks {
 
   // Starts `launch` on a thread of its own, in `scratch` (the job folder-to-be, removed with this
   // object unless a job adopted it). Its gate stays closed until a job adopts the ranks. `gpus`:
-  // the node's GPU lock when held for ranks that set up their devices early (--device-early),
-  // kept until they end unadopted (Wait) or, adopted, until this object goes.
+  // the node's GPU lock when held for ranks that set up their devices early (--device-early): it
+  // is given back once every rank says its set-up is done (a file `early.<rank>` in `scratch`;
+  // their contexts then sit idle, and the job that adopts them takes the lock again), or when they
+  // end; a job that adopts them before that keeps it until this object goes.
   static std::unique_ptr<StandbyRanks> Start(std::string scratch,
                                              std::unique_ptr<RankLaunch> launch,
                                              GpuLock gpus = GpuLock());
@@ -61,8 +63,8 @@ class StandbyRanks {
   const std::string& backend() const { return launch_->spec.backend; }
   // When the ranks started.
   absl::Time started() const { return started_; }
-  // Whether they hold the node's GPU lock (a job that adopts them takes it with them).
-  bool holds_gpus() const { return gpus_.held(); }
+  // Whether they hold the node's GPU lock (a job that adopts them while they do keeps it).
+  bool holds_gpus();
   // Whether the ranks are still waiting for a job (none has adopted or discarded them, and they
   // have not ended: a rank that failed to start ends the standby).
   bool waiting();
@@ -81,9 +83,13 @@ class StandbyRanks {
  private:
   StandbyRanks(std::string scratch, std::unique_ptr<RankLaunch> launch, GpuLock gpus);
 
+  // Gives the GPU lock back once every rank's early set-up is done (Start's `gpus`).
+  void ReleaseAfterSetUp();
+
   const std::string scratch_;
   std::unique_ptr<RankLaunch> launch_;
-  GpuLock gpus_;
+  GpuLock gpus_;                // guarded by mu_ once the threads run
+  std::thread release_thread_;  // ReleaseAfterSetUp
   absl::Time started_;
   std::thread thread_;
   std::mutex mu_;
@@ -91,6 +97,7 @@ class StandbyRanks {
   bool adopted_ = false;                                                   // guarded by mu_
   bool discarded_ = false;                                                 // guarded by mu_
   bool ended_ = false;                                                     // guarded by mu_
+  bool closing_ = false;                                                   // guarded by mu_
   absl::StatusOr<LaunchResult> result_ = absl::UnknownError("not ended");  // guarded by mu_
 };
 
