@@ -49,20 +49,20 @@ absl::Status CandidateHost::Spawn() {
 }
 
 absl::Status CandidateHost::SetUpDevice(const v1::HostInit& device) {
-  PKB_RETURN_IF_ERROR(Spawn());
-  if (!ch_) return Died();
   v1::HostRequest req;
   *req.mutable_device() = device;
-  if (!ch_->Send(req).ok()) return Died();
-  ++pending_;
-  return absl::OkStatus();
+  return SendSetUp(req);
 }
 
 absl::Status CandidateHost::Start(const v1::HostInit& init) {
-  PKB_RETURN_IF_ERROR(Spawn());
-  if (!ch_) return Died();
   v1::HostRequest req;
   *req.mutable_init() = init;
+  return SendSetUp(req);
+}
+
+absl::Status CandidateHost::SendSetUp(const v1::HostRequest& req) {
+  PKB_RETURN_IF_ERROR(Spawn());
+  if (!ch_) return Died();
   if (!ch_->Send(req).ok()) return Died();
   ++pending_;
   return absl::OkStatus();

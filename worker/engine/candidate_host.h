@@ -93,6 +93,8 @@ class CandidateHost {
   // time could only pair with a judges' barrier of another rank and put them out of step.
   absl::StatusOr<v1::HostReply> Request(const v1::HostRequest& req, int fd = -1);
   absl::StatusOr<v1::HostReply> Await(bool barriers);
+  // Sends a set-up request (device, init) without waiting: Ready reads its answer. Spawns first.
+  absl::Status SendSetUp(const v1::HostRequest& req);
   // The host went away mid-request: how it ended.
   absl::Status Died();
   void Stop();
