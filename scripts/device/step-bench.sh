@@ -6,8 +6,10 @@
 BIN=$1; OUT=$2
 EX=${PKB_BENCH_EXAMPLE:-problems/examples/p001_allreduce_symm.cu}
 RUNS=${PKB_BENCH_RUNS:-3}
+# PKB_BENCH_GAP: seconds between the standby's start and the job (a worker's time between jobs).
+GAP=${PKB_BENCH_GAP:-2}
 python3 bench/eval_latency/run.py --pkb-eval "$BIN/pkb-eval" --runs "$RUNS" --out "$OUT/w1" \
-  --modes overlap,serial,standby --standby-shape 1:cuda -- -p 1 -w 1 "$EX"
+  --modes overlap,serial,standby --standby-gap "$GAP" --standby-shape 1:cuda -- -p 1 -w 1 "$EX"
 python3 bench/eval_latency/run.py --pkb-eval "$BIN/pkb-eval" --runs "$RUNS" --out "$OUT/w8" \
-  --modes overlap,standby --standby-shape 8:cuda-shared -- -p 1 -w 8 --functional "$EX"
+  --modes overlap,standby --standby-gap "$GAP" --standby-shape 8:cuda-shared -- -p 1 -w 8 --functional "$EX"
 "$BIN/pkb-eval" -p 1 -w 1 --cache-dir /tmp/pkb-cache-bench "$EX"
