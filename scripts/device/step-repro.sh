@@ -31,12 +31,13 @@ for ex in $EXAMPLES; do
     python3 - "$OUT/repro-$ex-$i.json" "$ex" "$(python3 -c "print($t1 - $t0)")" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1])); c = r.get("candidate", {}); b = r.get("baseline", {})
-print("%-26s %-8s speedup %6.3f [%6.3f, %6.3f] in-job %6.3f events %6.3f graph %6.3f | node base %7.2f (%d) | judge cand %7.2f (%d calls) base %7.2f us (%d calls) | events cand %7.2f base %7.2f us | rounds %s | %.2f s | %s"
+print("%-26s %-8s speedup %6.3f [%6.3f, %6.3f] in-job %6.3f events %6.3f graph %6.3f | node base %7.2f (%d) | judge cand %7.2f (%d calls) base %7.2f us (%d calls) | events cand %7.2f base %7.2f us | rounds cand %s base %s | %.2f s | %s"
       % (sys.argv[2], r["status"], r.get("speedup", 0), r.get("speedup_low", 0), r.get("speedup_high", 0),
          r.get("speedup_in_job", 0), r.get("speedup_events", 0), r.get("speedup_graph", 0),
          r.get("baseline_node_us", 0), r.get("baseline_node_samples", 0),
          c.get("wall_per_iter_us", 0), c.get("iterations", 0), b.get("wall_per_iter_us", 0),
          b.get("iterations", 0), c.get("median_us", 0), b.get("median_us", 0),
+         ",".join("%.2f" % x for x in c.get("round_wall_per_iter_us", [])),
          ",".join("%.2f" % x for x in b.get("round_wall_per_iter_us", [])), float(sys.argv[3]),
          r["message"][:60]))
 PY
@@ -58,4 +59,12 @@ for ex in sys.argv[2].split():
         mc = statistics.median(c)
         print("%-26s candidate us per call %s  median %.2f  spread %+.1f%% / %+.1f%%"
               % (ex, " ".join("%.2f" % x for x in c), mc, 100 * (min(c) / mc - 1), 100 * (max(c) / mc - 1)))
+    # What one window per job would have given: each job's first round alone.
+    f = [(json.load(open(f)).get("candidate", {}).get("round_wall_per_iter_us") or [0])[0]
+         for f in sorted(glob.glob(f"{sys.argv[1]}/repro-{ex}-*.json"))]
+    f = [x for x in f if x > 0]
+    if f:
+        mf = statistics.median(f)
+        print("%-26s first round alone us per call %s  median %.2f  spread %+.1f%% / %+.1f%%"
+              % (ex, " ".join("%.2f" % x for x in f), mf, 100 * (min(f) / mf - 1), 100 * (max(f) / mf - 1)))
 PY

@@ -3,6 +3,7 @@
 // .cu examples must stop at NO_DEVICE (or COMPILE_ERROR), never pretend to a verdict.
 #include <stdlib.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -75,7 +76,7 @@ TEST_CASE("a window runs more calls than --iters until it lasts --min-window-ms"
   auto exact = Eval({"-p", "1", "-w", "2", "--min-window-ms=0", Cpu("p001_correct.cc")});
   REQUIRE(exact["status"] == "OK");
   CHECK(exact["candidate"]["iterations"] == 8);
-  CHECK(exact["candidate"]["samples"] == 8);
+  CHECK(exact["candidate"]["samples"] == 8 * 5);  // 5 rounds
   CHECK(exact["baseline"]["iterations"] == 8);
   CHECK(exact["baseline"]["samples"] == 8 * 5);
   // 300 ms: a 64 x 64 call takes well under 300 / 8 ms on any CPU, so both windows grow (how
@@ -93,7 +94,7 @@ TEST_CASE("a window runs more calls than --iters until it lasts --min-window-ms"
     const int stride = (calls + 7) / 8, marked = (calls + stride - 1) / stride;
     CHECK(marked <= 8);
     CHECK(marked > 4);
-    CHECK(longer[side]["samples"] == marked * (std::string(side) == "baseline" ? 5 : 1));
+    CHECK(longer[side]["samples"] == marked * 5);  // each side in 5 rounds
   }
   // Out of bounds: a clear refusal before anything runs.
   auto bad = Eval({"-p", "1", "-w", "1", "--min-window-ms=5000", Cpu("p001_correct.cc")});
@@ -112,9 +113,18 @@ TEST_CASE("an OK CPU result carries timings of both sides and every trial", "[en
   CHECK(base_calls >= 8);
   // Events on about --iters of each window's calls (every ceil(calls / 8)-th).
   auto marked = [](int calls) { return (calls + (calls + 7) / 8 - 1) / ((calls + 7) / 8); };
-  CHECK(j["candidate"]["samples"] == marked(cand_calls));
-  CHECK(j["baseline"]["samples"] == marked(base_calls) * 5);  // the reference in 5 rounds
+  CHECK(j["candidate"]["samples"] == marked(cand_calls) * 5);  // both sides in 5 rounds
+  CHECK(j["baseline"]["samples"] == marked(base_calls) * 5);
   CHECK(j["baseline"]["round_wall_per_iter_us"].size() == 5);
+  CHECK(j["candidate"]["round_wall_per_iter_us"].size() == 5);
+  // The candidate's figure is its median round.
+  std::vector<double> rounds = j["candidate"]["round_wall_per_iter_us"];
+  std::sort(rounds.begin(), rounds.end());
+  CHECK(j["candidate"]["wall_per_iter_us"].get<double>() == Approx(rounds[2]));
+  // The 3 spot checks: one of each kind in each round, and each round's last call (distinct
+  // iterations: 1 to 3 a round, as the random picks fall).
+  CHECK(j["candidate"]["spot_checks"].get<int>() >= 5);
+  CHECK(j["candidate"]["spot_checks"].get<int>() <= 15);
   CHECK(j["candidate"]["per_rank_median_us"].size() == 2);
   CHECK(j["candidate"]["input_sets"].get<int>() >= 2);
   // The score: both sides on the judges' clocks, the baseline the node's (this job's included).

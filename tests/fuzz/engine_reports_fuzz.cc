@@ -44,11 +44,20 @@ std::string Blob(FuzzedDataProvider& in, const pkb::VerdictContext& ctx, int ran
   r.set_candidate_iters(in.ConsumeBool() ? iters : in.ConsumeIntegral<int32_t>());
   r.set_baseline_iters(in.ConsumeBool() ? iters : in.ConsumeIntegral<int32_t>());
   // Events on every call, or on the marked ones of a longer window (TimerStride).
+  // of every round of each side, or of some other count.
   const int events = in.ConsumeBool() ? pkb::TimedSamples(iters, ctx.iters) : iters;
-  for (int i = 0; i < events; ++i) {
+  const int candidate_rounds =
+      in.ConsumeBool() ? ctx.candidate_rounds : in.ConsumeIntegral<uint8_t>() % 8;
+  const int baseline_rounds =
+      in.ConsumeBool() ? pkb::kBaselineRounds : in.ConsumeIntegral<uint8_t>() % 8;
+  for (int i = 0; i < events * candidate_rounds; ++i)
     r.add_candidate_us(in.ConsumeBool() ? 10.0 + i : in.ConsumeFloatingPoint<double>());
+  for (int i = 0; i < events * baseline_rounds; ++i)
     r.add_baseline_us(in.ConsumeBool() ? 20.0 + i : in.ConsumeFloatingPoint<double>());
-  }
+  for (int k = 0; k < candidate_rounds; ++k)
+    r.add_candidate_round_wall_us(in.ConsumeBool() ? 40.0 + k : in.ConsumeFloatingPoint<double>());
+  for (int k = 0; k < baseline_rounds; ++k)
+    r.add_baseline_round_wall_us(in.ConsumeBool() ? 80.0 + k : in.ConsumeFloatingPoint<double>());
   r.set_candidate_wall_us(in.ConsumeFloatingPoint<double>());
   r.set_baseline_wall_us(in.ConsumeFloatingPoint<double>());
   r.set_input_sets(in.ConsumeIntegral<int32_t>());
@@ -71,6 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ctx.baseline = in.ConsumeBool();
   ctx.baseline_only = ctx.baseline && in.ConsumeBool();
   ctx.cuda = in.ConsumeBool();
+  ctx.candidate_rounds = pkb::CandidateRounds(in.ConsumeBool());
   ctx.hbm_bytes = in.ConsumeFloatingPointInRange<double>(0, 1e12);
   ctx.collective_bytes = in.ConsumeFloatingPointInRange<double>(0, 1e12);
   ctx.busbw_factor = in.ConsumeFloatingPointInRange<double>(0, 2);
@@ -98,8 +108,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (double x : rep->candidate_us())
       if (!std::isfinite(x) || x < 0) Fail("a valid report has a bad time");
     if (rep->candidate_us_size() != 0 &&
-        rep->candidate_us_size() != pkb::TimedSamples(rep->candidate_iters(), ctx.iters))
+        rep->candidate_us_size() !=
+            pkb::TimedSamples(rep->candidate_iters(), ctx.iters) * ctx.candidate_rounds)
       Fail("a valid report has a partial timing series");
+    if (rep->candidate_round_wall_us_size() != 0 &&
+        rep->candidate_round_wall_us_size() != ctx.candidate_rounds)
+      Fail("a valid report has some of the candidate's rounds");
+    for (double x : rep->candidate_round_wall_us())
+      if (!std::isfinite(x) || x < 0) Fail("a valid report has a bad round");
     if (rep->candidate_iters() != 0 &&
         (rep->candidate_iters() < ctx.iters || rep->candidate_iters() > ctx.max_iters))
       Fail("a valid report ran a window outside the spec's bounds");

@@ -202,6 +202,7 @@ Verdict Evaluation::Judge() {
   vctx.max_iters = TimedIterationsCap(run_);
   vctx.baseline = o_.baseline;
   vctx.baseline_only = o_.baseline_only;
+  vctx.candidate_rounds = CandidateRounds(run_.functional());
   vctx.cuda = backend_ == "cuda" && !run_.functional();  // the physical floor: not shared GPUs
   Roofline roof = p_->GetRoofline(*cfg_);
   vctx.nvlink_bytes = roof.nvlink_bytes;

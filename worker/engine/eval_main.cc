@@ -133,7 +133,7 @@ int Main(int argc, char** argv, pkb::StandbyRanks* standby) {
       "timed input sets exceed this many L2 caches");
   app.add_option_function<int32_t>(
       "--spot-checks", [&](const int32_t& v) { flags.set_spot_checks(v); },
-      "timed outputs re-checked after the window");
+      "timed outputs re-checked after the windows, spread over the candidate's rounds");
   app.add_option_function<std::string>(
       "--gpu-class", [&](const std::string& v) { flags.set_gpu_class(v); },
       "GPU class recorded in the job key");

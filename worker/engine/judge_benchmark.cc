@@ -43,7 +43,7 @@ double Lap(std::chrono::steady_clock::time_point* t) {
 // iters, the sets are reused in turn and the report says so; the candidate's window never runs
 // more calls than there are sets beyond that.
 // The ranks agree on the smallest count (their set sizes and free memory may differ), so that
-// timed iteration i uses set number 1000 + i mod sets on every rank.
+// timed iteration i of round r uses the same set number on every rank (SetNumber).
 absl::StatusOr<int> Judge::TimedSets(int64_t set_bytes, int window) {
   const double want_l2 = std::ceil(o_.spec.l2_multiple() * dev_->l2_bytes() / set_bytes) + 1;
   const double budget = std::min(16.0 * (1 << 30), dev_->free_bytes() / 4);
@@ -244,93 +244,46 @@ absl::StatusOr<int> Judge::WarmUpCandidate(const v1::HostCall& warm_call) {
   return WindowIterations(warm_us, timed_warm);
 }
 
-// The candidate's timed window (after WarmUpCandidate): the host runs `n` timed iterations on
-// the judge's wall clock until it answers that its device is idle; then the checks of picked
-// timed iterations against the reference on inputs drawn again (with nothing of the submission
-// left running), and the harness's own work in the window timed again and taken off. Checks
-// of timed iterations, picked at random by the ranks together once the window's length is
-// known (a candidate that skips a fraction f of its calls passes each kind with probability
-// about (1 - f)^checks):
-// - `copied`: the host copies their outputs aside right after their call, on the candidate's
-//   stream, so work left on other streams is not there yet;
-// - `in_place`: among the last uses of their sets, copied by the judge the moment every host
-//   has answered; the host never learns which (with one set per iteration, any iteration);
-// - the last iteration, copied the same way.
-// The arena holds room for min(spot_checks, n) copies of the largest set's outputs. The
-// profile pass runs `warm_call`.
-absl::Status Judge::TimeCandidate(SharedArena& arena, int sets, std::vector<Inputs>& inputs,
-                                  std::vector<OutputSet>& outputs, int n,
-                                  const v1::HostCall& warm_call, v1::RankReport* report) {
-  auto set_number = [&](int s) { return SetNumber(s); };
-  auto decls_of = [&](int s) { return DeclsOf(s); };
+// The candidate's timed rounds (after WarmUpCandidate): see judge_runner.h.
+absl::Status Judge::TimeCandidate(int sets, int n, TimedRound& round, const v1::HostCall& warm_call,
+                                  v1::RankReport* report) {
   auto lap = std::chrono::steady_clock::now();
-  std::vector<double> us;
-  double wall = 0;
-  std::map<int, OutputSet> copies;
-  v1::HostLoop timed;
-  for (int s = 0; s < sets; ++s) {
-    PKB_ASSIGN_OR_RETURN(*timed.add_calls(), arena.Describe(inputs[s], outputs[s]));
-  }
-  auto poison_all = [&] {
-    for (auto& o : outputs) {
-      for (auto& t : o.tensors) Poison(t, 1);
-    }
-  };
   report->set_candidate_iters(n);
-  const int last = n - 1;
-  const int checks = std::min(o_.spec.spot_checks(), n);
-  PKB_ASSIGN_OR_RETURN(const std::vector<int> copied, PickIterations(checks, 0, n));
-  PKB_ASSIGN_OR_RETURN(const std::vector<int> in_place,
-                       PickIterations(checks, std::max(0, n - sets), n));
-  for (int i = 0; i < n; ++i) timed.add_order(i % sets);
-  timed.set_timed(true);
-  timed.set_timer_stride(TimerStride(n, o_.spec.iters()));
-  timed.set_repoison(sets < n);
-  timed.set_defer(true);
-  for (int i : copied) {
-    PKB_ASSIGN_OR_RETURN(auto placed, arena.PlaceSet(Inputs(), decls_of(i % sets), cfg_.device));
-    PKB_ASSIGN_OR_RETURN(v1::HostCall where, arena.Describe(Inputs(), placed.second));
-    auto* snap = timed.add_snapshots();
-    snap->set_iteration(i);
-    *snap->mutable_into() = where.outputs();
-    copies[i] = std::move(placed.second);
+  const int timed_rounds = CandidateRounds(o_.spec.functional());
+  const int per_round = CheckedPerRound(o_.spec.spot_checks(), n, timed_rounds);
+  // Every round's picks, made before the first round (its timing says nothing of them), and
+  // room for the host's copies in an arena of their own that lives through every round.
+  std::vector<RoundChecks> rounds(timed_rounds);
+  size_t copy_bytes = 0;
+  for (int r = 0; r < timed_rounds; ++r) {
+    PKB_ASSIGN_OR_RETURN(rounds[r].copied, PickIterations(per_round, 0, n));
+    PKB_ASSIGN_OR_RETURN(rounds[r].in_place, PickIterations(per_round, std::max(0, n - sets), n));
+    for (int i : rounds[r].copied)
+      copy_bytes += SharedArena::BytesFor(Inputs(), DeclsOf(r, sets, i % sets));
   }
-  // The judge's own copies of the outputs checked as the host answered (the in-place picks
-  // and the last call), allocated before the window so that taking them is only a copy.
-  std::map<int, std::vector<at::Tensor>> at_answer;
-  std::vector<int> answered = in_place;
-  answered.push_back(last);
-  for (int i : answered) {
-    auto& into = at_answer[i];
-    if (!into.empty()) continue;
-    for (const auto& t : outputs[i % sets].tensors) into.push_back(at::empty_like(t));
+  SharedArena checks_arena(dev_, host_);
+  if (copy_bytes > 0) PKB_RETURN_IF_ERROR(checks_arena.Reserve(copy_bytes));
+  for (int r = 0; r < timed_rounds; ++r) {
+    for (int i : rounds[r].copied) {
+      PKB_ASSIGN_OR_RETURN(
+          auto placed, checks_arena.PlaceSet(Inputs(), DeclsOf(r, sets, i % sets), cfg_.device));
+      rounds[r].copies[i] = std::move(placed.second);
+    }
   }
-  // Skipped work must leave poison: every set's outputs are poisoned after the warm-up (and
-  // by the host after each use but the last when sets come back).
-  poison_all();
-  // Nothing but this rank's judge and host may hold the GPU while the candidate is timed
-  // (where ranks share a GPU, the run is functional and its timings are not compared).
-  if (!shared_gpu()) gpu_finding_ = GpuNotAlone(2, absl::Seconds(2), "the candidate");
-  PKB_RETURN_IF_ERROR(host_->Loop(timed));
-  PKB_RETURN_IF_ERROR(dev_->Synchronize());
-  PKB_RETURN_IF_ERROR(comm_->Barrier());
-  // The host runs the timed iterations between its own timers (untrusted); the wall clock
-  // over the window is ours, and stops when the host says its device is idle.
-  auto w0 = std::chrono::steady_clock::now();
-  PKB_ASSIGN_OR_RETURN(std::vector<int64_t> trace, host_->RunLoop());
-  auto w1 = std::chrono::steady_clock::now();
-  wall = std::chrono::duration<double, std::micro>(w1 - w0).count();
-  LogWindow(w0, w1, trace);
-  // Once every rank's host has answered (a peer's writes into this rank's outputs are done
-  // by then), the outputs checked in place are copied aside at once: had the hosts answered
-  // before their work was done, to stop our clock early and finish later, it is not there.
-  PKB_RETURN_IF_ERROR(comm_->Barrier());
-  for (auto& [i, into] : at_answer) {
-    for (size_t k = 0; k < into.size(); ++k) into[k].copy_(outputs[i % sets].tensors[k]);
+  std::vector<double> us;
+  std::vector<v1::OutputCheck> changed_inputs;
+  double draws = 0;
+  for (int r = 0; r < timed_rounds; ++r) {
+    if (r > 0) {
+      auto d0 = std::chrono::steady_clock::now();
+      PKB_RETURN_IF_ERROR(PlaceRound(r, sets, &round));
+      draws += Lap(&d0);
+    }
+    PKB_RETURN_IF_ERROR(
+        TimeRound(r, sets, n, round, checks_arena, rounds[r], &us, &changed_inputs));
   }
-  PKB_RETURN_IF_ERROR(dev_->Synchronize());
-  PKB_ASSIGN_OR_RETURN(us, host_->Times());
-  report->set_bench_window_seconds(Lap(&lap));
+  report->set_bench_inputs_seconds(report->bench_inputs_seconds() + draws);
+  report->set_bench_window_seconds(Lap(&lap) - draws);
   // The profile pass: one more call, untimed, on the warm-up's set (whose outputs are never
   // checked), with the GPU's activity recorded in the host. Informative: a failure is a note.
   PKB_RETURN_IF_ERROR(comm_->Barrier());
@@ -347,68 +300,179 @@ absl::Status Judge::TimeCandidate(SharedArena& arena, int sets, std::vector<Inpu
   // Nothing of the submission runs from here on, no process it started either: it cannot
   // disturb the checks or the reference's timing.
   PKB_ASSIGN_OR_RETURN(stray_processes_, host_->Kill());
-  // And nothing but the judge while the reference is (a dying context takes a moment).
-  if (gpu_finding_.empty() && !shared_gpu())
-    gpu_finding_ = GpuNotAlone(1, absl::Seconds(5), "the reference");
   PKB_RETURN_IF_ERROR(comm_->Barrier());
   for (double x : us) report->add_candidate_us(x);
-  report->set_candidate_wall_us(wall);
-  // The reference runs on inputs drawn again here, and the shared inputs must still equal
-  // them.
-  std::vector<int> picked = copied;
-  picked.insert(picked.end(), answered.begin(), answered.end());
+  int checked = 0;
+  for (int r = 0; r < timed_rounds; ++r) {
+    PKB_ASSIGN_OR_RETURN(int in_round, CheckRound(r, sets, rounds[r], report));
+    checked += in_round;
+  }
+  for (auto& c : changed_inputs) *report->add_spot_failures() = std::move(c);
+  report->set_spot_checks(checked);
+  // And nothing but the judge on the GPU before anything more is timed: the host's dying context
+  // takes a moment, which the checks above (timing nothing) spent.
+  if (gpu_finding_.empty() && !shared_gpu())
+    gpu_finding_ = GpuNotAlone(1, absl::Seconds(5), "the reference");
+  const int repoisons = sets < n ? n - sets : 0;
+  PKB_ASSIGN_OR_RETURN(double harness,
+                       TimeHarnessWork(round.outputs[0].tensors, repoisons, per_round));
+  // Each round's wall clock reported is the candidate's share: the judge's clock over the
+  // window less the harness's own work in it; the figure is the median round.
+  std::vector<double> walls;
+  for (const auto& rc : rounds) {
+    walls.push_back(std::max(0.0, rc.wall_us - harness));
+    report->add_candidate_round_wall_us(walls.back());
+  }
+  std::sort(walls.begin(), walls.end());
+  report->set_candidate_wall_us(walls[walls.size() / 2]);
+  report->set_bench_checks_seconds(Lap(&lap));
+  return absl::OkStatus();
+}
+
+absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
+                              const SharedArena& checks_arena, RoundChecks& checks,
+                              std::vector<double>* us, std::vector<v1::OutputCheck>* failures) {
+  v1::HostLoop timed;
+  for (int s = 0; s < sets; ++s) {
+    PKB_ASSIGN_OR_RETURN(*timed.add_calls(),
+                         round.arena->Describe(round.inputs[s], round.outputs[s]));
+  }
+  for (int i = 0; i < n; ++i) timed.add_order(i % sets);
+  timed.set_timed(true);
+  timed.set_timer_stride(TimerStride(n, o_.spec.iters()));
+  timed.set_repoison(sets < n);
+  timed.set_defer(true);
+  for (const auto& [i, copy] : checks.copies) {
+    PKB_ASSIGN_OR_RETURN(v1::HostCall where, checks_arena.Describe(Inputs(), copy));
+    auto* snap = timed.add_snapshots();
+    snap->set_iteration(i);
+    *snap->mutable_into() = where.outputs();
+  }
+  // The judge's own copies of what is checked as the host answered (the in-place picks and the
+  // last call), allocated before the window so that taking them is only a copy: their outputs
+  // kept for the checks after the host is gone, their inputs compared at once.
+  std::vector<int> answered = checks.in_place;
+  answered.push_back(n - 1);
+  std::map<int, std::vector<at::Tensor>> inputs_then;
+  for (int i : answered) {
+    auto& into = checks.at_answer[i];
+    if (!into.empty()) continue;
+    for (const auto& t : round.outputs[i % sets].tensors) into.push_back(at::empty_like(t));
+    for (const auto& t : round.inputs[i % sets].tensors)
+      inputs_then[i].push_back(at::empty_like(t));
+  }
+  // Skipped work must leave poison: every set's outputs are poisoned before the window (and by
+  // the host after each use but the last when sets come back).
+  for (auto& o : round.outputs) {
+    for (auto& t : o.tensors) Poison(t, 1);
+  }
+  // Nothing but this rank's judge and host may hold the GPU while the candidate is timed
+  // (where ranks share a GPU, the run is functional and its timings are not compared).
+  if (r == 0 && !shared_gpu()) gpu_finding_ = GpuNotAlone(2, absl::Seconds(2), "the candidate");
+  PKB_RETURN_IF_ERROR(host_->Loop(timed));
+  PKB_RETURN_IF_ERROR(dev_->Synchronize());
+  PKB_RETURN_IF_ERROR(comm_->Barrier());
+  // The host runs the timed iterations between its own timers (untrusted); the wall clock
+  // over the window is ours, and stops when the host says its device is idle.
+  auto w0 = std::chrono::steady_clock::now();
+  PKB_ASSIGN_OR_RETURN(std::vector<int64_t> trace, host_->RunLoop());
+  auto w1 = std::chrono::steady_clock::now();
+  checks.wall_us = std::chrono::duration<double, std::micro>(w1 - w0).count();
+  LogWindow(w0, w1, trace);
+  // Once every rank's host has answered (a peer's writes into this rank's outputs are done
+  // by then), what is checked in place is copied aside at once: had the hosts answered
+  // before their work was done, to stop our clock early and finish later, it is not there.
+  PKB_RETURN_IF_ERROR(comm_->Barrier());
+  for (auto& [i, into] : checks.at_answer) {
+    for (size_t k = 0; k < into.size(); ++k) into[k].copy_(round.outputs[i % sets].tensors[k]);
+  }
+  for (auto& [i, into] : inputs_then) {
+    for (size_t k = 0; k < into.size(); ++k) into[k].copy_(round.inputs[i % sets].tensors[k]);
+  }
+  PKB_RETURN_IF_ERROR(dev_->Synchronize());
+  PKB_ASSIGN_OR_RETURN(std::vector<double> times, host_->Times());
+  us->insert(us->end(), times.begin(), times.end());
+  for (auto& [i, tensors] : inputs_then) {
+    Inputs then = round.inputs[i % sets];
+    then.tensors = std::move(tensors);
+    std::string changed;
+    if (!InputsUnchanged(then, DrawInputs(p_, cfg_, comm_->rank(), SetNumber(r, sets, i % sets)),
+                         &changed)) {
+      v1::OutputCheck c;
+      c.set_name(
+          absl::StrCat("input '", changed, "' (round ", r + 1, ", timed iteration ", i, ")"));
+      c.set_problem("modified by the candidate");
+      failures->push_back(std::move(c));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Judge::CheckRound(int r, int sets, RoundChecks& checks,
+                                      v1::RankReport* report) {
+  std::vector<int> picked = checks.copied;
+  for (const auto& [i, into] : checks.at_answer) picked.push_back(i);
   std::sort(picked.begin(), picked.end());
   picked.erase(std::unique(picked.begin(), picked.end()), picked.end());
   for (int i : picked) {
     const int s = i % sets;
-    Inputs pristine = DrawInputs(p_, cfg_, comm_->rank(), set_number(s));
+    const std::vector<OutputDecl> decls = DeclsOf(r, sets, s);
+    Inputs pristine = DrawInputs(p_, cfg_, comm_->rank(), SetNumber(r, sets, s));
     PKB_ASSIGN_OR_RETURN(auto expected, p_.Reference(*comm_, pristine, cfg_));
     PKB_ASSIGN_OR_RETURN(auto tie_keys, TieKeysOf(p_, *comm_, pristine, cfg_, expected));
     std::vector<v1::OutputCheck> found;
-    if (copies.count(i)) {
+    if (checks.copies.count(i)) {
       PKB_ASSIGN_OR_RETURN(
-          found, CompareOutputs(p_, cfg_, decls_of(s), copies[i].tensors, expected, 1, tie_keys));
-      for (auto& c : found) c.set_name(absl::StrCat(c.name(), " (timed iteration ", i, ")"));
+          found, CompareOutputs(p_, cfg_, decls, checks.copies[i].tensors, expected, 1, tie_keys));
+      for (auto& c : found)
+        c.set_name(absl::StrCat(c.name(), " (round ", r + 1, ", timed iteration ", i, ")"));
     }
-    if (at_answer.count(i)) {
+    if (checks.at_answer.count(i)) {
       PKB_ASSIGN_OR_RETURN(
-          auto then, CompareOutputs(p_, cfg_, decls_of(s), at_answer[i], expected, 1, tie_keys));
+          auto then, CompareOutputs(p_, cfg_, decls, checks.at_answer[i], expected, 1, tie_keys));
       for (auto& c : then) {
-        c.set_name(absl::StrCat(c.name(), " (timed iteration ", i, ", when the host answered)"));
+        c.set_name(absl::StrCat(c.name(), " (round ", r + 1, ", timed iteration ", i,
+                                ", when the host answered)"));
         found.push_back(std::move(c));
-      }
-      std::string changed;
-      if (!InputsUnchanged(inputs[s], pristine, &changed)) {
-        v1::OutputCheck c;
-        c.set_name(absl::StrCat("input '", changed, "' (timed iteration ", i, ")"));
-        c.set_problem("modified by the candidate");
-        found.push_back(c);
       }
     }
     for (auto& c : found) {
       if (!c.ok()) *report->add_spot_failures() = c;
     }
   }
-  report->set_spot_checks(static_cast<int>(picked.size()));
-  const int repoisons = sets < n ? n - sets : 0;
-  PKB_ASSIGN_OR_RETURN(double harness, TimeHarnessWork(outputs[0].tensors, repoisons,
-                                                       static_cast<int>(copied.size())));
-  // The wall clock reported is the candidate's share: the judge's clock over the window
-  // less the harness's own work in it.
-  report->set_candidate_wall_us(std::max(0.0, wall - harness));
-  report->set_bench_checks_seconds(Lap(&lap));
-  return absl::OkStatus();
+  return static_cast<int>(picked.size());
 }
 
-std::vector<OutputDecl> Judge::DeclsOf(int s) const {
-  return p_.OutputsOfSet(cfg_, comm_->rank(), SetNumber(s));
+std::vector<OutputDecl> Judge::DeclsOf(int round, int sets, int s) const {
+  return p_.OutputsOfSet(cfg_, comm_->rank(), SetNumber(round, sets, s));
+}
+
+absl::Status Judge::PlaceRound(int round, int sets, TimedRound* placed) {
+  placed->inputs.clear();
+  placed->outputs.clear();
+  placed->arena.reset();
+  std::vector<Inputs> drawn;
+  std::vector<std::vector<OutputDecl>> decls;
+  size_t bytes = 0;
+  for (int s = 0; s < sets; ++s) {
+    drawn.push_back(DrawInputs(p_, cfg_, comm_->rank(), SetNumber(round, sets, s)));
+    decls.push_back(DeclsOf(round, sets, s));
+    bytes += SharedArena::BytesFor(drawn.back(), decls.back());
+  }
+  placed->arena = std::make_unique<SharedArena>(dev_, host_);
+  PKB_RETURN_IF_ERROR(placed->arena->Reserve(bytes));
+  for (int s = 0; s < sets; ++s) {
+    PKB_ASSIGN_OR_RETURN(auto set, placed->arena->PlaceSet(drawn[s], decls[s], cfg_.device));
+    placed->inputs.push_back(std::move(set.first));
+    placed->outputs.push_back(std::move(set.second));
+    drawn[s] = Inputs();
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Judge::Benchmark(v1::RankReport* report) {
   auto t0 = std::chrono::steady_clock::now();
   auto lap = t0;
-  auto set_number = [&](int s) { return SetNumber(s); };
-  auto decls_of = [&](int s) { return DeclsOf(s); };
   const bool candidate = host_->running();
   // The warm-up's own input set, in an arena of its own and placed first: the candidate's
   // warm-up says how long its window should be, and so how many timed sets to draw.
@@ -438,32 +502,12 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
   // in memory, `iters` calls with the sets coming back, as input_sets shows.
   const int n =
       sets >= o_.spec.iters() ? std::max(o_.spec.iters(), std::min(wanted, sets)) : o_.spec.iters();
-  const int max_copies = candidate ? std::min(o_.spec.spot_checks(), n) : 0;
-  // Timed sets 1000 + s, and the copies of picked iterations, in one arena shared with the
-  // host (room for the copies at the largest set's size).
-  std::vector<Inputs> drawn;
-  std::vector<std::vector<OutputDecl>> decls;
-  size_t bytes = 0, largest_outputs = 0;
-  for (int s = 0; s < sets; ++s) {
-    drawn.push_back(DrawInputs(p_, cfg_, comm_->rank(), set_number(s)));
-    decls.push_back(decls_of(s));
-    bytes += SharedArena::BytesFor(drawn.back(), decls.back());
-    largest_outputs = std::max(largest_outputs, SharedArena::BytesFor(Inputs(), decls.back()));
-  }
-  bytes += largest_outputs * max_copies;
-  SharedArena arena(dev_, host_);
-  PKB_RETURN_IF_ERROR(arena.Reserve(bytes));
-  std::vector<Inputs> inputs;
-  std::vector<OutputSet> outputs;
-  for (int s = 0; s < sets; ++s) {
-    PKB_ASSIGN_OR_RETURN(auto placed, arena.PlaceSet(drawn[s], decls[s], cfg_.device));
-    inputs.push_back(std::move(placed.first));
-    outputs.push_back(std::move(placed.second));
-    drawn[s] = Inputs();
-  }
+  // Round 0's timed sets (the reference is timed on the last round's).
+  TimedRound round;
+  PKB_RETURN_IF_ERROR(PlaceRound(0, sets, &round));
   report->set_bench_inputs_seconds(inputs_s + Lap(&lap));
   if (candidate) {
-    PKB_RETURN_IF_ERROR(TimeCandidate(arena, sets, inputs, outputs, n, warm_call, report));
+    PKB_RETURN_IF_ERROR(TimeCandidate(sets, n, round, warm_call, report));
     Lap(&lap);
   }
   std::vector<double> us;
@@ -471,8 +515,8 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
     std::vector<double> rounds, graph_rounds;
     std::string graph_note;
     int iters = 0;
-    PKB_RETURN_IF_ERROR(TimeReference(sets, inputs, warm_set.first, &us, &rounds, &graph_rounds,
-                                      &graph_note, &iters));
+    PKB_RETURN_IF_ERROR(TimeReference(sets, round.inputs, warm_set.first, &us, &rounds,
+                                      &graph_rounds, &graph_note, &iters));
     report->set_bench_reference_seconds(Lap(&lap));
     report->set_baseline_iters(iters);
     for (double x : us) report->add_baseline_us(x);

@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,25 @@ namespace pkb {
 
 // A line for the engine on stdout, from rank 0 only: "PKB-PROGRESS <json>".
 void ReportProgress(int rank, const std::string& json);
+
+// One round's timed input sets, placed in an arena of their own that the host maps.
+struct TimedRound {
+  std::unique_ptr<SharedArena> arena;
+  std::vector<Inputs> inputs;
+  std::vector<OutputSet> outputs;
+};
+
+// One round of the candidate's and its spot checks (Judge::TimeCandidate): the iterations the host
+// copies right after their call (into `copies`, in the checks' arena), those the judge copies the
+// moment every host has answered (`in_place`, and the last call, into `at_answer`), and the
+// judge's wall clock over the window.
+struct RoundChecks {
+  std::vector<int> copied;
+  std::vector<int> in_place;
+  std::map<int, OutputSet> copies;
+  std::map<int, std::vector<at::Tensor>> at_answer;
+  double wall_us = 0;
+};
 
 class Judge {
  public:
@@ -53,8 +74,12 @@ class Judge {
   // iters, the sets are reused in turn and the report says so; the candidate's window never runs
   // more calls than there are sets beyond that.
   // The ranks agree on the smallest count (their set sizes and free memory may differ), so that
-  // timed iteration i uses set number 1000 + i mod sets on every rank.
+  // timed iteration i of round r uses the same set number on every rank (SetNumber).
   absl::StatusOr<int> TimedSets(int64_t set_bytes, int window);
+
+  // Draws round `round`'s `sets` timed sets and places them in a new arena, the previous round's
+  // released first (so that two rounds never hold memory at once).
+  absl::Status PlaceRound(int round, int sets, TimedRound* placed);
 
   // How many timed calls a window runs: the spec's iters, or more where those would last less
   // than min_window_ms on the slowest rank, judged from `warm_us` for `warm_calls` calls of the
@@ -96,28 +121,32 @@ class Judge {
   // judge's clock as one request: how many calls its window should run (WindowIterations).
   absl::StatusOr<int> WarmUpCandidate(const v1::HostCall& warm_call);
 
-  // The candidate's timed window (after WarmUpCandidate): the host runs `n` timed iterations on
-  // the judge's wall clock until it answers that its device is idle; then the checks of picked
-  // timed iterations against the reference on inputs drawn again (with nothing of the submission
-  // left running), and the harness's own work in the window timed again and taken off. Checks
-  // of timed iterations, picked at random by the ranks together once the window's length is
-  // known (a candidate that skips a fraction f of its calls passes each kind with probability
-  // about (1 - f)^checks):
+  // The candidate's timed rounds (after WarmUpCandidate): CandidateRounds windows of `n` timed
+  // iterations, each on input sets of its own (round 0's are `round`'s when called; each later
+  // round draws its own into a new arena), each on the judge's wall clock until the host answers
+  // that its device is idle; the median round is the candidate's figure. Then, with nothing of
+  // the submission left running, every round's spot checks against the reference on inputs drawn
+  // again, and the harness's own work in a window timed again and taken off each round. Spot
+  // checks of each round, picked at random by the ranks together before the first (a candidate
+  // cannot tell one round from another; one that skips a fraction f of its calls passes each
+  // check with probability about 1 - f), CheckedPerRound of each kind:
   // - `copied`: the host copies their outputs aside right after their call, on the candidate's
   //   stream, so work left on other streams is not there yet;
   // - `in_place`: among the last uses of their sets, copied by the judge the moment every host
   //   has answered; the host never learns which (with one set per iteration, any iteration);
   // - the last iteration, copied the same way.
-  // The arena holds room for min(spot_checks, n) copies of the largest set's outputs. The
-  // profile pass runs `warm_call`.
-  absl::Status TimeCandidate(SharedArena& arena, int sets, std::vector<Inputs>& inputs,
-                             std::vector<OutputSet>& outputs, int n, const v1::HostCall& warm_call,
+  // The inputs of the sets copied at the answer are copied then too and compared with the
+  // pristine draw before the next round. The profile pass runs `warm_call`.
+  absl::Status TimeCandidate(int sets, int n, TimedRound& round, const v1::HostCall& warm_call,
                              v1::RankReport* report);
 
-  // Input sets 1000 + s of the timed iterations (s < sets); the warm-up's is 999.
-  int SetNumber(int s) const { return static_cast<int>(1000 + s + o_.spec.set_offset()); }
+  // Input set s (s < sets) of round r's timed iterations: 1000 + r * sets + s; the warm-up's is
+  // 999 (each plus the spec's set_offset).
+  int SetNumber(int round, int sets, int s) const {
+    return static_cast<int>(1000 + int64_t{round} * sets + s + o_.spec.set_offset());
+  }
   int WarmupSetNumber() const { return static_cast<int>(999 + o_.spec.set_offset()); }
-  std::vector<OutputDecl> DeclsOf(int s) const;
+  std::vector<OutputDecl> DeclsOf(int round, int sets, int s) const;
 
   absl::Status Benchmark(v1::RankReport* report);
 
@@ -126,6 +155,16 @@ class Judge {
   absl::Status ProfileReference(const Inputs& in, v1::RankProfile* profile);
 
   bool shared_gpu() const { return o_.backend == "cuda-shared"; }
+
+  // One of the candidate's rounds (TimeCandidate): its window of `n` calls over `round`'s sets
+  // with `checks`' picks copied (the host's into `checks_arena`), its events added to `us`, and
+  // inputs found changed at the answer added to `failures`.
+  absl::Status TimeRound(int r, int sets, int n, TimedRound& round, const SharedArena& checks_arena,
+                         RoundChecks& checks, std::vector<double>* us,
+                         std::vector<v1::OutputCheck>* failures);
+  // Round r's picks against the reference, once the host is gone: failures into the report; how
+  // many iterations were checked.
+  absl::StatusOr<int> CheckRound(int r, int sets, RoundChecks& checks, v1::RankReport* report);
 
   // Waits up to `limit` for at most `expected` processes with a compute context on this rank's
   // GPU (its judge, and its host while that runs); "" then, or when the driver cannot say (logged),

@@ -78,7 +78,8 @@ std::string Check(const VerdictContext& ctx, int rank, v1::RankReport* rep) {
   }
   const int candidate_iters = rep->candidate_iters();
   const int baseline_iters = rep->baseline_iters() * kBaselineRounds;
-  const int candidate_marked = TimedSamples(rep->candidate_iters(), ctx.iters);
+  const int candidate_marked =
+      TimedSamples(rep->candidate_iters(), ctx.iters) * ctx.candidate_rounds;
   const int baseline_marked = TimedSamples(rep->baseline_iters(), ctx.iters) * kBaselineRounds;
   for (const auto* series : {&rep->candidate_us(), &rep->baseline_us()}) {
     if (series->empty()) continue;
@@ -94,6 +95,12 @@ std::string Check(const VerdictContext& ctx, int rank, v1::RankReport* rep) {
     return "a passing rank without the candidate's timings";
   if (ok && ctx.baseline && (baseline_iters == 0 || rep->baseline_us_size() == 0))
     return "a passing rank without the reference's timings";
+  if (rep->candidate_round_wall_us_size() != 0 &&
+      rep->candidate_round_wall_us_size() != ctx.candidate_rounds)
+    return absl::StrCat(rep->candidate_round_wall_us_size(), " rounds of the candidate, not ",
+                        ctx.candidate_rounds);
+  if (ok && !ctx.baseline_only && rep->candidate_round_wall_us_size() != ctx.candidate_rounds)
+    return "a passing rank without the candidate's rounds";
   if (rep->baseline_round_wall_us_size() != 0 &&
       rep->baseline_round_wall_us_size() != kBaselineRounds)
     return absl::StrCat(rep->baseline_round_wall_us_size(), " rounds of the reference, not ",
@@ -107,8 +114,8 @@ std::string Check(const VerdictContext& ctx, int rank, v1::RankReport* rep) {
       rep->baseline_graph_round_wall_us_size() != kBaselineRounds)
     return absl::StrCat(rep->baseline_graph_round_wall_us_size(),
                         " rounds of the reference's graph, not ", kBaselineRounds);
-  for (const auto* rounds :
-       {&rep->baseline_round_wall_us(), &rep->baseline_graph_round_wall_us()}) {
+  for (const auto* rounds : {&rep->candidate_round_wall_us(), &rep->baseline_round_wall_us(),
+                             &rep->baseline_graph_round_wall_us()}) {
     for (double x : *rounds) {
       if (!SaneMicros(x)) return absl::StrCat("a wall-clock time of ", x, " us");
     }
@@ -124,7 +131,8 @@ std::string Check(const VerdictContext& ctx, int rank, v1::RankReport* rep) {
   }
   if (rep->input_sets() < 0 || rep->input_sets() > kMaxInputSets)
     return absl::StrCat(rep->input_sets(), " input sets");
-  if (rep->spot_checks() < 0 || rep->spot_checks() > std::max(ctx.iters, candidate_iters))
+  if (rep->spot_checks() < 0 ||
+      rep->spot_checks() > ctx.candidate_rounds * std::max(ctx.iters, candidate_iters))
     return absl::StrCat(rep->spot_checks(), " spot checks");
   return "";
 }
@@ -137,7 +145,22 @@ double Percentile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - lo);
 }
 
+// The fastest and the slowest round per call of one side (its figure where it has no rounds).
+std::pair<double, double> RoundExtremes(const v1::Timing& t) {
+  double lo = t.wall_per_iter_us(), hi = lo;
+  for (double x : t.round_wall_per_iter_us()) {
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+  }
+  return {lo, hi};
+}
+
 }  // namespace
+
+int CheckedPerRound(int spot_checks, int calls, int rounds) {
+  if (spot_checks <= 0 || calls <= 0 || rounds <= 0) return 0;
+  return std::min(calls, (spot_checks + rounds - 1) / rounds);
+}
 
 bool ParsedReports::Complete() const {
   return std::all_of(reports.begin(), reports.end(), [](const auto& r) { return r.has_value(); });
@@ -270,8 +293,9 @@ void ApplyNodeBaseline(const std::vector<double>& node_us, v1::EvalResult* r) {
       hi = std::max(hi, x);
     }
   }
-  r->set_speedup_low(lo / cand);
-  r->set_speedup_high(hi / cand);
+  const auto [fast, slow] = RoundExtremes(r->candidate());
+  r->set_speedup_low(lo / slow);
+  r->set_speedup_high(hi / fast);
 }
 
 void CollectRankTrials(const ParsedReports& parsed, v1::EvalResult* result) {
@@ -344,7 +368,8 @@ Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport
   for (const auto& rep : reports) {
     cand.emplace_back(rep.candidate_us().begin(), rep.candidate_us().end());
     base.emplace_back(rep.baseline_us().begin(), rep.baseline_us().end());
-    cand_wall.push_back({rep.candidate_wall_us()});
+    cand_wall.emplace_back(rep.candidate_round_wall_us().begin(),
+                           rep.candidate_round_wall_us().end());
     base_wall.emplace_back(rep.baseline_round_wall_us().begin(),
                            rep.baseline_round_wall_us().end());
   }
@@ -391,13 +416,10 @@ Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport
   const v1::Timing& b = r->baseline();
   if (c.wall_per_iter_us() > 0 && b.wall_per_iter_us() > 0) {
     r->set_speedup(b.wall_per_iter_us() / c.wall_per_iter_us());
-    double lo = b.wall_per_iter_us(), hi = lo;
-    for (double x : b.round_wall_per_iter_us()) {
-      lo = std::min(lo, x);
-      hi = std::max(hi, x);
-    }
-    r->set_speedup_low(lo / c.wall_per_iter_us());
-    r->set_speedup_high(hi / c.wall_per_iter_us());
+    const auto [lo, hi] = RoundExtremes(b);
+    const auto [fast, slow] = RoundExtremes(c);
+    r->set_speedup_low(lo / slow);
+    r->set_speedup_high(hi / fast);
   }
   if (c.median_us() > 0 && b.median_us() > 0) r->set_speedup_events(b.median_us() / c.median_us());
   if (r->baseline_graph_us() > 0 && c.wall_per_iter_us() > 0)

@@ -29,6 +29,16 @@ namespace pkb {
 // The reference is timed in this many windows (rounds) of the job's timed iterations; their median
 // is the baseline, their spread the speedup's interval.
 inline constexpr int kBaselineRounds = 5;
+// The candidate is timed in this many rounds too, each on input sets of its own with spot checks
+// of its own (CheckedPerRound); the median round is its figure. A functional run (ranks sharing
+// a GPU: its timings are compared with nothing) has one.
+inline constexpr int kCandidateRounds = 5;
+inline int CandidateRounds(bool functional) { return functional ? 1 : kCandidateRounds; }
+
+// Timed iterations of each kind (copied by the host, checked in place) picked in each of the
+// candidate's `rounds`: the spec's spot_checks spread over the rounds, at least one each where
+// there are any, and no more than the window's calls.
+int CheckedPerRound(int spot_checks, int calls, int rounds);
 
 // The job's parameters that a report must agree with, and the problem's roofline.
 struct VerdictContext {
@@ -38,8 +48,9 @@ struct VerdictContext {
   int max_iters = 1;           // the most (TimedIterationsCap); each report says how many it ran
   bool baseline = true;        // the reference was timed too
   bool baseline_only = false;  // no candidate
-  bool cuda = true;            // GPU run: the physical-floor check applies
-  double nvlink_bytes = 0;     // per rank, from Problem::GetRoofline
+  int candidate_rounds = kCandidateRounds;  // CandidateRounds
+  bool cuda = true;                         // GPU run: the physical-floor check applies
+  double nvlink_bytes = 0;                  // per rank, from Problem::GetRoofline
   double hbm_bytes = 0;
   double flops = 0;
   double collective_bytes = 0;
@@ -102,8 +113,9 @@ void ApplyNodeBaseline(const std::vector<double>& node_us, v1::EvalResult* resul
 void CollectRankTrials(const ParsedReports& parsed, v1::EvalResult* result);
 
 // Per-iteration slowest-rank times and their distribution, and the slowest rank's wall clock per
-// iteration: `wall_us` holds each rank's windows (one for the candidate, kBaselineRounds for the
-// baseline) of `iters` iterations; the median window is the figure (exposed for tests).
+// iteration: `wall_us` holds each rank's windows (its rounds for the candidate, kBaselineRounds
+// for the baseline) of `iters` iterations; the median window is the figure
+// (exposed for tests).
 v1::Timing SummarizeTiming(const std::vector<std::vector<double>>& per_rank,
                            const std::vector<std::vector<double>>& wall_us, int iters, int sets,
                            int spot_checks);

@@ -32,9 +32,10 @@ v1::RankReport Passing(int rank, double us = 10) {
   }
   r.set_candidate_iters(4);
   r.set_baseline_iters(4);
-  for (int i = 0; i < 4; ++i) r.add_candidate_us(us);
+  for (int i = 0; i < 4 * kCandidateRounds; ++i) r.add_candidate_us(us);
   for (int i = 0; i < 4 * kBaselineRounds; ++i) r.add_baseline_us(2 * us);
   r.set_candidate_wall_us(4 * us);
+  for (int k = 0; k < kCandidateRounds; ++k) r.add_candidate_round_wall_us(4 * us);
   for (int k = 0; k < kBaselineRounds; ++k) r.add_baseline_round_wall_us(8 * us);
   r.set_baseline_wall_us(8 * us);
   r.set_input_sets(2);
@@ -79,7 +80,7 @@ TEST_CASE("the speedup rests on the judges' clocks: forged events move nothing b
   v1::RankReport honest = Passing(0, 10);
   v1::RankReport forged = Passing(0, 10);
   forged.clear_candidate_us();
-  for (int i = 0; i < 4; ++i) forged.add_candidate_us(2.5);  // a quarter of the truth
+  for (int i = 0; i < 4 * kCandidateRounds; ++i) forged.add_candidate_us(2.5);  // a quarter
   v1::EvalResult h, f;
   REQUIRE(JudgeReports(ctx, {honest}, &h).status == v1::OK);
   REQUIRE(JudgeReports(ctx, {forged}, &f).status == v1::OK);
@@ -105,6 +106,31 @@ TEST_CASE("the baseline is the median round, and its spread bounds the speedup")
   CHECK(r.speedup_high() == Approx(3.0));
 }
 
+TEST_CASE("the candidate's figure is its median round, and its rounds widen the interval") {
+  VerdictContext ctx = Ctx(2);
+  v1::RankReport a = Passing(0, 10), b = Passing(1, 10);
+  a.clear_candidate_round_wall_us();
+  b.clear_candidate_round_wall_us();
+  // Per call (4 a window), slowest rank per round: 10, 12, 9, 11, 16 (one slow round).
+  for (double x : {40.0, 48.0, 36.0, 40.0, 64.0}) a.add_candidate_round_wall_us(x);
+  for (double x : {32.0, 40.0, 32.0, 44.0, 60.0}) b.add_candidate_round_wall_us(x);
+  ParsedReports p = ParseRankReports(ctx, Blobs({a, b}));
+  REQUIRE(p.Complete());
+  v1::EvalResult r;
+  REQUIRE(JudgeReports(ctx, {*p.reports[0], *p.reports[1]}, &r).status == v1::OK);
+  CHECK(r.candidate().round_wall_per_iter_us_size() == kCandidateRounds);
+  CHECK(r.candidate().wall_per_iter_us() == Approx(11));  // the slow round moves nothing
+  CHECK(r.speedup() == Approx(20.0 / 11));
+  // The baseline's rounds are all 20 us a call: the interval is the candidate's rounds'.
+  CHECK(r.speedup_low() == Approx(20.0 / 16));
+  CHECK(r.speedup_high() == Approx(20.0 / 9));
+  // Against a node's baseline too.
+  ApplyNodeBaseline({18, 19, 20, 21, 22}, &r);
+  CHECK(r.speedup() == Approx(20.0 / 11));
+  CHECK(r.speedup_low() == Approx(18.4 / 16));
+  CHECK(r.speedup_high() == Approx(21.6 / 9));
+}
+
 // Passing(rank, us) with windows of `cand` and `base` calls (min_window_ms lengthened them).
 v1::RankReport Lengthened(int rank, int cand, int base, double us = 10) {
   v1::RankReport r = Passing(rank, us);
@@ -114,9 +140,11 @@ v1::RankReport Lengthened(int rank, int cand, int base, double us = 10) {
   r.clear_baseline_us();
   r.clear_baseline_round_wall_us();
   // Events on every ceil(calls / iters)-th call (TimerStride).
-  for (int i = 0; i < TimedSamples(cand, 4); ++i) r.add_candidate_us(us);
+  r.clear_candidate_round_wall_us();
+  for (int i = 0; i < TimedSamples(cand, 4) * kCandidateRounds; ++i) r.add_candidate_us(us);
   for (int i = 0; i < TimedSamples(base, 4) * kBaselineRounds; ++i) r.add_baseline_us(2 * us);
   r.set_candidate_wall_us(cand * us);
+  for (int k = 0; k < kCandidateRounds; ++k) r.add_candidate_round_wall_us(cand * us);
   for (int k = 0; k < kBaselineRounds; ++k) r.add_baseline_round_wall_us(base * 2 * us);
   return r;
 }
@@ -132,7 +160,7 @@ TEST_CASE("windows longer than iters: each side's time per call over its own cou
   CHECK(r.candidate().wall_per_iter_us() == Approx(10));
   CHECK(r.baseline().wall_per_iter_us() == Approx(20));
   CHECK(r.speedup() == Approx(2));
-  CHECK(r.candidate().samples() == 4);  // calls 0, 3, 6 and 9 carried events
+  CHECK(r.candidate().samples() == 4 * kCandidateRounds);  // calls 0, 3, 6 and 9 of each round
 }
 
 TEST_CASE("a window's count outside the spec's bounds, or ranks that disagree, are not judged") {
@@ -142,15 +170,15 @@ TEST_CASE("a window's count outside the spec's bounds, or ranks that disagree, a
              Catch::Contains("3 timed calls per window, outside 4..16"));
   CHECK_THAT(OnlyReason(ctx, {Passing(0), Lengthened(1, 4, 17)}),
              Catch::Contains("17 timed calls per window, outside 4..16"));
-  // A count that does not match the samples: 8 calls, every second one marked.
+  // A count that does not match the samples: 8 calls a round, every second one marked.
   v1::RankReport short_series = Lengthened(1, 8, 4);
   short_series.mutable_candidate_us()->RemoveLast();
   CHECK_THAT(OnlyReason(ctx, {Passing(0), short_series}),
-             Catch::Contains("3 timed iterations with events, but 4 were marked"));
+             Catch::Contains("19 timed iterations with events, but 20 were marked"));
   v1::RankReport every_call = Lengthened(1, 8, 4);
-  for (int i = 0; i < 4; ++i) every_call.add_candidate_us(10);
+  for (int i = 0; i < 4 * kCandidateRounds; ++i) every_call.add_candidate_us(10);
   CHECK_THAT(OnlyReason(ctx, {Passing(0), every_call}),
-             Catch::Contains("8 timed iterations with events, but 4 were marked"));
+             Catch::Contains("40 timed iterations with events, but 20 were marked"));
   // A passing rank that says it ran none.
   v1::RankReport none = Passing(1);
   none.set_candidate_iters(0);
@@ -190,7 +218,7 @@ TEST_CASE("a report the harness could not have written is malformed, with the re
 
   v1::RankReport short_series = Passing(1);
   short_series.mutable_candidate_us()->RemoveLast();
-  CHECK_THAT(OnlyReason(ctx, {Passing(0), short_series}), Catch::Contains("3 timed iterations"));
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), short_series}), Catch::Contains("19 timed iterations"));
 
   v1::RankReport untimed = Passing(1);
   untimed.clear_candidate_us();
@@ -199,6 +227,9 @@ TEST_CASE("a report the harness could not have written is malformed, with the re
   v1::RankReport wall = Passing(1);
   wall.set_candidate_wall_us(std::numeric_limits<double>::infinity());
   CHECK_THAT(OnlyReason(ctx, {Passing(0), wall}), Catch::Contains("wall-clock"));
+  v1::RankReport round = Passing(1);
+  round.set_candidate_round_wall_us(3, -1);
+  CHECK_THAT(OnlyReason(ctx, {Passing(0), round}), Catch::Contains("wall-clock"));
 
   v1::RankReport stage = Passing(1);
   stage.set_status(v1::TIMEOUT);
@@ -283,6 +314,7 @@ TEST_CASE(
   VerdictContext ctx = Ctx(1);
   v1::RankReport hidden = Passing(0, 10);
   hidden.set_candidate_wall_us(4 * 300);  // 300 us per iteration on the judge's clock
+  for (int k = 0; k < kCandidateRounds; ++k) hidden.set_candidate_round_wall_us(k, 4 * 300);
   v1::EvalResult r;
   CHECK(JudgeReports(ctx, {hidden}, &r).status == v1::OK);
   CHECK(r.candidate().wall_per_iter_us() == 300);
@@ -306,6 +338,36 @@ TEST_CASE("a report must carry every round of the reference") {
   CHECK_THAT(OnlyReason(ctx, {short_series}), Catch::Contains("timed iterations"));
 }
 
+TEST_CASE("a report must carry every round of the candidate") {
+  VerdictContext ctx = Ctx(1);
+  v1::RankReport few = Passing(0);
+  few.mutable_candidate_round_wall_us()->RemoveLast();
+  CHECK_THAT(OnlyReason(ctx, {few}), Catch::Contains("4 rounds of the candidate, not 5"));
+  v1::RankReport none = Passing(0);
+  none.clear_candidate_round_wall_us();
+  CHECK_THAT(OnlyReason(ctx, {none}), Catch::Contains("without the candidate's rounds"));
+  // A rank that failed before its rounds is judged on its status.
+  none.set_status(v1::RUNTIME_ERROR);
+  none.clear_candidate_us();
+  ParsedReports p = ParseRankReports(ctx, Blobs({none}));
+  CHECK(p.Complete());
+  // Spot checks: at most every call of every round.
+  v1::RankReport many = Passing(0);
+  many.set_spot_checks(4 * kCandidateRounds + 1);
+  CHECK_THAT(OnlyReason(ctx, {many}), Catch::Contains("spot checks"));
+}
+
+TEST_CASE(
+    "spot checks per round: the spec's spread over the rounds, at least one, within the "
+    "window") {
+  CHECK(CheckedPerRound(3, 100, 5) == 1);
+  CHECK(CheckedPerRound(5, 100, 5) == 1);
+  CHECK(CheckedPerRound(6, 100, 5) == 2);
+  CHECK(CheckedPerRound(20, 3, 5) == 3);
+  CHECK(CheckedPerRound(0, 100, 5) == 0);
+  CHECK(CheckedPerRound(3, 100, 1) == 3);  // a functional run's one round
+}
+
 TEST_CASE("the CUDA-graph baseline is the slowest rank's median replay and needs every rank") {
   VerdictContext ctx = Ctx(2);
   std::vector<v1::RankReport> reports = {Passing(0, 10), Passing(1, 10)};
@@ -317,7 +379,7 @@ TEST_CASE("the CUDA-graph baseline is the slowest rank's median replay and needs
   v1::EvalResult r;
   REQUIRE(JudgeReports(ctx, {*p.reports[0], *p.reports[1]}, &r).status == v1::OK);
   CHECK(r.baseline_graph_us() == Approx(6.0));
-  CHECK(r.speedup_graph() == Approx(6.0 / 10.0));  // the candidate's 40 us window / 4
+  CHECK(r.speedup_graph() == Approx(6.0 / 10.0));  // the candidate's 40 us windows / 4
   CHECK(r.baseline_graph_note().empty());
   // One rank could not capture its reference: no graph figure, and the reason.
   reports[1].clear_baseline_graph_round_wall_us();
