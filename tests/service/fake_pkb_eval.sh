@@ -142,7 +142,7 @@ leak_fields() {
 done_with() {
   local said=""
   [[ -n "$leak" ]] && said=",\"message\":\"$(say done)\""
-  emit "\"stage\":\"DONE\"$said,\"result\":{\"status\":\"$1\",\"message\":\"$(say "$2")\",\"problemId\":$problem,\"worldSize\":$world,\"dtype\":\"$dtype\",\"harnessVersion\":\"pkb-harness-5\"$key_field$3}"
+  emit "\"stage\":\"DONE\"$said,\"result\":{\"status\":\"$1\",\"message\":\"$(say "$2")\",\"problemId\":$problem,\"worldSize\":$world,\"dtype\":\"$dtype\",\"harnessVersion\":\"pkb-harness-6\"$key_field$3}"
 }
 emit "\"stage\":\"COMPILING\",\"message\":\"$(say "nvcc (test double)")\""
 pause "$delay"
