@@ -30,8 +30,10 @@ again). Printed: one line per run and a table of medians; every result is kept a
 - engine: wall less compile and ranks where they did not overlap: pkb-eval's own start, the
   checks, the GPU probe, the lock, the verdict, clean-up.
 Then a second table: the benchmark in parts (stage_seconds.bench_*): drawing and placing the timed
-sets, the candidate's warm-up, its window, the spot checks after it, the reference's rounds and
-graph, the profile passes.
+sets, the candidate's warm-up, its rounds, the spot checks after them, the reference's rounds and
+graph, the profile passes; and two parts of start_end: spec_wait (from the spec written to the last
+rank having it: a standby's wait, or a fresh rank's own start) and exit (from the last report
+written to every rank process gone).
 Only the standard library is used.
 """
 import argparse
@@ -96,6 +98,8 @@ def run_once(pkb_eval, args, cache, mode, shape=None, gap=2.0):
     }
     for part in BENCH_PARTS:
         row[part] = st.get("bench_" + part, 0.0)
+    row["spec_wait"] = st.get("rank_spec_wait", 0.0)
+    row["exit"] = st.get("rank_exit", 0.0)
     row["start_end"] = ranks - row["verify"] - row["benchmark"] - during
     # What the stages above leave of the wall clock: with the overlap, compile and the ranks'
     # first `during` seconds ran at once.
@@ -152,10 +156,11 @@ def main():
         med = [statistics.median(r[c] for r in rows) for c in cols]
         print(f"| {mode} | {temp} | " + " | ".join(f"{m:.2f}" for m in med) + " |")
     print("\nThe benchmark in parts (medians):\n")
-    print("| mode | cache | benchmark | " + " | ".join(BENCH_PARTS) + " |")
-    print("|---|---|---|" + "---|" * len(BENCH_PARTS))
+    parts = ["benchmark"] + BENCH_PARTS + ["spec_wait", "exit"]
+    print("| mode | cache | " + " | ".join(parts) + " |")
+    print("|---|---|" + "---|" * len(parts))
     for (mode, temp), rows in table.items():
-        med = [statistics.median(r[c] for r in rows) for c in ["benchmark"] + BENCH_PARTS]
+        med = [statistics.median(r[c] for r in rows) for c in parts]
         print(f"| {mode} | {temp} | " + " | ".join(f"{m:.3f}" for m in med) + " |")
     shutil.rmtree(primer, ignore_errors=True)
     print(f"\nmedians of {o.runs} run(s) each, seconds; results in {out}")

@@ -147,6 +147,7 @@ std::optional<Verdict> Evaluation::RunRanks(bool gated) {
   if (absl::Status written = WriteSpecFile(scratch_ + "/spec.binpb", run_); !written.ok()) {
     return End(v1::INTERNAL, std::string(written.message()));
   }
+  spec_written_ = absl::Now();
   if (standby_) {
     events_.Emit(
         gated ? v1::COMPILING : v1::VERIFYING,
@@ -172,6 +173,7 @@ std::optional<Verdict> Evaluation::RunRanks(bool gated) {
     launch->spec.before_cleanup = hooks.before_cleanup;
     launched = RankLauncher().Run(launch->spec);
   }
+  ranks_ended_ = absl::Now();
   if (!launched.ok()) return End(v1::INTERNAL, std::string(launched.status().message()));
   launched_ = std::move(*launched);
   // Standby ranks ran before this job began: their times count from its start.
@@ -258,6 +260,7 @@ Verdict Evaluation::Judge() {
   std::vector<v1::RankReport> reports;
   for (auto& rep : parsed.reports) reports.push_back(std::move(*rep));
   Verdict v = JudgeReports(vctx, reports, &r_);
+  NoteRankEnds(reports, spec_written_, ranks_ended_, &r_);
   if (v.log_rank >= 0) r_.set_failed_rank_log(LogTail(v.log_rank));
   if (run_.functional() && v.status == v1::OK) {
     v.message = absl::StrFormat(

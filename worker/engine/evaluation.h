@@ -154,6 +154,7 @@ class Evaluation {
   Verdict Judge();
 
   const absl::Time start_;
+  absl::Time spec_written_, ranks_ended_;  // RunRanks: the spec for the ranks, their exit
   EvalOptions o_;     // the job's spec completed, the installed paths filled in
   v1::EvalSpec run_;  // the spec the ranks run
   EventEmitter events_;

@@ -226,6 +226,7 @@ int main(int argc, char** argv) {
     if (s.ok() && !spec.ok()) s = spec.status();
     if (s.ok()) {
       o.spec = *spec;
+      report.set_spec_seen_unix_micros(absl::ToUnixMicros(absl::Now()));
       pkb::ApplyDefaults(&o.spec);  // a spec written by hand may leave the defaults out
       if (world > 0) o.spec.set_world_size(world);
       // A functional run times no reference (engine.h).
@@ -241,6 +242,7 @@ int main(int argc, char** argv) {
     report.set_message(std::string(s.message()));
   }
   std::string out;
+  report.set_report_unix_micros(absl::ToUnixMicros(absl::Now()));
   report.SerializeToString(&out);
   if (!key.empty()) out = pkb::SignReport(key, out);
   std::ofstream f(absl::StrCat(o.report, ".", o.rank), std::ios::binary);

@@ -298,6 +298,23 @@ void ApplyNodeBaseline(const std::vector<double>& node_us, v1::EvalResult* r) {
   r->set_speedup_high(hi / fast);
 }
 
+void NoteRankEnds(const std::vector<v1::RankReport>& reports, absl::Time spec_written,
+                  absl::Time ranks_ended, v1::EvalResult* result) {
+  int64_t seen = 0, reported = 0;
+  for (const auto& rep : reports) {
+    if (rep.spec_seen_unix_micros() <= 0 || rep.report_unix_micros() <= 0) return;
+    seen = std::max(seen, rep.spec_seen_unix_micros());
+    reported = std::max(reported, rep.report_unix_micros());
+  }
+  if (reports.empty() || spec_written == absl::Time() || ranks_ended == absl::Time()) return;
+  const double wait_s = (seen - absl::ToUnixMicros(spec_written)) / 1e6;
+  const double exit_s = (absl::ToUnixMicros(ranks_ended) - reported) / 1e6;
+  auto& stages = *result->mutable_stage_seconds();
+  // A rank started after the spec was written has it at once (its wait is then its own start).
+  if (wait_s >= 0 && wait_s < 3600) stages["rank_spec_wait"] = wait_s;
+  if (exit_s >= 0 && exit_s < 3600) stages["rank_exit"] = exit_s;
+}
+
 void CollectRankTrials(const ParsedReports& parsed, v1::EvalResult* result) {
   for (const auto& rep : parsed.reports) {
     if (!rep) continue;

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "pkb/v1/result.pb.h"
 
 namespace pkb {
@@ -108,6 +109,13 @@ Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport
 // (BaselineStore; this job's last): their median, its interval from their spread, and the in-job
 // speedup beside it.
 void ApplyNodeBaseline(const std::vector<double>& node_us, v1::EvalResult* result);
+
+// Where the ranks' time went outside their own stages, from their reports' clock readings
+// (RankReport.spec_seen_unix_micros, report_unix_micros) and the engine's: stage_seconds.
+// rank_spec_wait, from the spec written to the last rank having it, and rank_exit, from the
+// last report written to every rank process gone. Readings that make no sense are left out.
+void NoteRankEnds(const std::vector<v1::RankReport>& reports, absl::Time spec_written,
+                  absl::Time ranks_ended, v1::EvalResult* result);
 
 // Every rank's trials that failed or carry output details, for the result.
 void CollectRankTrials(const ParsedReports& parsed, v1::EvalResult* result);

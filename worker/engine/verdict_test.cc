@@ -394,6 +394,28 @@ TEST_CASE("the CUDA-graph baseline is the slowest rank's median replay and needs
   CHECK_THAT(OnlyReason(ctx, {reports[0]}), Catch::Contains("rounds of the reference's graph"));
 }
 
+TEST_CASE("the ranks' spec wait and exit come from their clock readings and the engine's") {
+  const absl::Time spec = absl::FromUnixMicros(1'000'000'000);
+  std::vector<v1::RankReport> reports = {Passing(0), Passing(1)};
+  reports[0].set_spec_seen_unix_micros(1'000'002'000);  // 2 ms after the spec
+  reports[1].set_spec_seen_unix_micros(1'000'005'000);  // the last: 5 ms
+  reports[0].set_report_unix_micros(1'001'000'000);
+  reports[1].set_report_unix_micros(1'000'900'000);
+  v1::EvalResult r;
+  NoteRankEnds(reports, spec, absl::FromUnixMicros(1'001'250'000), &r);
+  CHECK(r.stage_seconds().at("rank_spec_wait") == Approx(0.005));
+  CHECK(r.stage_seconds().at("rank_exit") == Approx(0.25));  // after the last report
+  // A rank without its readings, or an exit before the report: nothing made up.
+  v1::EvalResult none;
+  reports[1].clear_report_unix_micros();
+  NoteRankEnds(reports, spec, absl::FromUnixMicros(1'001'250'000), &none);
+  CHECK(none.stage_seconds().empty());
+  reports[1].set_report_unix_micros(1'000'900'000);
+  NoteRankEnds(reports, spec, absl::FromUnixMicros(1'000'000'000), &none);
+  CHECK(none.stage_seconds().count("rank_exit") == 0);
+  CHECK(none.stage_seconds().count("rank_spec_wait") == 1);
+}
+
 TEST_CASE("progress lines: only what the harness writes is understood") {
   auto trial = ParseProgress(R"({"trial": 2, "ok": true})", 3);
   REQUIRE(trial);
