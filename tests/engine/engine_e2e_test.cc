@@ -103,6 +103,21 @@ TEST_CASE("a window runs more calls than --iters until it lasts --min-window-ms"
         std::string::npos);
 }
 
+TEST_CASE("rounds whose input sets change sizes are placed in arenas of their own",
+          "[engine][e2e]") {
+  // Problem 85's odd ranks have empty shards when set mod 4 = 3, so its output sizes follow the
+  // set; with 3 sets, round r's sets are 1000 + 3r + s: no round has the sizes of the one before.
+  auto j = Eval({"-p", "85", "-w", "2", "--dtype=float32", "--max-sets=3", Cpu("p085_sort.cc")});
+  INFO(j.dump(1));
+  REQUIRE(j["status"] == "OK");
+  CHECK(j["candidate"]["input_sets"] == 3);
+  CHECK(j["candidate"]["round_wall_per_iter_us"].size() == 5);
+  // The same sets' sizes from round to round (W = 1: no empty shard): the slots are reused.
+  auto one = Eval({"-p", "85", "-w", "1", "--dtype=float32", "--max-sets=3", Cpu("p085_sort.cc")});
+  INFO(one.dump(1));
+  CHECK(one["status"] == "OK");
+}
+
 TEST_CASE("an OK CPU result carries timings of both sides and every trial", "[engine][e2e]") {
   auto j = Eval({"-p", "1", "-w", "2", Cpu("p001_correct.cc")});
   REQUIRE(j["status"] == "OK");

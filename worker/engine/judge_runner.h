@@ -77,8 +77,9 @@ class Judge {
   // timed iteration i of round r uses the same set number on every rank (SetNumber).
   absl::StatusOr<int> TimedSets(int64_t set_bytes, int window);
 
-  // Draws round `round`'s `sets` timed sets and places them in a new arena, the previous round's
-  // released first (so that two rounds never hold memory at once).
+  // Draws round `round`'s `sets` timed sets into `placed`: into the previous round's slots where
+  // every set has the same sizes, else into a new arena, the previous round's released first (so
+  // that two rounds never hold memory at once).
   absl::Status PlaceRound(int round, int sets, TimedRound* placed);
 
   // How many timed calls a window runs: the spec's iters, or more where those would last less
