@@ -92,9 +92,8 @@ absl::Status SharedArena::Describe(const at::Tensor& t, v1::HostTensor* out) con
   PKB_ASSIGN_OR_RETURN(pkb_tensor p, ToPkbTensor(t));
   out->set_segment(id_);
   // An empty tensor has no data pointer (ATen gives null): any offset in the segment will do.
-  out->set_offset(t.numel() == 0
-                      ? 0
-                      : static_cast<char*>(t.data_ptr()) - static_cast<char*>(segment_.base));
+  out->set_offset(
+      t.numel() == 0 ? 0 : static_cast<char*>(t.data_ptr()) - static_cast<char*>(segment_.base));
   out->set_dtype(p.dtype);
   for (int i = 0; i < p.ndim; ++i) {
     out->add_shape(p.shape[i]);
