@@ -8,7 +8,8 @@
 #
 # Default: 5 submissions of docs/examples/p001_allreduce_host.cc (problem 1, W = 2, 256 x 256,
 # a host-only candidate, so that it runs on a CPU machine). Needs a build in ./build
-# ($PKB_BUILD_DIR).
+# ($PKB_BUILD_DIR). PKB_LATENCY_GAP (default 1): seconds between a verdict and the next submission,
+# the worker's time between jobs, in which it starts the next engine.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "${PKB_BUILD_DIR:-$root/build}" && pwd)"
@@ -51,7 +52,7 @@ for mode in standby no-standby; do
     wall=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
     walls+=("$wall")
     echo "$mode $i: ${wall} s  ${out:0:100}"
-    sleep 1  # the worker's time between jobs, in which it starts the next engine
+    sleep "${PKB_LATENCY_GAP:-1}"  # the worker's time between jobs
   done
   echo "$mode: median $(printf '%s\n' "${walls[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') s of $n"
   kill -TERM "$wpid"; wait "$wpid" 2>/dev/null || true
