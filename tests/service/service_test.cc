@@ -755,7 +755,8 @@ TEST_CASE("a C++ candidate from the CLI reaches a real verdict with timings on a
   CHECK(job.request().spec().has_min_window_ms());
   CHECK(res.candidate().iterations() == 8);
   CHECK(res.baseline().iterations() == 8);
-  CHECK(res.candidate().samples() == 8);
+  CHECK(res.candidate().samples() == 8 * 5);  // the candidate in 5 rounds
+  CHECK(res.candidate().round_wall_per_iter_us_size() == 5);
   CHECK(res.candidate().median_us() > 0);
   CHECK(res.candidate().wall_per_iter_us() > 0);
   CHECK(res.baseline().samples() == res.baseline().iterations() * 5);  // the reference in 5 rounds

@@ -80,7 +80,22 @@ absl::Status CandidateHost::Ready() {
 absl::Status CandidateHost::Load() {
   v1::HostRequest req;
   req.set_load(true);
-  return Request(req).status();
+  PKB_RETURN_IF_ERROR(Request(req).status());
+  pause_between_ = true;
+  Pause();
+  return absl::OkStatus();
+}
+
+void CandidateHost::Pause() {
+  if (!pause_between_ || paused_ || pid_ <= 0) return;
+  // SIGSTOP cannot be caught or ignored: every thread of the process stops.
+  if (kill(pid_, SIGSTOP) == 0) paused_ = true;
+}
+
+void CandidateHost::Resume() {
+  if (!paused_ || pid_ <= 0) return;
+  kill(pid_, SIGCONT);
+  paused_ = false;
 }
 
 absl::StatusOr<int> CandidateHost::Map(const RankDevice::SharedSegment& segment) {
@@ -152,9 +167,13 @@ absl::StatusOr<std::vector<double>> CandidateHost::Times() {
 absl::StatusOr<v1::HostReply> CandidateHost::Request(const v1::HostRequest& req, int fd) {
   if (!running()) return absl::AbortedError("the candidate's process has ended");
   PKB_RETURN_IF_ERROR(Ready());
+  Resume();
   if (!ch_->Send(req, fd).ok()) return Died();
-  return Await(req.has_load() || req.has_call() || req.has_profile() ||
-               (req.has_loop() && !req.loop().defer()) || req.run_loop());
+  absl::StatusOr<v1::HostReply> reply =
+      Await(req.has_load() || req.has_call() || req.has_profile() ||
+            (req.has_loop() && !req.loop().defer()) || req.run_loop());
+  if (running()) Pause();
+  return reply;
 }
 
 absl::StatusOr<v1::HostReply> CandidateHost::Await(bool barriers) {
@@ -182,6 +201,7 @@ absl::StatusOr<v1::HostReply> CandidateHost::Await(bool barriers) {
 
 absl::Status CandidateHost::Died() {
   ch_.reset();
+  Resume();  // a stopped process would never end
   int status = 0;
   pid_t pid = std::exchange(pid_, -1);
   if (pid <= 0 || waitpid(pid, &status, 0) != pid) {
@@ -256,10 +276,11 @@ absl::StatusOr<int> CandidateHost::Kill() {
 void CandidateHost::Stop() {
   ch_.reset();
   if (pid_ > 0) {
-    kill(pid_, SIGKILL);
+    kill(pid_, SIGKILL);  // stopped or not
     waitpid(pid_, nullptr, 0);
   }
   pid_ = -1;
+  paused_ = false;
 }
 
 }  // namespace pkb

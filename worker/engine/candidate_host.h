@@ -9,6 +9,10 @@
 //   host.Bind(comm);           // the judges' communicator, for host barriers
 //   host.Load();               // dlopen + pkb_init: the first code of the submission to run
 //   host.Call(call);           // one call, synchronized in the host
+//
+// Once the submission is loaded, the host runs only while a request is served: it is stopped
+// (SIGSTOP) when it answers and continued (SIGCONT) with the next request, so no thread of the
+// submission runs while the judge works between requests (placing a round's inputs, checking).
 //   host.Kill();               // nothing of the submission runs after this, its helpers included
 //
 // The judge must be a child subreaper (PR_SET_CHILD_SUBREAPER, set in pkb-rank's main): then every
@@ -58,7 +62,8 @@ class CandidateHost {
   void Bind(Comm* comm) { comm_ = comm; }
 
   // Loads the submission and runs its pkb_init. Only once every judge has taken its report key
-  // (the judges' communicator exists): this is the first code of the submission to run.
+  // (the judges' communicator exists): this is the first code of the submission to run. From
+  // its answer on, the host is stopped between requests.
   absl::Status Load();
 
   // Makes `segment` visible in the host; returns its id there.
@@ -98,8 +103,13 @@ class CandidateHost {
   // The host went away mid-request: how it ended.
   absl::Status Died();
   void Stop();
+  // Between requests once the submission is loaded: the host stopped, then continued.
+  void Pause();
+  void Resume();
 
   Comm* comm_ = nullptr;
+  bool pause_between_ = false;  // set by Load
+  bool paused_ = false;
   pid_t pid_ = -1;
   int pending_ = 0;  // replies still to come to SetUpDevice and Start (their requests' order)
   std::unique_ptr<HostChannel> ch_;

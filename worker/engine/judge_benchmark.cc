@@ -361,6 +361,11 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
     for (const auto& t : round.inputs[i % sets].tensors)
       inputs_then[i].push_back(at::empty_like(t));
   }
+  // The host prepares the round's calls before any of its inputs is there, and is stopped once it
+  // has answered (CandidateHost): nothing of the submission runs from when they land until the
+  // window, so nothing can be worked out ahead of it.
+  PKB_RETURN_IF_ERROR(host_->Loop(timed));
+  FillRound(&round);
   // Skipped work must leave poison: every set's outputs are poisoned before the window (and by
   // the host after each use but the last when sets come back).
   for (auto& o : round.outputs) {
@@ -369,7 +374,6 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   // Nothing but this rank's judge and host may hold the GPU while the candidate is timed
   // (where ranks share a GPU, the run is functional and its timings are not compared).
   if (r == 0 && !shared_gpu()) gpu_finding_ = GpuNotAlone(2, absl::Seconds(2), "the candidate");
-  PKB_RETURN_IF_ERROR(host_->Loop(timed));
   PKB_RETURN_IF_ERROR(dev_->Synchronize());
   PKB_RETURN_IF_ERROR(comm_->Barrier());
   // The host runs the timed iterations between its own timers (untrusted); the wall clock
@@ -472,40 +476,46 @@ bool SameSlots(const Inputs& drawn, const std::vector<OutputDecl>& decls, const 
 }  // namespace
 
 absl::Status Judge::PlaceRound(int round, int sets, TimedRound* placed) {
-  // Sets of the same sizes as the round before (every problem's but those whose sizes depend on
-  // the draw) are copied into its slots, one at a time: the arena and the host's mapping stay.
-  if (placed->arena && static_cast<int>(placed->inputs.size()) == sets) {
-    bool fits = true;
-    for (int s = 0; s < sets && fits; ++s) {
-      Inputs drawn = DrawInputs(p_, cfg_, comm_->rank(), SetNumber(round, sets, s));
-      fits = SameSlots(drawn, DeclsOf(round, sets, s), placed->inputs[s], placed->outputs[s]);
-      if (!fits) break;
-      for (size_t k = 0; k < drawn.tensors.size(); ++k)
-        placed->inputs[s].tensors[k].copy_(drawn.tensors[k]);
-      placed->inputs[s].scalars = drawn.scalars;
-    }
-    if (fits) return absl::OkStatus();
-  }
-  placed->inputs.clear();
-  placed->outputs.clear();
-  placed->arena.reset();
   std::vector<Inputs> drawn;
   std::vector<std::vector<OutputDecl>> decls;
-  size_t bytes = 0;
   for (int s = 0; s < sets; ++s) {
     drawn.push_back(DrawInputs(p_, cfg_, comm_->rank(), SetNumber(round, sets, s)));
     decls.push_back(DeclsOf(round, sets, s));
-    bytes += SharedArena::BytesFor(drawn.back(), decls.back());
   }
+  // Sets of the same sizes as the round before (every problem's but those whose sizes depend on
+  // the draw) keep its room: the arena and the host's mapping stay.
+  bool same = placed->arena && static_cast<int>(placed->inputs.size()) == sets;
+  for (int s = 0; s < sets && same; ++s)
+    same = SameSlots(drawn[s], decls[s], placed->inputs[s], placed->outputs[s]);
+  if (same) {
+    for (int s = 0; s < sets; ++s) placed->inputs[s].scalars = drawn[s].scalars;
+    placed->pending = std::move(drawn);
+    return absl::OkStatus();
+  }
+  placed->inputs.clear();
+  placed->outputs.clear();
+  placed->pending.clear();
+  placed->arena.reset();
+  size_t bytes = 0;
+  for (int s = 0; s < sets; ++s) bytes += SharedArena::BytesFor(drawn[s], decls[s]);
   placed->arena = std::make_unique<SharedArena>(dev_, host_);
   PKB_RETURN_IF_ERROR(placed->arena->Reserve(bytes));
   for (int s = 0; s < sets; ++s) {
-    PKB_ASSIGN_OR_RETURN(auto set, placed->arena->PlaceSet(drawn[s], decls[s], cfg_.device));
+    PKB_ASSIGN_OR_RETURN(auto set,
+                         placed->arena->PlaceSet(drawn[s], decls[s], cfg_.device, /*copy=*/false));
     placed->inputs.push_back(std::move(set.first));
     placed->outputs.push_back(std::move(set.second));
-    drawn[s] = Inputs();
   }
+  placed->pending = std::move(drawn);
   return absl::OkStatus();
+}
+
+void FillRound(TimedRound* round) {
+  for (size_t s = 0; s < round->pending.size(); ++s) {
+    for (size_t k = 0; k < round->pending[s].tensors.size(); ++k)
+      round->inputs[s].tensors[k].copy_(round->pending[s].tensors[k]);
+  }
+  round->pending.clear();
 }
 
 absl::Status Judge::Benchmark(v1::RankReport* report) {
@@ -543,6 +553,7 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
   // Round 0's timed sets (the reference is timed on the last round's).
   TimedRound round;
   PKB_RETURN_IF_ERROR(PlaceRound(0, sets, &round));
+  if (!candidate) FillRound(&round);
   report->set_bench_inputs_seconds(inputs_s + Lap(&lap));
   if (candidate) {
     PKB_RETURN_IF_ERROR(TimeCandidate(sets, n, round, warm_call, report));

@@ -30,12 +30,18 @@ namespace pkb {
 // A line for the engine on stdout, from rank 0 only: "PKB-PROGRESS <json>".
 void ReportProgress(int rank, const std::string& json);
 
-// One round's timed input sets, placed in an arena of their own that the host maps.
+// One round's timed input sets, in an arena that the host maps: their room (`inputs`, `outputs`)
+// and, until FillRound copies them in, their drawn contents (`pending`), so that the host can
+// prepare the round's calls before any of its inputs is there.
 struct TimedRound {
   std::unique_ptr<SharedArena> arena;
   std::vector<Inputs> inputs;
   std::vector<OutputSet> outputs;
+  std::vector<Inputs> pending;
 };
+
+// Copies a placed round's drawn contents into its room.
+void FillRound(TimedRound* round);
 
 // One round of the candidate's and its spot checks (Judge::TimeCandidate): the iterations the host
 // copies right after their call (into `copies`, in the checks' arena), those the judge copies the
@@ -77,9 +83,9 @@ class Judge {
   // timed iteration i of round r uses the same set number on every rank (SetNumber).
   absl::StatusOr<int> TimedSets(int64_t set_bytes, int window);
 
-  // Draws round `round`'s `sets` timed sets into `placed`: into the previous round's slots where
-  // every set has the same sizes, else into a new arena, the previous round's released first (so
-  // that two rounds never hold memory at once).
+  // Draws round `round`'s `sets` timed sets for `placed`: the previous round's room where every
+  // set has the same sizes, else room in a new arena, the previous round's released first (so
+  // that two rounds never hold memory at once). Their contents stay pending (FillRound).
   absl::Status PlaceRound(int round, int sets, TimedRound* placed);
 
   // How many timed calls a window runs: the spec's iters, or more where those would last less

@@ -49,10 +49,16 @@ absl::StatusOr<at::Tensor> SharedArena::Empty(at::IntArrayRef shape, at::ScalarT
 }
 
 absl::StatusOr<std::pair<Inputs, OutputSet>> SharedArena::PlaceSet(
-    const Inputs& drawn, const std::vector<OutputDecl>& outs, at::Device device) {
+    const Inputs& drawn, const std::vector<OutputDecl>& outs, at::Device device, bool copy) {
   Inputs in;
   for (size_t i = 0; i < drawn.tensors.size(); ++i) {
-    PKB_ASSIGN_OR_RETURN(at::Tensor t, Place(drawn.tensors[i]));
+    const at::Tensor& src = drawn.tensors[i];
+    at::Tensor t;
+    if (copy) {
+      PKB_ASSIGN_OR_RETURN(t, Place(src));
+    } else {
+      PKB_ASSIGN_OR_RETURN(t, View(src.sizes(), src.strides(), src.scalar_type(), src.device()));
+    }
     in.Add(drawn.names[i], t);
   }
   in.scalars = drawn.scalars;

@@ -45,10 +45,11 @@ class SharedArena {
   // A copy of `src` in the arena, with its strides.
   absl::StatusOr<at::Tensor> Place(const at::Tensor& src);
   absl::StatusOr<at::Tensor> Empty(at::IntArrayRef shape, at::ScalarType dtype, at::Device device);
-  // Places a drawn set: its inputs copied, its outputs allocated.
+  // Places a drawn set: its inputs copied (or, with `copy` false, only their room made, with
+  // the drawn sizes and strides: the caller copies them in later), its outputs allocated.
   absl::StatusOr<std::pair<Inputs, OutputSet>> PlaceSet(const Inputs& drawn,
                                                         const std::vector<OutputDecl>& outs,
-                                                        at::Device device);
+                                                        at::Device device, bool copy = true);
   // How the host finds the call's arguments.
   absl::StatusOr<v1::HostCall> Describe(const Inputs& in, const OutputSet& out) const;
 
