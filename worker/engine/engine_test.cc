@@ -98,5 +98,19 @@ TEST_CASE("the engine keys a job by its completed spec unless given the key", "[
   CHECK(JobKey(o, 1) == "from the lease");
 }
 
+TEST_CASE("the text report gives the candidate's rounds beside their median", "[engine]") {
+  v1::EvalResult r;
+  r.set_status(v1::OK);
+  v1::Timing* c = r.mutable_candidate();
+  c->set_samples(40);
+  c->set_iterations(8);
+  c->set_wall_per_iter_us(5.05);
+  for (double x : {5.05, 4.97, 5.11, 5.06, 5.04}) c->add_round_wall_per_iter_us(x);
+  const std::string text = FormatReport(r);
+  INFO(text);
+  CHECK(text.find("candidate 5.05 us per call on the judge's clock (median of 5 rounds: 5.05, "
+                  "4.97, 5.11, 5.06, 5.04 us; windows of 8 calls)") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace pkb

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/profiler.h"
 
@@ -45,11 +46,20 @@ std::string FormatReport(const v1::EvalResult& r) {
   }
   auto timing = [&](const char* name, const v1::Timing& t, const char* events) {
     if (t.samples() == 0) return;
+    // The rounds' figures, where there were several: the median is the one above.
+    std::string rounds;
+    if (t.round_wall_per_iter_us_size() > 1) {
+      rounds = absl::StrCat(
+          "median of ", t.round_wall_per_iter_us_size(), " rounds: ",
+          absl::StrJoin(t.round_wall_per_iter_us(), ", ",
+                        [](std::string* out, double x) { absl::StrAppendFormat(out, "%.2f", x); }),
+          " us; ");
+    }
     absl::StrAppendFormat(&s,
-                          "%-9s %.2f us per call on the judge's clock (windows of %d calls); %s "
+                          "%-9s %.2f us per call on the judge's clock (%swindows of %d calls); %s "
                           "median %.2f us (p10 %.2f, p90 %.2f, mean %.2f ± %.2f, min %.2f, max "
                           "%.2f; %d samples, %d input sets)\n",
-                          name, t.wall_per_iter_us(), t.iterations(), events, t.median_us(),
+                          name, t.wall_per_iter_us(), rounds, t.iterations(), events, t.median_us(),
                           t.p10_us(), t.p90_us(), t.mean_us(), t.stddev_us(), t.min_us(),
                           t.max_us(), t.samples(), t.input_sets());
   };
