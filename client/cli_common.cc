@@ -190,10 +190,18 @@ void PrintResult(const v1::EvalResult& r) {
             ? absl::StrFormat(", %d rank(s) on %d GPU(s)", r.world_size(), r.gpus_used()).c_str()
             : "");
   } else if (r.status() == v1::OK) {
+    // The candidate's rounds (their median is its figure), where it ran several.
+    std::string rounds;
+    const auto& cr = r.candidate().round_wall_per_iter_us();
+    if (cr.size() > 1) {
+      rounds = absl::StrFormat(" (median of %d rounds, %.2f-%.2f)", cr.size(),
+                               *std::min_element(cr.begin(), cr.end()),
+                               *std::max_element(cr.begin(), cr.end()));
+    }
     std::printf(
-        "  candidate %.2f us per call, baseline %.2f us (the judge's clock%s), speedup %.3fx "
+        "  candidate %.2f us per call%s, baseline %.2f us (the judge's clock%s), speedup %.3fx "
         "(%.3fx-%.3fx; PKB's events figure %.3fx)\n",
-        r.candidate().wall_per_iter_us(),
+        r.candidate().wall_per_iter_us(), rounds.c_str(),
         r.baseline_node_samples() > 0 ? r.baseline_node_us() : r.baseline().wall_per_iter_us(),
         r.baseline_node_samples() > 0 ? "; the node's median" : "", r.speedup(), r.speedup_low(),
         r.speedup_high(), r.speedup_events());

@@ -20,6 +20,7 @@ else
   check "No GPU on this machine" "said plainly"
   check "submit .*p001_allreduce_host.cc" "the host-only example is submitted"
   check "verdict: OK — correct on" "the host-only example gets a whole verdict"
-  check "candidate [0-9.]* us per call, baseline [0-9.]* us" "with timings of both sides"
+  check "candidate [0-9.]* us per call (median of 5 rounds, [0-9.]*-[0-9.]*), baseline [0-9.]* us" \
+    "with timings of both sides, the candidate's in rounds"
 fi
 exit $fail
