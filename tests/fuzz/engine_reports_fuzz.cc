@@ -43,8 +43,8 @@ std::string Blob(FuzzedDataProvider& in, const pkb::VerdictContext& ctx, int ran
   int iters = in.ConsumeBool() ? ctx.iters : in.ConsumeIntegralInRange<int>(0, ctx.max_iters + 2);
   r.set_candidate_iters(in.ConsumeBool() ? iters : in.ConsumeIntegral<int32_t>());
   r.set_baseline_iters(in.ConsumeBool() ? iters : in.ConsumeIntegral<int32_t>());
-  // Events on every call, or on the marked ones of a longer window (TimerStride).
-  // of every round of each side, or of some other count.
+  // Events on every call, or on the marked ones of a longer window (TimerStride), of every round
+  // of each side, or of some other count.
   const int events = in.ConsumeBool() ? pkb::TimedSamples(iters, ctx.iters) : iters;
   const int candidate_rounds =
       in.ConsumeBool() ? ctx.candidate_rounds : in.ConsumeIntegral<uint8_t>() % 8;

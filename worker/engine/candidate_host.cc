@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,68 @@
 #include "worker/engine/profiler.h"
 
 namespace pkb {
+
+namespace {
+
+// The live children of `parent`, from /proc (in the sandbox: its own pid namespace).
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> kids;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return kids;
+  while (dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    // read(2), not a stream: a process that ends between the open and the read makes the read
+    // fail (ESRCH), which a std::istreambuf_iterator turns into an exception (and in Kill, run
+    // from a destructor, into std::terminate).
+    std::string stat;
+    const int fd = open(absl::StrCat("/proc/", pid, "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[1024];
+    const ssize_t got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got <= 0) continue;
+    stat.assign(buf, static_cast<size_t>(got));
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last
+    // ')'.
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    long ppid = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %ld", &state, &ppid) != 2) continue;
+    if (ppid == parent && state != 'Z') kids.push_back(static_cast<pid_t>(pid));
+  }
+  closedir(proc);
+  return kids;
+}
+
+// The state letter of process `pid` (R, S, T, Z...), 0 when it cannot be read.
+char StateOf(pid_t pid) {
+  const int fd = open(absl::StrCat("/proc/", pid, "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];
+  const ssize_t got = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (got <= 0) return 0;
+  const std::string stat(buf, static_cast<size_t>(got));
+  const size_t close_paren = stat.rfind(')');
+  char state = 0;
+  if (close_paren == std::string::npos ||
+      std::sscanf(stat.c_str() + close_paren + 1, " %c", &state) != 1)
+    return 0;
+  return state;
+}
+
+// A stop or continue of `pid` reported to us (its parent) and not yet collected; exits are left
+// for waitpid.
+int PendingStopOrContinue(pid_t pid, int which) {
+  siginfo_t info = {};
+  if (waitid(P_PID, static_cast<id_t>(pid), &info, which | WNOHANG) != 0) return 0;
+  return info.si_pid == pid ? info.si_code : 0;
+}
+
+}  // namespace
 
 absl::Status CandidateHost::Spawn() {
   if (pid_ > 0) return absl::OkStatus();
@@ -88,14 +151,53 @@ absl::Status CandidateHost::Load() {
 
 void CandidateHost::Pause() {
   if (!pause_between_ || paused_ || pid_ <= 0) return;
-  // SIGSTOP cannot be caught or ignored: every thread of the process stops.
-  if (kill(pid_, SIGSTOP) == 0) paused_ = true;
+  // SIGSTOP cannot be caught or ignored: every thread of the process stops. We wait until it has
+  // (its stop is reported to us, its parent); a process that is never stopped (one that a
+  // tracer of its own keeps going) is the submission's doing.
+  if (kill(pid_, SIGSTOP) != 0) return;
+  const auto start = std::chrono::steady_clock::now();
+  while (PendingStopOrContinue(pid_, WSTOPPED) != CLD_STOPPED) {
+    const char state = StateOf(pid_);
+    if (state == 'Z' || state == 0) return;  // it ended: Died says how
+    const auto waited = std::chrono::steady_clock::now() - start;
+    // A thread in an uninterruptible wait (a driver call) delays the stop; anything else that is
+    // still running after 2 s was continued by something else, or is kept going by a tracer.
+    if (waited > std::chrono::seconds(2) && state != 'D') {
+      Tampered("it could not be stopped between them (continued by something else, or traced)");
+      return;
+    }
+    if (waited > std::chrono::seconds(10)) {
+      std::fprintf(
+          stderr, "pkb-rank: the candidate's process did not stop within 10 s (state %c)\n", state);
+      return;
+    }
+    usleep(50);
+  }
+  paused_ = true;
+  // Nothing honest starts a process; one started now would run on while the host is stopped.
+  std::vector<pid_t> started = ChildrenOf(pid_);
+  for (pid_t p : ChildrenOf(getpid())) {
+    if (p != pid_) started.push_back(p);
+  }
+  if (!started.empty()) Tampered(absl::StrCat("it started ", started.size(), " process(es)"));
 }
 
 void CandidateHost::Resume() {
   if (!paused_ || pid_ <= 0) return;
+  // Stopped by us, it must still be stopped, with no stop or continue since: anything else was
+  // a signal from the submission (a helper, a peer rank's host), and its code ran between
+  // requests.
+  if (PendingStopOrContinue(pid_, WSTOPPED | WCONTINUED) != 0 || StateOf(pid_) != 'T')
+    Tampered("it was continued between them by something else");
   kill(pid_, SIGCONT);
   paused_ = false;
+  // Our own continue is reported to us too: collect it, so that the next check sees only others'.
+  for (int i = 0; i < 2000 && PendingStopOrContinue(pid_, WCONTINUED) != CLD_CONTINUED; ++i)
+    usleep(50);
+}
+
+void CandidateHost::Tampered(const std::string& what) {
+  if (tampered_.empty()) tampered_ = what;
 }
 
 absl::StatusOr<int> CandidateHost::Map(const RankDevice::SharedSegment& segment) {
@@ -215,43 +317,6 @@ absl::Status CandidateHost::Died() {
   return absl::AbortedError(
       absl::StrCat("the candidate's process exited with status ", WEXITSTATUS(status)));
 }
-
-namespace {
-
-// The live children of `parent`, from /proc (in the sandbox: its own pid namespace).
-std::vector<pid_t> ChildrenOf(pid_t parent) {
-  std::vector<pid_t> kids;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return kids;
-  while (dirent* e = readdir(proc)) {
-    char* end = nullptr;
-    const long pid = std::strtol(e->d_name, &end, 10);
-    if (pid <= 0 || *end != '\0') continue;
-    // read(2), not a stream: a process that ends between the open and the read makes the read
-    // fail (ESRCH), which a std::istreambuf_iterator turns into an exception (and in Kill, run
-    // from a destructor, into std::terminate).
-    std::string stat;
-    const int fd = open(absl::StrCat("/proc/", pid, "/stat").c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    char buf[1024];
-    const ssize_t got = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (got <= 0) continue;
-    stat.assign(buf, static_cast<size_t>(got));
-    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last
-    // ')'.
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos) continue;
-    char state = 0;
-    long ppid = 0;
-    if (std::sscanf(stat.c_str() + close + 1, " %c %ld", &state, &ppid) != 2) continue;
-    if (ppid == parent && state != 'Z') kids.push_back(static_cast<pid_t>(pid));
-  }
-  closedir(proc);
-  return kids;
-}
-
-}  // namespace
 
 absl::StatusOr<int> CandidateHost::Kill() {
   Stop();

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -92,6 +93,10 @@ class CandidateHost {
 
   bool running() const { return pid_ > 0 && ch_ != nullptr; }
 
+  // What the submission did against the host's stops between requests (a process it started, a
+  // continue that was not the judge's, a stop that never came), or "" (nothing seen).
+  const std::string& tampered() const { return tampered_; }
+
  private:
   // Sends `req` and waits for its answer, running the barriers the host asks for meanwhile:
   // only while the submission's code runs (pkb_init, calls). A barrier asked for at any other
@@ -106,10 +111,12 @@ class CandidateHost {
   // Between requests once the submission is loaded: the host stopped, then continued.
   void Pause();
   void Resume();
+  void Tampered(const std::string& what);  // the first finding is kept
 
   Comm* comm_ = nullptr;
   bool pause_between_ = false;  // set by Load
   bool paused_ = false;
+  std::string tampered_;
   pid_t pid_ = -1;
   int pending_ = 0;  // replies still to come to SetUpDevice and Start (their requests' order)
   std::unique_ptr<HostChannel> ch_;

@@ -144,10 +144,10 @@ std::optional<Verdict> Evaluation::RunRanks(bool gated) {
                                           report_keys_.back(), sandboxed_ ? &sandbox_ : nullptr);
     if (!written.ok()) return End(v1::INTERNAL, std::string(written.message()));
   }
+  spec_written_ = absl::Now();  // before: a standby rank may read it as soon as it is there
   if (absl::Status written = WriteSpecFile(scratch_ + "/spec.binpb", run_); !written.ok()) {
     return End(v1::INTERNAL, std::string(written.message()));
   }
-  spec_written_ = absl::Now();
   if (standby_) {
     events_.Emit(
         gated ? v1::COMPILING : v1::VERIFYING,

@@ -205,6 +205,14 @@ absl::StatusOr<double> Judge::TimeHarnessWork(std::vector<at::Tensor>& outs, int
   return poisons * std::max(poison, poison_host) + copies * std::max(copy, copy_host);
 }
 
+absl::Status Judge::DrawTimedBase() {
+  at::Tensor bits = at::full({1}, static_cast<int64_t>(std::random_device{}() & 0x1FFFFFFF),
+                             at::TensorOptions().dtype(at::kLong).device(cfg_.device));
+  PKB_RETURN_IF_ERROR(comm_->AllReduce(bits, ReduceOp::kSum));
+  timed_base_ = 1000000 + bits.item<int64_t>() % (int64_t{1} << 29);
+  return absl::OkStatus();
+}
+
 // `n` distinct iterations among [first, end), the same on every rank (their spot checks run
 // the reference together), drawn from a seed no candidate sees: each rank adds random bits.
 absl::StatusOr<std::vector<int>> Judge::PickIterations(int n, int first, int end) {
@@ -261,8 +269,10 @@ absl::Status Judge::TimeCandidate(int sets, int n, TimedRound& round, const v1::
     for (int i : rounds[r].copied)
       copy_bytes += SharedArena::BytesFor(Inputs(), DeclsOf(r, sets, i % sets));
   }
+  // (Mapped whenever there are picks to copy, even where all their outputs are empty: the
+  // host finds every snapshot's tensors in a segment it has.)
   SharedArena checks_arena(dev_, host_);
-  if (copy_bytes > 0) PKB_RETURN_IF_ERROR(checks_arena.Reserve(copy_bytes));
+  if (per_round > 0) PKB_RETURN_IF_ERROR(checks_arena.Reserve(std::max<size_t>(copy_bytes, 256)));
   for (int r = 0; r < timed_rounds; ++r) {
     for (int i : rounds[r].copied) {
       PKB_ASSIGN_OR_RETURN(
@@ -326,6 +336,14 @@ absl::Status Judge::TimeCandidate(int sets, int n, TimedRound& round, const v1::
   std::sort(walls.begin(), walls.end());
   report->set_candidate_wall_us(walls[walls.size() / 2]);
   report->set_bench_checks_seconds(Lap(&lap));
+  if (o_.baseline) {
+    // The reference is timed on the last round's sets, drawn again into their room now that the
+    // host is gone: whatever the submission left there (work that ran on after its answer), the
+    // reference meets the inputs as drawn.
+    PKB_RETURN_IF_ERROR(PlaceRound(timed_rounds - 1, sets, &round));
+    FillRound(&round);
+    report->set_bench_inputs_seconds(report->bench_inputs_seconds() + Lap(&lap));
+  }
   return absl::OkStatus();
 }
 
@@ -373,7 +391,8 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   }
   // Nothing but this rank's judge and host may hold the GPU while the candidate is timed
   // (where ranks share a GPU, the run is functional and its timings are not compared).
-  if (r == 0 && !shared_gpu()) gpu_finding_ = GpuNotAlone(2, absl::Seconds(2), "the candidate");
+  if (gpu_finding_.empty() && !shared_gpu())
+    gpu_finding_ = GpuNotAlone(2, absl::Seconds(2), "the candidate");
   PKB_RETURN_IF_ERROR(dev_->Synchronize());
   PKB_RETURN_IF_ERROR(comm_->Barrier());
   // The host runs the timed iterations between its own timers (untrusted); the wall clock
@@ -550,7 +569,8 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
   // in memory, `iters` calls with the sets coming back, as input_sets shows.
   const int n =
       sets >= o_.spec.iters() ? std::max(o_.spec.iters(), std::min(wanted, sets)) : o_.spec.iters();
-  // Round 0's timed sets (the reference is timed on the last round's).
+  // Round 0's timed sets (the reference is timed on the last round's), from seeds no host knows.
+  PKB_RETURN_IF_ERROR(DrawTimedBase());
   TimedRound round;
   PKB_RETURN_IF_ERROR(PlaceRound(0, sets, &round));
   if (!candidate) FillRound(&round);
@@ -584,6 +604,15 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
     report->set_status(v1::INTERNAL);
     report->set_message(absl::StrCat("rank ", comm_->rank(), ": ", gpu_finding_,
                                      "; the timings cannot be trusted"));
+  }
+  if (stray_processes_ == 0 && !host_->tampered().empty()) {
+    // Between requests the host is stopped (CandidateHost::Pause): the submission worked against
+    // that, so its code may have run where nothing of it may.
+    report->set_status(v1::REJECTED);
+    report->set_message(absl::StrCat(
+        "rank ", comm_->rank(),
+        ": the submission's process ran between the judge's requests, where it is stopped: ",
+        host_->tampered()));
   }
   if (stray_processes_ > 0) {
     // Nothing honest starts a process (the source rules forbid it); one that outlives the

@@ -85,7 +85,8 @@ class Judge {
 
   // Draws round `round`'s `sets` timed sets for `placed`: the previous round's room where every
   // set has the same sizes, else room in a new arena, the previous round's released first (so
-  // that two rounds never hold memory at once). Their contents stay pending (FillRound).
+  // that two rounds' arenas never coexist; the new draws and the old arena do, as the first
+  // round's draws and its arena). Their contents stay pending (FillRound).
   absl::Status PlaceRound(int round, int sets, TimedRound* placed);
 
   // How many timed calls a window runs: the spec's iters, or more where those would last less
@@ -130,13 +131,13 @@ class Judge {
 
   // The candidate's timed rounds (after WarmUpCandidate): CandidateRounds windows of `n` timed
   // iterations, each on input sets of its own (round 0's are `round`'s when called; each later
-  // round draws its own into a new arena), each on the judge's wall clock until the host answers
+  // round draws its own, PlaceRound), each on the judge's wall clock until the host answers
   // that its device is idle; the median round is the candidate's figure. Then, with nothing of
   // the submission left running, every round's spot checks against the reference on inputs drawn
   // again, and the harness's own work in a window timed again and taken off each round. Spot
-  // checks of each round, picked at random by the ranks together before the first (a candidate
-  // cannot tell one round from another; one that skips a fraction f of its calls passes each
-  // check with probability about 1 - f), CheckedPerRound of each kind:
+  // checks of each round, picked at random by the ranks together before the first (every round is
+  // checked alike; one that skips a fraction f of its calls passes each check with probability
+  // about 1 - f), CheckedPerRound of each kind:
   // - `copied`: the host copies their outputs aside right after their call, on the candidate's
   //   stream, so work left on other streams is not there yet;
   // - `in_place`: among the last uses of their sets, copied by the judge the moment every host
@@ -147,10 +148,15 @@ class Judge {
   absl::Status TimeCandidate(int sets, int n, TimedRound& round, const v1::HostCall& warm_call,
                              v1::RankReport* report);
 
-  // Input set s (s < sets) of round r's timed iterations: 1000 + r * sets + s; the warm-up's is
-  // 999 (each plus the spec's set_offset).
+  // The timed sets' first number, drawn by the ranks together from bits no host sees (each rank
+  // adds its own): 1000000 plus 29 random bits. The trials' sets (PKB's seeds, plus the spec's
+  // set_offset) can be drawn by anyone who reads the seed rule; the timed ones cannot, so no
+  // candidate can work their answers out ahead (in pkb_init, or in an earlier round).
+  absl::Status DrawTimedBase();
+  // Input set s (s < sets) of round r's timed iterations: the drawn base + r * sets + s; the
+  // warm-up's is 999 plus the spec's set_offset.
   int SetNumber(int round, int sets, int s) const {
-    return static_cast<int>(1000 + int64_t{round} * sets + s + o_.spec.set_offset());
+    return static_cast<int>(timed_base_ + int64_t{round} * sets + s);
   }
   int WarmupSetNumber() const { return static_cast<int>(999 + o_.spec.set_offset()); }
   std::vector<OutputDecl> DeclsOf(int round, int sets, int s) const;
@@ -178,8 +184,9 @@ class Judge {
   // else what was seen, for the verdict.
   std::string GpuNotAlone(int expected, absl::Duration limit, const char* timing);
 
-  std::string gpu_finding_;  // another process on the GPU while timing, for the verdict
-  int stray_processes_ = 0;  // processes of the submission found alive after its host was killed
+  int64_t timed_base_ = 1000;  // DrawTimedBase
+  std::string gpu_finding_;    // another process on the GPU while timing, for the verdict
+  int stray_processes_ = 0;    // processes of the submission found alive after its host was killed
   const RankOptions& o_;
   const Problem& p_;
   RunConfig cfg_;

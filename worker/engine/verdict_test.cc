@@ -324,6 +324,13 @@ TEST_CASE(
   Verdict v = JudgeReports(ctx, {fast}, &r3);
   CHECK(v.status == v1::REJECTED);
   CHECK_THAT(v.message, Catch::Contains("physical floor"));
+  // One round below the floor is enough, whatever the median.
+  v1::RankReport one_fast = Passing(0, 10);
+  one_fast.set_candidate_round_wall_us(2, 4 * 0.5);
+  v1::EvalResult r4;
+  Verdict v4 = JudgeReports(ctx, {one_fast}, &r4);
+  CHECK(v4.status == v1::REJECTED);
+  CHECK_THAT(v4.message, Catch::Contains("its fastest round"));
   ctx.cuda = false;  // CPU runs have no physical floor
   CHECK(JudgeReports(ctx, {fast}, &r3).status == v1::OK);
 }
