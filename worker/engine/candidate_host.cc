@@ -274,6 +274,7 @@ absl::StatusOr<v1::HostReply> CandidateHost::Request(const v1::HostRequest& req,
   absl::StatusOr<v1::HostReply> reply =
       Await(req.has_load() || req.has_call() || req.has_profile() ||
             (req.has_loop() && !req.loop().defer()) || req.run_loop());
+  answered_at_ = std::chrono::steady_clock::now();
   if (running()) Pause();
   return reply;
 }

@@ -23,6 +23,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -86,6 +87,11 @@ class CandidateHost {
   // The host's per-iteration times of the last timed loop.
   absl::StatusOr<std::vector<double>> Times();
 
+  // Continues a stopped host ahead of the next request (the judge starts its clock after this),
+  // and when the host answered the last request, before it was stopped again.
+  void Wake() { Resume(); }
+  std::chrono::steady_clock::time_point answered_at() const { return answered_at_; }
+
   // Kills the process (pkb_fini never runs), then every process it started, and waits for them:
   // nothing of the submission runs after this. Returns how many processes besides the host there
   // were (an honest submission starts none); an error when they could not all be stopped.
@@ -116,6 +122,7 @@ class CandidateHost {
   Comm* comm_ = nullptr;
   bool pause_between_ = false;  // set by Load
   bool paused_ = false;
+  std::chrono::steady_clock::time_point answered_at_;
   std::string tampered_;
   pid_t pid_ = -1;
   int pending_ = 0;  // replies still to come to SetUpDevice and Start (their requests' order)

@@ -244,10 +244,10 @@ absl::StatusOr<int> Judge::WarmUpCandidate(const v1::HostCall& warm_call) {
   double warm_us = 0;
   if (timed_warm > 0) {
     PKB_RETURN_IF_ERROR(host_->Loop(warm_timed));
+    host_->Wake();  // continued before the clock starts, and stopped after it ends
     auto v0 = std::chrono::steady_clock::now();
     PKB_RETURN_IF_ERROR(host_->RunLoop().status());
-    warm_us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - v0).count();
+    warm_us = std::chrono::duration<double, std::micro>(host_->answered_at() - v0).count();
   }
   return WindowIterations(warm_us, timed_warm);
 }
@@ -397,9 +397,12 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   PKB_RETURN_IF_ERROR(comm_->Barrier());
   // The host runs the timed iterations between its own timers (untrusted); the wall clock
   // over the window is ours, and stops when the host says its device is idle.
+  // The host is continued before the clock starts and stopped after it ends (answered_at): its
+  // stop and continue are the judge's work, not the candidate's time.
+  host_->Wake();
   auto w0 = std::chrono::steady_clock::now();
   PKB_ASSIGN_OR_RETURN(std::vector<int64_t> trace, host_->RunLoop());
-  auto w1 = std::chrono::steady_clock::now();
+  auto w1 = host_->answered_at();
   checks.wall_us = std::chrono::duration<double, std::micro>(w1 - w0).count();
   LogWindow(w0, w1, trace);
   // Once every rank's host has answered (a peer's writes into this rank's outputs are done
