@@ -193,8 +193,12 @@ TEST_CASE("with standby the engine for the next job is started ahead and takes i
     CHECK(run(hang).status() == v1::TIMEOUT);
     CHECK(absl::Now() - t0 < absl::Seconds(10));
     AwaitStandby(exec);
+    // Cancelled once the job has reached the engine (its log line, the fifth): on a loaded
+    // machine a fixed delay could cancel it before, and the log would miss it.
     std::thread canceller([&] {
-      absl::SleepFor(absl::Milliseconds(300));
+      const absl::Time end = absl::Now() + absl::Seconds(10);
+      while (LogLines(log).size() < 5 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+      absl::SleepFor(absl::Milliseconds(100));
       cancel.Cancel();
     });
     CHECK(run(Lease("FAKE_HANG")).status() == v1::CANCELLED);
