@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <iterator>
 #include <string>
 #include <utility>
@@ -26,54 +27,51 @@ namespace pkb {
 
 namespace {
 
-// The live children of `parent`, from /proc (in the sandbox: its own pid namespace).
-std::vector<pid_t> ChildrenOf(pid_t parent) {
+// The state letter (R, S, T, Z...) and parent of process `pid`, from /proc/<pid>/stat; false
+// when it cannot be read (it ended).
+bool ReadStat(pid_t pid, char* state, long* ppid) {
+  // read(2), not a stream: a process that ends between the open and the read makes the read
+  // fail (ESRCH), which a std::istreambuf_iterator turns into an exception (and in Kill, run
+  // from a destructor, into std::terminate).
+  const int fd = open(absl::StrCat("/proc/", pid, "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1024];
+  const ssize_t got = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (got <= 0) return false;
+  const std::string stat(buf, static_cast<size_t>(got));
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last
+  // ')'.
+  const size_t close_paren = stat.rfind(')');
+  return close_paren != std::string::npos &&
+         std::sscanf(stat.c_str() + close_paren + 1, " %c %ld", state, ppid) == 2;
+}
+
+// The state letter of process `pid`, 0 when it cannot be read.
+char StateOf(pid_t pid) {
+  char state = 0;
+  long ppid = 0;
+  return ReadStat(pid, &state, &ppid) ? state : 0;
+}
+
+// The live children of any of `parents` but `except`, from /proc (in the sandbox: its own pid
+// namespace), in one pass.
+std::vector<pid_t> ChildrenOf(std::initializer_list<pid_t> parents, pid_t except = 0) {
   std::vector<pid_t> kids;
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return kids;
   while (dirent* e = readdir(proc)) {
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
-    if (pid <= 0 || *end != '\0') continue;
-    // read(2), not a stream: a process that ends between the open and the read makes the read
-    // fail (ESRCH), which a std::istreambuf_iterator turns into an exception (and in Kill, run
-    // from a destructor, into std::terminate).
-    std::string stat;
-    const int fd = open(absl::StrCat("/proc/", pid, "/stat").c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    char buf[1024];
-    const ssize_t got = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (got <= 0) continue;
-    stat.assign(buf, static_cast<size_t>(got));
-    // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last
-    // ')'.
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos) continue;
+    if (pid <= 0 || *end != '\0' || pid == except) continue;
     char state = 0;
     long ppid = 0;
-    if (std::sscanf(stat.c_str() + close + 1, " %c %ld", &state, &ppid) != 2) continue;
-    if (ppid == parent && state != 'Z') kids.push_back(static_cast<pid_t>(pid));
+    if (!ReadStat(static_cast<pid_t>(pid), &state, &ppid) || state == 'Z') continue;
+    if (std::find(parents.begin(), parents.end(), ppid) != parents.end())
+      kids.push_back(static_cast<pid_t>(pid));
   }
   closedir(proc);
   return kids;
-}
-
-// The state letter of process `pid` (R, S, T, Z...), 0 when it cannot be read.
-char StateOf(pid_t pid) {
-  const int fd = open(absl::StrCat("/proc/", pid, "/stat").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[1024];
-  const ssize_t got = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (got <= 0) return 0;
-  const std::string stat(buf, static_cast<size_t>(got));
-  const size_t close_paren = stat.rfind(')');
-  char state = 0;
-  if (close_paren == std::string::npos ||
-      std::sscanf(stat.c_str() + close_paren + 1, " %c", &state) != 1)
-    return 0;
-  return state;
 }
 
 // A stop or continue of `pid` reported to us (its parent) and not yet collected; exits are left
@@ -175,10 +173,8 @@ void CandidateHost::Pause() {
   }
   paused_ = true;
   // Nothing honest starts a process; one started now would run on while the host is stopped.
-  std::vector<pid_t> started = ChildrenOf(pid_);
-  for (pid_t p : ChildrenOf(getpid())) {
-    if (p != pid_) started.push_back(p);
-  }
+  // Its own, and those re-parented to us (a subreaper) once their parents ended.
+  const std::vector<pid_t> started = ChildrenOf({pid_, getpid()}, /*except=*/pid_);
   if (!started.empty()) Tampered(absl::StrCat("it started ", started.size(), " process(es)"));
 }
 
@@ -328,7 +324,7 @@ absl::StatusOr<int> CandidateHost::Kill() {
   for (int round = 0; round < 1000; ++round) {
     while (waitpid(-1, nullptr, WNOHANG) > 0) {
     }
-    std::vector<pid_t> kids = ChildrenOf(getpid());
+    std::vector<pid_t> kids = ChildrenOf({getpid()});
     if (kids.empty()) return killed;
     for (pid_t k : kids) kill(k, SIGKILL);
     for (pid_t k : kids) {
