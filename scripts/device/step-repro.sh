@@ -45,26 +45,21 @@ PY
 done
 python3 - "$OUT" "$EXAMPLES" <<'PY'
 import glob, json, statistics, sys
+
+def spread(ex, what, values, fmt):
+    """One line: the runs' values, their median and spread (runs without a value left out)."""
+    v = [x for x in values if x > 0]
+    if not v:
+        return print(ex, "no", what)
+    m = statistics.median(v)
+    print(("%-26s %s %s  median " + fmt + "  spread %+.1f%% / %+.1f%% of the median")
+          % (ex, what, " ".join(fmt % x for x in v), m, 100 * (min(v) / m - 1), 100 * (max(v) / m - 1)))
+
 for ex in sys.argv[2].split():
-    s = [json.load(open(f)).get("speedup", 0) for f in sorted(glob.glob(f"{sys.argv[1]}/repro-{ex}-*.json"))]
-    s = [x for x in s if x > 0]
-    if not s: print(ex, "no speedups"); continue
-    m = statistics.median(s)
-    print("%-26s speedups %s  median %.3f  spread %+.1f%% / %+.1f%% of the median"
-          % (ex, " ".join("%.3f" % x for x in s), m, 100 * (min(s) / m - 1), 100 * (max(s) / m - 1)))
-    c = [json.load(open(f)).get("candidate", {}).get("wall_per_iter_us", 0)
-         for f in sorted(glob.glob(f"{sys.argv[1]}/repro-{ex}-*.json"))]
-    c = [x for x in c if x > 0]
-    if c:
-        mc = statistics.median(c)
-        print("%-26s candidate us per call %s  median %.2f  spread %+.1f%% / %+.1f%%"
-              % (ex, " ".join("%.2f" % x for x in c), mc, 100 * (min(c) / mc - 1), 100 * (max(c) / mc - 1)))
+    runs = [json.load(open(f)) for f in sorted(glob.glob(f"{sys.argv[1]}/repro-{ex}-*.json"))]
+    spread(ex, "speedups", [r.get("speedup", 0) for r in runs], "%.3f")
+    spread(ex, "candidate us per call", [r.get("candidate", {}).get("wall_per_iter_us", 0) for r in runs], "%.2f")
     # What one window per job would have given: each job's first round alone.
-    f = [(json.load(open(f)).get("candidate", {}).get("round_wall_per_iter_us") or [0])[0]
-         for f in sorted(glob.glob(f"{sys.argv[1]}/repro-{ex}-*.json"))]
-    f = [x for x in f if x > 0]
-    if f:
-        mf = statistics.median(f)
-        print("%-26s first round alone us per call %s  median %.2f  spread %+.1f%% / %+.1f%%"
-              % (ex, " ".join("%.2f" % x for x in f), mf, 100 * (min(f) / mf - 1), 100 * (max(f) / mf - 1)))
+    spread(ex, "first round alone us per call",
+           [(r.get("candidate", {}).get("round_wall_per_iter_us") or [0])[0] for r in runs], "%.2f")
 PY
