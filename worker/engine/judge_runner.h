@@ -31,16 +31,17 @@ namespace pkb {
 void ReportProgress(int rank, const std::string& json);
 
 // One round's timed input sets, in an arena that the host maps: their room (`inputs`, `outputs`)
-// and, until FillRound copies them in, their drawn contents (`pending`), so that the host can
-// prepare the round's calls before any of its inputs is there.
+// and their contents as drawn (`drawn`, never shared with the host), which FillRound copies in
+// once the host has prepared the round's calls, and which stay the pristine copy the inputs are
+// compared with until the next round's draws replace them.
 struct TimedRound {
   std::unique_ptr<SharedArena> arena;
   std::vector<Inputs> inputs;
   std::vector<OutputSet> outputs;
-  std::vector<Inputs> pending;
+  std::vector<Inputs> drawn;
 };
 
-// Copies a placed round's drawn contents into its room.
+// Copies a placed round's drawn contents into its room (again, to undo what was done to them).
 void FillRound(TimedRound* round);
 
 // One round of the candidate's and its spot checks (Judge::TimeCandidate): the iterations the host
@@ -86,7 +87,7 @@ class Judge {
   // Draws round `round`'s `sets` timed sets for `placed`: the previous round's room where every
   // set has the same sizes, else room in a new arena, the previous round's released first (so
   // that two rounds' arenas never coexist; the new draws and the old arena do, as the first
-  // round's draws and its arena). Their contents stay pending (FillRound).
+  // round's draws and its arena). Their contents are copied in by FillRound.
   absl::Status PlaceRound(int round, int sets, TimedRound* placed);
 
   // How many timed calls a window runs: the spec's iters, or more where those would last less
