@@ -307,6 +307,7 @@ absl::Status Judge::TimeCandidate(int sets, int n, TimedRound& round, const v1::
     rank_profile->mutable_candidate()->set_note(
         absl::StrCat("the profile call failed: ", profile.status().message()));
   }
+  LogWatch();
   // Nothing of the submission runs from here on, no process it started either: it cannot
   // disturb the checks or the reference's timing.
   PKB_ASSIGN_OR_RETURN(stray_processes_, host_->Kill());
@@ -382,6 +383,9 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   // has answered (CandidateHost): nothing of the submission runs from when they land until the
   // window, so nothing can be worked out ahead of it.
   PKB_RETURN_IF_ERROR(host_->Loop(timed));
+  // From here to the window, the GPU runs the judge's work only: its watch sees any other.
+  const bool watch = watches_gpu();
+  if (watch) PKB_RETURN_IF_ERROR(dev_->StartWatch());
   FillRound(&round);
   // Skipped work must leave poison: every set's outputs are poisoned before the window (and by
   // the host after each use but the last when sets come back).
@@ -392,8 +396,10 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   // (where ranks share a GPU, the run is functional and its timings are not compared).
   if (gpu_finding_.empty() && !shared_gpu())
     gpu_finding_ = GpuNotAlone(2, absl::Seconds(2), "the candidate");
-  PKB_RETURN_IF_ERROR(dev_->Synchronize());
+  PKB_RETURN_IF_ERROR(watch ? dev_->SynchronizeStream() : dev_->Synchronize());
   PKB_RETURN_IF_ERROR(comm_->Barrier());
+  if (watch)
+    PKB_RETURN_IF_ERROR(ReadWatch(absl::StrCat("while round ", r + 1, "'s inputs landed")));
   // The host runs the timed iterations between its own timers (untrusted); the wall clock
   // over the window is ours, and stops when the host says its device is idle.
   // The host is continued before the clock starts and stopped after it ends (answered_at): its
@@ -402,6 +408,8 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   auto w0 = std::chrono::steady_clock::now();
   PKB_ASSIGN_OR_RETURN(std::vector<int64_t> trace, host_->RunLoop());
   auto w1 = host_->answered_at();
+  // And from the answer until what is checked is copied aside: the host said its device was idle.
+  if (watch) PKB_RETURN_IF_ERROR(dev_->StartWatch());
   checks.wall_us = std::chrono::duration<double, std::micro>(w1 - w0).count();
   LogWindow(w0, w1, trace);
   // Once every rank's host has answered (a peer's writes into this rank's outputs are done
@@ -413,6 +421,10 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   }
   for (auto& [i, into] : inputs_then) {
     for (size_t k = 0; k < into.size(); ++k) into[k].copy_(round.inputs[i % sets].tensors[k]);
+  }
+  if (watch) {
+    PKB_RETURN_IF_ERROR(dev_->SynchronizeStream());
+    PKB_RETURN_IF_ERROR(ReadWatch(absl::StrCat("after round ", r + 1, "'s answer")));
   }
   PKB_RETURN_IF_ERROR(dev_->Synchronize());
   PKB_ASSIGN_OR_RETURN(std::vector<double> times, host_->Times());
@@ -606,6 +618,16 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
     report->set_message(absl::StrCat("rank ", comm_->rank(), ": ", gpu_finding_,
                                      "; the timings cannot be trusted"));
   }
+  if (gpu_finding_.empty() && !watch_finding_.empty()) {
+    // Nothing but the judge and its host hold a context on this GPU (GpuNotAlone): the other
+    // work its watch saw is the submission's, run while its host was stopped, off the clock.
+    report->set_status(v1::REJECTED);
+    report->set_message(absl::StrCat(
+        "rank ", comm_->rank(),
+        ": the GPU ran work of the submission's while its host was stopped between the judge's "
+        "requests (a kernel left running past an answer, or work queued to start later): ",
+        watch_finding_));
+  }
   if (stray_processes_ == 0 && !host_->tampered().empty()) {
     // Between requests the host is stopped (CandidateHost::Pause): the submission worked against
     // that, so its code may have run where nothing of it may.
@@ -636,6 +658,25 @@ absl::Status Judge::ProfileReference(const Inputs& in, v1::RankProfile* profile)
   PKB_RETURN_IF_ERROR(p.status());
   *profile->mutable_reference() = *std::move(p);
   return absl::OkStatus();
+}
+
+absl::Status Judge::ReadWatch(const std::string& when) {
+  PKB_ASSIGN_OR_RETURN(GpuWatchReading r, dev_->StopWatch());
+  ++watch_.count;
+  watch_.start_us = std::max(watch_.start_us, r.start_us);
+  watch_.longest_gap_us = std::max(watch_.longest_gap_us, r.longest_gap_us);
+  watch_.ran_us += r.ran_us;
+  if (watch_finding_.empty()) watch_finding_ = GpuWatchFinding(r, when);
+  return absl::OkStatus();
+}
+
+void Judge::LogWatch() const {
+  if (watch_.count == 0) return;
+  std::fprintf(stderr,
+               "pkb-rank %d: GPU watch while the host was stopped: %d watches over %.0f us, "
+               "latest start %.1f us (limit %.0f), longest gap %.1f us (limit %.0f)\n",
+               comm_->rank(), watch_.count, watch_.ran_us, watch_.start_us, kWatchStartLimitUs,
+               watch_.longest_gap_us, kWatchGapLimitUs);
 }
 
 // Waits up to `limit` for at most `expected` processes with a compute context on this rank's

@@ -169,6 +169,13 @@ class Judge {
   absl::Status ProfileReference(const Inputs& in, v1::RankProfile* profile);
 
   bool shared_gpu() const { return o_.backend == "cuda-shared"; }
+  // Whether the judge watches its GPU while the host is stopped (gpu_watch.h): on a GPU of its
+  // own (where ranks share one, their contexts take turns anyway, and the run is functional).
+  bool watches_gpu() const { return dev_->device_type() == PKB_CUDA && !shared_gpu(); }
+  // Stops the watch started last and keeps what it saw `when`: its finding, the first over the
+  // limits (watch_finding_), and the figures over every watch of the job (LogWatch).
+  absl::Status ReadWatch(const std::string& when);
+  void LogWatch() const;
 
   // One of the candidate's rounds (TimeCandidate): its window of `n` calls over `round`'s sets
   // with `checks`' picks copied (the host's into `checks_arena`), its events added to `us`, and
@@ -187,7 +194,12 @@ class Judge {
 
   int64_t timed_base_ = 1000;  // DrawTimedBase
   std::string gpu_finding_;    // another process on the GPU while timing, for the verdict
-  int stray_processes_ = 0;    // processes of the submission found alive after its host was killed
+  std::string watch_finding_;  // the first watch over its limits (ReadWatch), for the verdict
+  struct {
+    int count = 0;
+    double start_us = 0, longest_gap_us = 0, ran_us = 0;  // latest, longest, and in all
+  } watch_;
+  int stray_processes_ = 0;  // processes of the submission found alive after its host was killed
   const RankOptions& o_;
   const Problem& p_;
   RunConfig cfg_;

@@ -17,6 +17,7 @@
 #include "pkb/v1/profile.pb.h"
 #include "problems/harness/comm.h"
 #include "problems/harness/problem.h"
+#include "worker/engine/gpu_watch.h"
 
 namespace pkb {
 
@@ -86,6 +87,16 @@ class RankDevice {
   // Makes ATen ops of this thread run on stream() until the returned guard is destroyed.
   virtual std::shared_ptr<void> UseStream() = 0;
   virtual absl::Status Synchronize() = 0;  // the whole device, reporting any asynchronous fault
+  // The work enqueued on stream() only (while a watch runs, the device is never idle).
+  virtual absl::Status SynchronizeStream() { return Synchronize(); }
+
+  // The judge's watch over the GPU (gpu_watch.h) while its host is stopped: StartWatch launches
+  // it on a stream of its own and returns once it has started; StopWatch ends it and reads it.
+  // Between the two, wait with SynchronizeStream. UNIMPLEMENTED where there is no watch (CPU).
+  virtual absl::Status StartWatch() { return absl::UnimplementedError("no GPU watch here"); }
+  virtual absl::StatusOr<GpuWatchReading> StopWatch() {
+    return absl::UnimplementedError("no GPU watch here");
+  }
 
   // Iteration timers: Mark(i, 0) before and Mark(i, 1) after iteration i, on the stream, with
   // no host synchronization; ElapsedUs(i) after Synchronize().

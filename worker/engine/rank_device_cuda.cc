@@ -10,6 +10,8 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <atomic>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
@@ -412,6 +414,56 @@ class CudaRankDevice : public RankDevice {
     PKB_CUDA_OR_RETURN(cudaGetLastError());
     return absl::OkStatus();
   }
+  absl::Status SynchronizeStream() override {
+    PKB_CUDA_OR_RETURN(cudaStreamSynchronize(stream_));
+    PKB_CUDA_OR_RETURN(cudaGetLastError());
+    return absl::OkStatus();
+  }
+
+  absl::Status StartWatch() override {
+    if (watch_slots_ == nullptr) {
+      void* slots = nullptr;
+      PKB_CUDA_OR_RETURN(cudaHostAlloc(&slots, sizeof(GpuWatchSlots), cudaHostAllocMapped));
+      watch_slots_ = static_cast<GpuWatchSlots*>(slots);
+      void* on_device = nullptr;
+      PKB_CUDA_OR_RETURN(cudaHostGetDevicePointer(&on_device, slots, 0));
+      watch_device_ = static_cast<GpuWatchSlots*>(on_device);
+      // Its own stream, at the highest priority: the judge's work on stream_ runs beside it.
+      int least = 0, greatest = 0;
+      PKB_CUDA_OR_RETURN(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      PKB_CUDA_OR_RETURN(
+          cudaStreamCreateWithPriority(&watch_stream_, cudaStreamNonBlocking, greatest));
+    }
+    volatile GpuWatchSlots* s = watch_slots_;
+    s->started = 0;
+    s->stop = 0;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    // A judge that never stops it (a bug) cannot hang the device: it ends by itself.
+    constexpr unsigned long long kLongestWatchNs = 60ull * 1000 * 1000 * 1000;
+    PKB_CUDA_OR_RETURN(
+        static_cast<cudaError_t>(LaunchGpuWatch(watch_stream_, watch_device_, kLongestWatchNs)));
+    // Microseconds, unless another context holds the GPU; given up on after 10 s (the reading
+    // then says so).
+    const auto give_up = t0 + std::chrono::seconds(10);
+    while (s->started == 0 && Clock::now() < give_up) {
+    }
+    watch_start_us_ = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    return absl::OkStatus();
+  }
+  absl::StatusOr<GpuWatchReading> StopWatch() override {
+    if (watch_slots_ == nullptr) return absl::FailedPreconditionError("no watch started");
+    volatile GpuWatchSlots* s = watch_slots_;
+    s->stop = 1;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    PKB_CUDA_OR_RETURN(cudaStreamSynchronize(watch_stream_));
+    GpuWatchReading r;
+    r.start_us = watch_start_us_;
+    r.ran_us = static_cast<double>(s->last - s->first) / 1e3;
+    r.longest_gap_us = static_cast<double>(s->longest_gap) / 1e3;
+    return r;
+  }
 
   void ResetTimers(int iterations) override {
     while (static_cast<int>(events_.size()) < iterations * 2) {
@@ -552,6 +604,10 @@ class CudaRankDevice : public RankDevice {
   std::unique_ptr<NcclComm> world_;
   std::unique_ptr<Comm> staged_;
   std::vector<cudaEvent_t> events_;
+  GpuWatchSlots* watch_slots_ = nullptr;   // StartWatch: mapped host memory (never freed)
+  GpuWatchSlots* watch_device_ = nullptr;  // its address on the device
+  cudaStream_t watch_stream_ = nullptr;
+  double watch_start_us_ = 0;
   std::deque<Allocation> allocations_;
   int symm_seq_ = 0;
 };

@@ -1,0 +1,47 @@
+// The judge's watch over its GPU while the candidate's host is stopped (Judge::TimeRound): a
+// kernel of the judge's, one thread reading the GPU's clock (%globaltimer) in a loop until the
+// judge stops it. Contexts of different processes take turns on a GPU (time slices; a judged GPU
+// runs no MPS), so while the watch runs, any work of another context (the host's: a kernel left
+// running past its answer, work queued to start once its inputs land) keeps the watch off the GPU
+// for a while: it starts late, or two of its readings in a row lie far apart. The judge's own work
+// runs beside it (one context: no turns).
+#ifndef PKB_WORKER_ENGINE_GPU_WATCH_H_
+#define PKB_WORKER_ENGINE_GPU_WATCH_H_
+
+#include <string>
+
+namespace pkb {
+
+struct GpuWatchReading {
+  double start_us = 0;        // from its launch to its first reading, on the judge's clock
+  double ran_us = 0;          // from its first reading to its last, on the GPU's clock
+  double longest_gap_us = 0;  // the longest time between two of its readings in a row
+};
+
+// What a watch may show with nothing but the judge on the GPU, in microseconds. Measured on H100
+// and H200 nodes (docs/benchmarks.md, "The judge's GPU watch"): alone, or beside the judge's own
+// copies, a watch starts within tens of microseconds and its readings lie a few microseconds
+// apart; beside another context with work, the GPU's time slices keep it off for about 2 ms.
+inline constexpr double kWatchStartLimitUs = 500;
+inline constexpr double kWatchGapLimitUs = 200;
+
+// "" where the reading is within the limits, else what was seen `when` ("while round 2's inputs
+// were copied in"), for the verdict.
+std::string GpuWatchFinding(const GpuWatchReading& reading, const std::string& when);
+
+// The watch kernel's memory: host memory mapped into the device, written by both sides.
+struct GpuWatchSlots {
+  unsigned int started;                         // the kernel's: set at its first reading
+  unsigned int stop;                            // the judge's: set to end it
+  unsigned long long first, last, longest_gap;  // the kernel's readings, in nanoseconds
+};
+
+// (gpu_watch_kernel.cu, CUDA builds only.) Enqueues the watch on `stream` (a cudaStream_t), with
+// `slots` the device's address of its mapped memory. The watch ends when `stop` is set, or by
+// itself after `limit_ns` (a judge that never stops it cannot hang its device). The CUDA error
+// of the launch (0: none).
+int LaunchGpuWatch(void* stream, GpuWatchSlots* slots, unsigned long long limit_ns);
+
+}  // namespace pkb
+
+#endif  // PKB_WORKER_ENGINE_GPU_WATCH_H_
