@@ -24,6 +24,9 @@ struct GpuWatchReading {
 // apart; beside another context with work, the GPU's time slices keep it off for about 2 ms.
 inline constexpr double kWatchStartLimitUs = 500;
 inline constexpr double kWatchGapLimitUs = 200;
+// How long the judge watches its GPU alone once the host is gone (the control: a gap then is
+// another context's, not the submission's), in milliseconds: a few of the GPU's time slices.
+inline constexpr double kWatchAloneMs = 10;
 
 // "" where the reading is within the limits, else what was seen `when` ("while round 2's inputs
 // were copied in"), for the verdict.

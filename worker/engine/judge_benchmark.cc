@@ -593,6 +593,15 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
     Lap(&lap);
   }
   std::vector<double> us;
+  if (o_.baseline && watches_gpu() && gpu_finding_.empty()) {
+    // Nothing of the submission is left; the watch alone on the GPU for a while, beside nothing:
+    // what it sees now is not the submission's (another context, which the driver's list misses
+    // outside this sandbox's PID namespace), and no timing of this job can be trusted.
+    PKB_ASSIGN_OR_RETURN(GpuWatchReading alone, WatchAlone(absl::Milliseconds(kWatchAloneMs)));
+    gpu_finding_ = GpuWatchFinding(alone,
+                                   "with the submission's host gone, before the reference "
+                                   "was timed");
+  }
   if (o_.baseline) {
     std::vector<double> rounds, graph_rounds;
     std::string graph_note;
@@ -658,6 +667,17 @@ absl::Status Judge::ProfileReference(const Inputs& in, v1::RankProfile* profile)
   PKB_RETURN_IF_ERROR(p.status());
   *profile->mutable_reference() = *std::move(p);
   return absl::OkStatus();
+}
+
+absl::StatusOr<GpuWatchReading> Judge::WatchAlone(absl::Duration span) {
+  PKB_RETURN_IF_ERROR(dev_->Synchronize());
+  PKB_RETURN_IF_ERROR(dev_->StartWatch());
+  absl::SleepFor(span);
+  PKB_ASSIGN_OR_RETURN(GpuWatchReading r, dev_->StopWatch());
+  std::fprintf(stderr,
+               "pkb-rank %d: GPU watch alone for %.0f us: start %.1f us, longest gap %.1f us\n",
+               comm_->rank(), r.ran_us, r.start_us, r.longest_gap_us);
+  return r;
 }
 
 absl::Status Judge::ReadWatch(const std::string& when) {

@@ -176,6 +176,9 @@ class Judge {
   // limits (watch_finding_), and the figures over every watch of the job (LogWatch).
   absl::Status ReadWatch(const std::string& when);
   void LogWatch() const;
+  // The watch for `span` with nothing of the submission left: the control that tells the
+  // submission's work from another context's.
+  absl::StatusOr<GpuWatchReading> WatchAlone(absl::Duration span);
 
   // One of the candidate's rounds (TimeCandidate): its window of `n` calls over `round`'s sets
   // with `checks`' picks copied (the host's into `checks_arena`), its events added to `us`, and
