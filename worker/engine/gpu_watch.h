@@ -18,10 +18,11 @@ struct GpuWatchReading {
   double longest_gap_us = 0;  // the longest time between two of its readings in a row
 };
 
-// What a watch may show with nothing but the judge on the GPU, in microseconds. Measured on H100
-// and H200 nodes (docs/benchmarks.md, "The judge's GPU watch"): alone, or beside the judge's own
-// copies, a watch starts within tens of microseconds and its readings lie a few microseconds
-// apart; beside another context with work, the GPU's time slices keep it off for about 2 ms.
+// What a watch may show with nothing but the judge on the GPU, in microseconds. Measured on an
+// H100 (docs/benchmarks.md, "The judge's GPU watch"): alone, beside an idle context, or beside the
+// judge's own copies, its readings lie 2-7 us apart and a loaded watch starts in about 20 us;
+// beside another context with work (kernels, sleeping kernels, or copies alone), it starts
+// 3.5-4 ms late and the GPU's time slices keep it off 2.4 ms at a time.
 inline constexpr double kWatchStartLimitUs = 500;
 inline constexpr double kWatchGapLimitUs = 200;
 // How long the judge watches its GPU alone once the host is gone (the control: a gap then is
@@ -44,6 +45,10 @@ struct GpuWatchSlots {
 // itself after `limit_ns` (a judge that never stops it cannot hang its device). The CUDA error
 // of the launch (0: none).
 int LaunchGpuWatch(void* stream, GpuWatchSlots* slots, unsigned long long limit_ns);
+// (CUDA builds only.) Loads the watch's code onto the device (the CUDA runtime loads a kernel at
+// its first launch otherwise: a few hundred microseconds that are not a start's to count). The
+// CUDA error (0: none).
+int LoadGpuWatch();
 
 }  // namespace pkb
 

@@ -33,6 +33,11 @@ __global__ void Watch(GpuWatchSlots* slots, unsigned long long limit_ns) {
 
 }  // namespace
 
+int LoadGpuWatch() {
+  cudaFuncAttributes attributes;
+  return static_cast<int>(cudaFuncGetAttributes(&attributes, Watch));
+}
+
 int LaunchGpuWatch(void* stream, GpuWatchSlots* slots, unsigned long long limit_ns) {
   Watch<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(slots, limit_ns);
   return static_cast<int>(cudaGetLastError());

@@ -291,6 +291,18 @@ absl::Status Judge::TimeCandidate(int sets, int n, TimedRound& round, const v1::
     }
     PKB_RETURN_IF_ERROR(
         TimeRound(r, sets, n, round, checks_arena, rounds[r], &us, &changed_inputs));
+    if (watches_gpu()) {
+      // Work of the submission's seen on any rank's GPU between requests ends its timing on
+      // every rank: the verdict is REJECTED, and nothing more of it runs (no profile pass, whose
+      // tracing would wait on a kernel that never ends).
+      PKB_ASSIGN_OR_RETURN(bool clean, AllOk(watch_finding_.empty()));
+      if (!clean) {
+        watch_stopped_ = true;
+        LogWatch();
+        PKB_ASSIGN_OR_RETURN(stray_processes_, host_->Kill());
+        return comm_->Barrier();
+      }
+    }
   }
   report->set_bench_inputs_seconds(report->bench_inputs_seconds() + draws);
   report->set_bench_window_seconds(Lap(&lap) - draws);
@@ -593,7 +605,7 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
     Lap(&lap);
   }
   std::vector<double> us;
-  if (o_.baseline && watches_gpu() && gpu_finding_.empty()) {
+  if ((o_.baseline || watch_stopped_) && watches_gpu() && gpu_finding_.empty()) {
     // Nothing of the submission is left; the watch alone on the GPU for a while, beside nothing:
     // what it sees now is not the submission's (another context, which the driver's list misses
     // outside this sandbox's PID namespace), and no timing of this job can be trusted.
@@ -602,7 +614,7 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
                                    "with the submission's host gone, before the reference "
                                    "was timed");
   }
-  if (o_.baseline) {
+  if (o_.baseline && !watch_stopped_) {
     std::vector<double> rounds, graph_rounds;
     std::string graph_note;
     int iters = 0;
@@ -682,7 +694,7 @@ absl::StatusOr<GpuWatchReading> Judge::WatchAlone(absl::Duration span) {
 
 absl::Status Judge::ReadWatch(const std::string& when) {
   PKB_ASSIGN_OR_RETURN(GpuWatchReading r, dev_->StopWatch());
-  ++watch_.count;
+  if (watch_.count++ == 0) watch_.first_start_us = r.start_us;
   watch_.start_us = std::max(watch_.start_us, r.start_us);
   watch_.longest_gap_us = std::max(watch_.longest_gap_us, r.longest_gap_us);
   watch_.ran_us += r.ran_us;
@@ -694,9 +706,10 @@ void Judge::LogWatch() const {
   if (watch_.count == 0) return;
   std::fprintf(stderr,
                "pkb-rank %d: GPU watch while the host was stopped: %d watches over %.0f us, "
-               "latest start %.1f us (limit %.0f), longest gap %.1f us (limit %.0f)\n",
-               comm_->rank(), watch_.count, watch_.ran_us, watch_.start_us, kWatchStartLimitUs,
-               watch_.longest_gap_us, kWatchGapLimitUs);
+               "first start %.1f us, latest start %.1f us (limit %.0f), longest gap %.1f us "
+               "(limit %.0f)\n",
+               comm_->rank(), watch_.count, watch_.ran_us, watch_.first_start_us, watch_.start_us,
+               kWatchStartLimitUs, watch_.longest_gap_us, kWatchGapLimitUs);
 }
 
 // Waits up to `limit` for at most `expected` processes with a compute context on this rank's

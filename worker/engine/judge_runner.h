@@ -200,9 +200,10 @@ class Judge {
   std::string watch_finding_;  // the first watch over its limits (ReadWatch), for the verdict
   struct {
     int count = 0;
-    double start_us = 0, longest_gap_us = 0, ran_us = 0;  // latest, longest, and in all
+    double first_start_us = 0, start_us = 0, longest_gap_us = 0, ran_us = 0;  // ran_us: in all
   } watch_;
-  int stray_processes_ = 0;  // processes of the submission found alive after its host was killed
+  bool watch_stopped_ = false;  // a watch saw the submission's work: its timing ended there
+  int stray_processes_ = 0;     // processes of the submission found alive after its host was killed
   const RankOptions& o_;
   const Problem& p_;
   RunConfig cfg_;

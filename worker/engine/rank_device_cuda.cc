@@ -433,6 +433,7 @@ class CudaRankDevice : public RankDevice {
       PKB_CUDA_OR_RETURN(cudaDeviceGetStreamPriorityRange(&least, &greatest));
       PKB_CUDA_OR_RETURN(
           cudaStreamCreateWithPriority(&watch_stream_, cudaStreamNonBlocking, greatest));
+      PKB_CUDA_OR_RETURN(static_cast<cudaError_t>(LoadGpuWatch()));
     }
     volatile GpuWatchSlots* s = watch_slots_;
     s->started = 0;
