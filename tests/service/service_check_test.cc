@@ -1,0 +1,239 @@
+// End-to-end, Check: the source policy without a job, practice runs, compile tasks on workers
+// (cluster.h).
+#include "tests/service/cluster.h"
+
+namespace pkb {
+namespace service_test {
+namespace {
+
+TEST_CASE("check answers the source policy without a job and practice runs never rank",
+          "[service][practice]") {
+  Cluster c;
+  std::string tokens = c.WriteSource("tokens",
+                                     "al agent alice\nres researcher rita\n"
+                                     "wk worker w1 gpu_class=cpu max_world_size=8\n");
+  c.StartCoordinator(PKB_FAKE_ENGINE, {"--tokens", tokens});
+  c.StartWorker("w1", {{"FAKE_PKB_EVAL_DELAY", "0.01"}},
+                {"--token-file", c.WriteSource("wk", "wk\n")});
+  // Check: the policy, answered by the coordinator; no job, no engine run.
+  v1::CheckRequest cr;
+  cr.set_problem_id(1);
+  cr.set_world_size(2);
+  cr.set_source("FAKE_OK\n#include <cstdlib>\nint f() { return getenv(\"HOME\") != 0; }\n");
+  v1::CheckAnswer answer;
+  REQUIRE(c.stub->Check(As("al").get(), cr, &answer).ok());
+  CHECK(answer.verdict() == v1::POLICY);
+  REQUIRE(answer.policy_findings_size() >= 1);
+  CHECK(answer.policy_findings(0).file() == "candidate.cu");
+  CHECK(answer.policy_findings(0).line() == 3);
+  CHECK(answer.policy_findings(0).message().find("[environment]") != std::string::npos);
+  cr.set_source("FAKE_OK __global__ void k(float* x) { x[0] = 1; }\n");
+  REQUIRE(c.stub->Check(As("al").get(), cr, &answer).ok());
+  CHECK(answer.verdict() == v1::POLICY_OK);
+  CHECK(answer.policy_findings_size() == 0);
+  cr.set_world_size(3);  // checked as Submit checks it
+  CHECK(c.stub->Check(As("al").get(), cr, &answer).error_code() ==
+        grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(c.stub->Check(As("").get(), cr, &answer).error_code() == grpc::StatusCode::UNAUTHENTICATED);
+  CHECK(EngineRuns(c) == 0);
+  auto cli = [&](std::vector<std::string> args) {
+    SubprocessOptions o;
+    o.argv = {PKB_CLI_BIN, "--coordinator", absl::StrCat("127.0.0.1:", c.port), "--token", "al"};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.timeout = absl::Seconds(60);
+    return RunSubprocess(o).value();
+  };
+  auto bad = cli({"check", c.WriteSource("env.cu", "int f() { return getenv(\"X\") != 0; }\n"),
+                  "-p", "1", "-w", "2"});
+  CHECK(bad.exit_code == 14);
+  CHECK(bad.out.rfind("POLICY: breaks 1 rule(s)", 0) == 0);
+  CHECK(bad.out.find("  POLICY candidate.cu:1: [environment]") != std::string::npos);
+  CHECK(cli({"check", c.WriteSource("ok.cu", "__global__ void k() {}\n"), "-p", "1", "-w", "2"})
+            .exit_code == 0);
+
+  // Practice: a REJECTED practice run does not disqualify its source; an OK one never ranks and
+  // gets no confirmation run.
+  const std::string rejected = c.WriteSource("rej.cu", "FAKE_REJECT practice");
+  auto p1 = cli({"submit", rejected, "-p", "1", "-w", "2", "--practice"});
+  CHECK(p1.exit_code == 14);
+  auto p2 = cli({"--json", "submit", c.WriteSource("fast.cu", "FAKE_OK FAKE_SPEEDUP=9"), "-p", "1",
+                 "-w", "2", "--practice"});
+  CHECK(p2.exit_code == 0);
+  CHECK(p2.out.find("confirmationJobId") == std::string::npos);
+  auto lb = v1::Leaderboard::NewStub(c.channel);
+  v1::LeaderboardAnswer board;
+  REQUIRE(lb->Query(As("res").get(), v1::LeaderboardQuery(), &board).ok());
+  CHECK(board.boards_size() == 0);
+  CHECK(board.disqualified_results() == 0);
+  CHECK(board.pending_results() == 0);
+  v1::ListSubmissionsAnswer mine;
+  REQUIRE(lb->ListSubmissions(As("al").get(), v1::ListSubmissionsRequest(), &mine).ok());
+  REQUIRE(mine.submissions_size() == 2);  // no confirmation run among them
+  for (const auto& s : mine.submissions()) CHECK(s.practice());
+  v1::GetSubmissionRequest gs;
+  gs.set_job_id(mine.submissions(0).job_id());
+  v1::Submission sub;
+  REQUIRE(lb->GetSubmission(As("al").get(), gs, &sub).ok());
+  CHECK(!sub.ranks());
+  CHECK(sub.not_ranked_reason().find("a practice submission") == 0);
+  // Practice with the secret seed is refused, naming the field.
+  auto both = cli({"submit", rejected, "-p", "1", "-w", "2", "--practice", "--ranked"});
+  CHECK(both.exit_code == 5);
+  CHECK(both.err.find("practice") != std::string::npos);
+}
+
+// Check with compile: a real coordinator, a real worker daemon and the real pkb-eval
+// --compile-only (nvcc for .cu, g++ for .cc), over gRPC on loopback.
+v1::CheckAnswer CheckCompile(Cluster& c, const std::string& source, const std::string& language,
+                             grpc::Status* status, bool compile = true) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(150));
+  v1::CheckRequest r;
+  r.set_problem_id(1);
+  r.set_world_size(2);
+  r.set_source(source);
+  r.set_language(language);
+  r.set_compile(compile);
+  v1::CheckAnswer a;
+  *status = c.stub->Check(&ctx, r, &a);
+  return a;
+}
+
+// Waits until a worker that compiles has registered: a Check stops saying none does.
+void AwaitCompiler(Cluster& c) {
+  for (int i = 0; i < 200; ++i) {
+    grpc::Status st;
+    v1::CheckAnswer a = CheckCompile(c, "int f() { return 0; }\n", "cpp", &st);
+    REQUIRE(st.ok());
+    if (a.compile_message().find("no connected worker") == std::string::npos) return;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  FAIL("no worker registered for compiling");
+}
+
+TEST_CASE("check with compile: real nvcc and g++ on a worker and no job and never a hang",
+          "[service][check]") {
+  if (std::string(PKB_REAL_ENGINE).empty()) {
+    WARN("pkb-eval is not built: the compile needs the real engine");
+    return;
+  }
+  Cluster c;
+  c.StartCoordinator(PKB_REAL_ENGINE);
+  const std::string good =
+      ReadFile(std::string(PKB_EXAMPLES_DIR) + "/p001_allreduce_symm.cu").value();
+  grpc::Status st;
+  // No worker: NOT_COMPILED at once, saying why; the policy verdict stands.
+  absl::Time asked = absl::Now();
+  v1::CheckAnswer none = CheckCompile(c, good, "cuda", &st);
+  REQUIRE(st.ok());
+  CHECK(absl::Now() - asked < absl::Seconds(5));
+  CHECK(none.verdict() == v1::POLICY_OK);
+  CHECK(none.compile_verdict() == v1::CheckAnswer::NOT_COMPILED);
+  CHECK(none.compile_message().find("no connected worker compiles cuda") != std::string::npos);
+  // Without compile: as before, the policy alone.
+  v1::CheckAnswer quick = CheckCompile(c, good, "cuda", &st, /*compile=*/false);
+  REQUIRE(st.ok());
+  CHECK(quick.verdict() == v1::POLICY_OK);
+  CHECK(quick.compile_verdict() == v1::CheckAnswer::COMPILE_VERDICT_UNSPECIFIED);
+  CHECK_FALSE(quick.has_compile());
+  // A worker of before (no compile slots) is never sent a task.
+  c.StartWorker("old", {}, {"--compile-slots", "0"});
+  absl::SleepFor(absl::Seconds(1));
+  v1::CheckAnswer old = CheckCompile(c, good, "cuda", &st);
+  CHECK(old.compile_verdict() == v1::CheckAnswer::NOT_COMPILED);
+  CHECK(old.compile_message().find("no connected worker compiles") != std::string::npos);
+
+  c.StartWorker("w1");  // gpu class cpu, the real engine, 2 compile slots
+  AwaitCompiler(c);
+  v1::CheckAnswer ok = CheckCompile(c, good, "cuda", &st);
+  INFO(ok.DebugString() << Slurp(c.dir + "/worker-w1.log"));
+  REQUIRE(st.ok());
+  CHECK(ok.verdict() == v1::POLICY_OK);
+  CHECK(ok.compile_verdict() == v1::CheckAnswer::COMPILED);
+  CHECK(ok.compiled_by() == "w1");
+  CHECK(ok.compile().ok());
+  CHECK(ok.compile().command().find("nvcc") != std::string::npos);
+  // A syntax error: COMPILE_ERROR with the line, in the name a submission's source gets.
+  v1::CheckAnswer bad = CheckCompile(c,
+                                     "#include <pkb/candidate.h>\n"
+                                     "PKB_CANDIDATE_API_V1;\n"
+                                     "int f() {\n"
+                                     "  return 0\n"
+                                     "}\n",
+                                     "cuda", &st);
+  INFO(bad.DebugString());
+  REQUIRE(st.ok());
+  CHECK(bad.compile_verdict() == v1::CheckAnswer::COMPILE_ERROR);
+  REQUIRE(bad.compile().diagnostics_size() >= 1);
+  CHECK(bad.compile().diagnostics(0).file() == "candidate.cu");
+  CHECK((bad.compile().diagnostics(0).line() == 4 || bad.compile().diagnostics(0).line() == 5));
+  // g++ for a cpp candidate.
+  const std::string cpu_dir = std::string(PKB_SOURCE_DIR) + "/tests/engine/cpu_candidates/";
+  std::string common = ReadFile(cpu_dir + "common.h").value();
+  common.replace(common.find("#pragma once"), strlen("#pragma once"), "");
+  std::string host = ReadFile(cpu_dir + "p001_correct.cc").value();
+  host.replace(host.find("#include \"common.h\""), strlen("#include \"common.h\""), common);
+  v1::CheckAnswer cpp = CheckCompile(c, host, "cpp", &st);
+  INFO(cpp.DebugString());
+  CHECK(cpp.compile_verdict() == v1::CheckAnswer::COMPILED);
+  CHECK(cpp.compile().command().find("g++") != std::string::npos);
+  // The policy first: nothing is compiled for a source that breaks it.
+  v1::CheckAnswer env =
+      CheckCompile(c, "#include <cstdlib>\nint f() { return getenv(\"X\") != 0; }\n", "cuda", &st);
+  CHECK(env.verdict() == v1::POLICY);
+  CHECK(env.compile_verdict() == v1::CheckAnswer::COMPILE_VERDICT_UNSPECIFIED);
+  // No job came of any of it.
+  grpc::ClientContext get_ctx;
+  v1::GetJobRequest get;
+  get.set_job_id("j0");
+  v1::Job job;
+  CHECK(c.stub->Get(&get_ctx, get, &job).error_code() == grpc::StatusCode::NOT_FOUND);
+  CHECK(Slurp(c.dir + "/worker-w1.log").find("(attempt ") == std::string::npos);  // no lease
+  // The CLI: --compile prints the verdict and exits 10 on a compile error.
+  SubprocessOptions o;
+  o.argv = {PKB_CLI_BIN,
+            "--coordinator",
+            absl::StrCat("127.0.0.1:", c.port),
+            "check",
+            c.WriteSource("bad.cu", "int f() {\n  return 0\n}\n"),
+            "-p",
+            "1",
+            "-w",
+            "2",
+            "--compile"};
+  o.timeout = absl::Seconds(150);
+  SubprocessResult cli = RunSubprocess(o).value();
+  INFO(cli.out << cli.err);
+  CHECK(cli.exit_code == 10);
+  CHECK(cli.out.find("COMPILE_ERROR: ") != std::string::npos);
+  CHECK(cli.out.find("  candidate.cu:") != std::string::npos);
+}
+
+TEST_CASE("check with compile: a worker lost mid-compile answers NOT_COMPILED at once",
+          "[service][check]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  Process* w = c.StartWorker("w1");
+  AwaitCompiler(c);
+  // The test double's --compile-only sleeps on FAKE_HANG: the worker is killed meanwhile.
+  auto pending = std::async(std::launch::async, [&] {
+    grpc::Status st;
+    v1::CheckAnswer a = CheckCompile(c, "FAKE_HANG\n", "cuda", &st);
+    REQUIRE(st.ok());
+    return a;
+  });
+  absl::SleepFor(absl::Seconds(1));
+  const absl::Time killed = absl::Now();
+  w->Kill();
+  REQUIRE(pending.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+  v1::CheckAnswer a = pending.get();
+  INFO(a.DebugString());
+  CHECK(absl::Now() - killed < absl::Seconds(10));
+  CHECK(a.compile_verdict() == v1::CheckAnswer::NOT_COMPILED);
+  CHECK(a.compile_message().find("worker w1 was lost") != std::string::npos);
+  CHECK(a.compiled_by() == "w1");
+}
+
+}  // namespace
+}  // namespace service_test
+}  // namespace pkb
