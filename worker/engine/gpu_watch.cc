@@ -5,7 +5,8 @@
 namespace pkb {
 
 std::string GpuWatchFinding(const GpuWatchReading& r, const std::string& when) {
-  if (r.start_us <= kWatchStartLimitUs && r.longest_gap_us <= kWatchGapLimitUs) return "";
+  const bool late = r.start_us > kWatchStartLimitUs && !r.start_disturbed;
+  if (!late && r.longest_gap_us <= kWatchGapLimitUs) return "";
   return absl::StrFormat(
       "%s, a kernel of the judge's on the GPU started %.0f us after its launch (at most %.0f with "
       "nothing else there) and was kept off the GPU for up to %.0f us at a time (at most %.0f) "

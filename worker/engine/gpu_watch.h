@@ -16,6 +16,9 @@ struct GpuWatchReading {
   double start_us = 0;        // from its launch to its first reading, on the judge's clock
   double ran_us = 0;          // from its first reading to its last, on the GPU's clock
   double longest_gap_us = 0;  // the longest time between two of its readings in a row
+  // The judge's thread was switched out while it waited for the start (the CPU's doing, which
+  // nothing of a stopped submission causes): start_us then says nothing of the GPU.
+  bool start_disturbed = false;
 };
 
 // What a watch may show with nothing but the judge on the GPU, in microseconds. Measured on an
@@ -29,8 +32,8 @@ inline constexpr double kWatchGapLimitUs = 200;
 // another context's, not the submission's), in milliseconds: a few of the GPU's time slices.
 inline constexpr double kWatchAloneMs = 10;
 
-// "" where the reading is within the limits, else what was seen `when` ("while round 2's inputs
-// were copied in"), for the verdict.
+// "" where the reading is within the limits (its start not counted where disturbed), else what
+// was seen `when` ("while round 2's inputs were copied in"), for the verdict.
 std::string GpuWatchFinding(const GpuWatchReading& reading, const std::string& when);
 
 // The watch kernel's memory: host memory mapped into the device, written by both sides.

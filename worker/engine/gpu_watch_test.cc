@@ -19,6 +19,14 @@ TEST_CASE("a watch that started late names when and how late", "[gpu_watch]") {
   CHECK(f.find("up to 1 us at a time") != std::string::npos);
 }
 
+TEST_CASE("a late start while the judge's thread was switched out does not count", "[gpu_watch]") {
+  GpuWatchReading r{1900.0, 40.0, 1.0};
+  r.start_disturbed = true;
+  CHECK(GpuWatchFinding(r, "x").empty());
+  r.longest_gap_us = 2400.0;  // a gap is the GPU's own record: it still counts
+  CHECK(GpuWatchFinding(r, "x").find("up to 2400 us") != std::string::npos);
+}
+
 TEST_CASE("a watch kept off the GPU names the longest gap", "[gpu_watch]") {
   const std::string f =
       GpuWatchFinding({8.0, 5200.0, kWatchGapLimitUs + 1}, "while round 2's inputs landed");

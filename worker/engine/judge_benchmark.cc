@@ -695,6 +695,7 @@ absl::StatusOr<GpuWatchReading> Judge::WatchAlone(absl::Duration span) {
 absl::Status Judge::ReadWatch(const std::string& when) {
   PKB_ASSIGN_OR_RETURN(GpuWatchReading r, dev_->StopWatch());
   if (watch_.count++ == 0) watch_.first_start_us = r.start_us;
+  if (r.start_disturbed) ++watch_.disturbed;
   watch_.start_us = std::max(watch_.start_us, r.start_us);
   watch_.longest_gap_us = std::max(watch_.longest_gap_us, r.longest_gap_us);
   watch_.ran_us += r.ran_us;
@@ -706,10 +707,10 @@ void Judge::LogWatch() const {
   if (watch_.count == 0) return;
   std::fprintf(stderr,
                "pkb-rank %d: GPU watch while the host was stopped: %d watches over %.0f us, "
-               "first start %.1f us, latest start %.1f us (limit %.0f), longest gap %.1f us "
-               "(limit %.0f)\n",
+               "first start %.1f us, latest start %.1f us (limit %.0f; %d starts the CPU "
+               "disturbed), longest gap %.1f us (limit %.0f)\n",
                comm_->rank(), watch_.count, watch_.ran_us, watch_.first_start_us, watch_.start_us,
-               kWatchStartLimitUs, watch_.longest_gap_us, kWatchGapLimitUs);
+               kWatchStartLimitUs, watch_.disturbed, watch_.longest_gap_us, kWatchGapLimitUs);
 }
 
 // Waits up to `limit` for at most `expected` processes with a compute context on this rank's

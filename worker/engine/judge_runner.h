@@ -199,7 +199,7 @@ class Judge {
   std::string gpu_finding_;    // another process on the GPU while timing, for the verdict
   std::string watch_finding_;  // the first watch over its limits (ReadWatch), for the verdict
   struct {
-    int count = 0;
+    int count = 0, disturbed = 0;  // watches, and those whose start the CPU disturbed
     double first_start_us = 0, start_us = 0, longest_gap_us = 0, ran_us = 0;  // ran_us: in all
   } watch_;
   bool watch_stopped_ = false;  // a watch saw the submission's work: its timing ended there

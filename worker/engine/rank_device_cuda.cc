@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <nccl.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -440,6 +441,8 @@ class CudaRankDevice : public RankDevice {
     s->stop = 0;
     std::atomic_thread_fence(std::memory_order_seq_cst);
     using Clock = std::chrono::steady_clock;
+    struct rusage before;
+    getrusage(RUSAGE_THREAD, &before);
     const auto t0 = Clock::now();
     // A judge that never stops it (a bug) cannot hang the device: it ends by itself.
     constexpr unsigned long long kLongestWatchNs = 60ull * 1000 * 1000 * 1000;
@@ -451,6 +454,10 @@ class CudaRankDevice : public RankDevice {
     while (s->started == 0 && Clock::now() < give_up) {
     }
     watch_start_us_ = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    struct rusage after;
+    getrusage(RUSAGE_THREAD, &after);
+    watch_start_disturbed_ =
+        after.ru_nvcsw != before.ru_nvcsw || after.ru_nivcsw != before.ru_nivcsw;
     return absl::OkStatus();
   }
   absl::StatusOr<GpuWatchReading> StopWatch() override {
@@ -461,6 +468,7 @@ class CudaRankDevice : public RankDevice {
     PKB_CUDA_OR_RETURN(cudaStreamSynchronize(watch_stream_));
     GpuWatchReading r;
     r.start_us = watch_start_us_;
+    r.start_disturbed = watch_start_disturbed_;
     r.ran_us = static_cast<double>(s->last - s->first) / 1e3;
     r.longest_gap_us = static_cast<double>(s->longest_gap) / 1e3;
     return r;
@@ -609,6 +617,7 @@ class CudaRankDevice : public RankDevice {
   GpuWatchSlots* watch_device_ = nullptr;  // its address on the device
   cudaStream_t watch_stream_ = nullptr;
   double watch_start_us_ = 0;
+  bool watch_start_disturbed_ = false;
   std::deque<Allocation> allocations_;
   int symm_seq_ = 0;
 };
