@@ -13,12 +13,13 @@
 namespace pkb {
 
 struct GpuWatchReading {
-  double start_us = 0;        // from its launch to its first reading, on the judge's clock
+  // From its launch to its first reading, on the judge's thread's CPU clock (the judge spins for
+  // it): time the CPU took the thread away is not the GPU's.
+  double start_us = 0;
   double ran_us = 0;          // from its first reading to its last, on the GPU's clock
   double longest_gap_us = 0;  // the longest time between two of its readings in a row
-  // The judge's thread was switched out while it waited for the start (the CPU's doing, which
-  // nothing of a stopped submission causes): start_us then says nothing of the GPU.
-  bool start_disturbed = false;
+  double gap_sum_us = 0;      // every gap over kWatchSmallGapNs, added up
+  bool expired = false;       // it ended by itself (its limit), not by the judge's stop
 };
 
 // What a watch may show with nothing but the judge on the GPU, in microseconds. Measured on an
@@ -31,17 +32,25 @@ inline constexpr double kWatchGapLimitUs = 200;
 // How long the judge watches its GPU alone once the host is gone (the control: a gap then is
 // another context's, not the submission's), in milliseconds: a few of the GPU's time slices.
 inline constexpr double kWatchAloneMs = 10;
+// ... and where a watch saw work while the host was stopped, before the submission is blamed for
+// it: another context's occasional work must have had its chance to show.
+inline constexpr double kWatchAloneBlamingMs = 100;
 
-// "" where the reading is within the limits (its start not counted where disturbed), else what
+// "" where the reading is within the limits (start, longest gap, and the gaps added up), else what
 // was seen `when` ("while round 2's inputs were copied in"), for the verdict.
 std::string GpuWatchFinding(const GpuWatchReading& reading, const std::string& when);
 
 // The watch kernel's memory: host memory mapped into the device, written by both sides.
 struct GpuWatchSlots {
-  unsigned int started;                         // the kernel's: set at its first reading
-  unsigned int stop;                            // the judge's: set to end it
-  unsigned long long first, last, longest_gap;  // the kernel's readings, in nanoseconds
+  unsigned int started;  // the kernel's: set at its first reading
+  unsigned int stop;     // the judge's: set to end it
+  unsigned int expired;  // the kernel's: it ran out its limit, unstopped
+  unsigned long long first, last, longest_gap, gap_sum;  // its readings, in nanoseconds
 };
+// Gaps longer than this (in nanoseconds) are added up (GpuWatchReading::gap_sum_us): many pieces of
+// another context's work, each too short for kWatchGapLimitUs, still show. With nothing else on
+// the GPU there were none (7 us at most beside the judge's own copies).
+inline constexpr unsigned long long kWatchSmallGapNs = 20000;
 
 // (gpu_watch_kernel.cu, CUDA builds only.) Enqueues the watch on `stream` (a cudaStream_t), with
 // `slots` the device's address of its mapped memory. The watch ends when `stop` is set, or by

@@ -15,19 +15,30 @@ __device__ __forceinline__ unsigned long long GlobalTimer() {
 __global__ void Watch(GpuWatchSlots* slots, unsigned long long limit_ns) {
   volatile GpuWatchSlots* s = slots;
   const unsigned long long first = GlobalTimer();
-  unsigned long long last = first, longest = 0;
+  unsigned long long last = first, longest = 0, sum = 0;
+  unsigned int expired = 0;
   s->first = first;
   __threadfence_system();
   s->started = 1;
   __threadfence_system();
-  while (s->stop == 0) {
+  for (;;) {
+    // One more reading after the stop is seen: a gap just before it counts too.
+    const bool stopping = s->stop != 0;
     const unsigned long long now = GlobalTimer();
-    if (now - last > longest) longest = now - last;
+    const unsigned long long gap = now - last;
+    if (gap > longest) longest = gap;
+    if (gap > kWatchSmallGapNs) sum += gap;
     last = now;
-    if (now - first > limit_ns) break;
+    if (stopping) break;
+    if (now - first > limit_ns) {
+      expired = 1;
+      break;
+    }
   }
   s->last = last;
   s->longest_gap = longest;
+  s->gap_sum = sum;
+  s->expired = expired;
   __threadfence_system();
 }
 
@@ -39,8 +50,10 @@ int LoadGpuWatch() {
 }
 
 int LaunchGpuWatch(void* stream, GpuWatchSlots* slots, unsigned long long limit_ns) {
-  Watch<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(slots, limit_ns);
-  return static_cast<int>(cudaGetLastError());
+  // The launch's own error (an earlier call's is not this one's to report or to clear).
+  void* args[] = {&slots, &limit_ns};
+  return static_cast<int>(cudaLaunchKernel(reinterpret_cast<const void*>(&Watch), dim3(1), dim3(1),
+                                           args, 0, static_cast<cudaStream_t>(stream)));
 }
 
 }  // namespace pkb

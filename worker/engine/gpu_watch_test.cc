@@ -19,12 +19,15 @@ TEST_CASE("a watch that started late names when and how late", "[gpu_watch]") {
   CHECK(f.find("up to 1 us at a time") != std::string::npos);
 }
 
-TEST_CASE("a late start while the judge's thread was switched out does not count", "[gpu_watch]") {
-  GpuWatchReading r{1900.0, 40.0, 1.0};
-  r.start_disturbed = true;
+TEST_CASE("many short gaps add up to a finding; a watch that ran out its limit is one",
+          "[gpu_watch]") {
+  GpuWatchReading r{20.0, 9000.0, kWatchGapLimitUs - 1};
   CHECK(GpuWatchFinding(r, "x").empty());
-  r.longest_gap_us = 2400.0;  // a gap is the GPU's own record: it still counts
-  CHECK(GpuWatchFinding(r, "x").find("up to 2400 us") != std::string::npos);
+  r.gap_sum_us = 12 * 150.0;  // twelve pieces of 150 us, none over the limit alone
+  CHECK(GpuWatchFinding(r, "x").find("1800 us in all") != std::string::npos);
+  GpuWatchReading expired{20.0, 60e6, 1.0};
+  expired.expired = true;
+  CHECK(GpuWatchFinding(expired, "x").find("ran out its limit") != std::string::npos);
 }
 
 TEST_CASE("a watch kept off the GPU names the longest gap", "[gpu_watch]") {

@@ -33,6 +33,29 @@ double Lap(std::chrono::steady_clock::time_point* t) {
   return s;
 }
 
+// The judge's watch over one span (gpu_watch.h), stopped on every way out of it: an error or an
+// exception that left its kernel spinning would hold up whatever next waits for the device.
+class WatchSpan {
+ public:
+  explicit WatchSpan(RankDevice* dev) : dev_(dev) {}
+  ~WatchSpan() {
+    if (on_) (void)dev_->StopWatch();
+  }
+  absl::Status Start() {
+    PKB_RETURN_IF_ERROR(dev_->StartWatch());
+    on_ = true;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<GpuWatchReading> Stop() {
+    on_ = false;
+    return dev_->StopWatch();
+  }
+
+ private:
+  RankDevice* dev_;
+  bool on_ = false;
+};
+
 }  // namespace
 
 // How many distinct input sets the timed iterations rotate through: one per timed iteration
@@ -295,11 +318,18 @@ absl::Status Judge::TimeCandidate(int sets, int n, TimedRound& round, const v1::
       // Work of the submission's seen on any rank's GPU between requests ends its timing on
       // every rank: the verdict is REJECTED, and nothing more of it runs (no profile pass, whose
       // tracing would wait on a kernel that never ends).
-      PKB_ASSIGN_OR_RETURN(bool clean, AllOk(watch_finding_.empty()));
-      if (!clean) {
+      at::Tensor first = at::full(
+          {1}, static_cast<int64_t>(watch_finding_.empty() ? comm_->size() : comm_->rank()),
+          at::TensorOptions().dtype(at::kLong).device(cfg_.device));
+      PKB_RETURN_IF_ERROR(comm_->AllReduce(first, ReduceOp::kMin));
+      if (first.item<int64_t>() < comm_->size()) {
         watch_stopped_ = true;
+        watch_finder_ = static_cast<int>(first.item<int64_t>());
         LogWatch();
         PKB_ASSIGN_OR_RETURN(stray_processes_, host_->Kill());
+        // The host's dying context is gone before the control watch (Benchmark) looks.
+        if (gpu_finding_.empty())
+          gpu_finding_ = GpuNotAlone(1, absl::Seconds(5), "the judge's control watch");
         return comm_->Barrier();
       }
     }
@@ -397,7 +427,8 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   PKB_RETURN_IF_ERROR(host_->Loop(timed));
   // From here to the window, the GPU runs the judge's work only: its watch sees any other.
   const bool watch = watches_gpu();
-  if (watch) PKB_RETURN_IF_ERROR(dev_->StartWatch());
+  WatchSpan span(dev_);
+  if (watch) PKB_RETURN_IF_ERROR(span.Start());
   FillRound(&round);
   // Skipped work must leave poison: every set's outputs are poisoned before the window (and by
   // the host after each use but the last when sets come back).
@@ -410,8 +441,10 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
     gpu_finding_ = GpuNotAlone(2, absl::Seconds(2), "the candidate");
   PKB_RETURN_IF_ERROR(watch ? dev_->SynchronizeStream() : dev_->Synchronize());
   PKB_RETURN_IF_ERROR(comm_->Barrier());
-  if (watch)
-    PKB_RETURN_IF_ERROR(ReadWatch(absl::StrCat("while round ", r + 1, "'s inputs landed")));
+  if (watch) {
+    PKB_ASSIGN_OR_RETURN(GpuWatchReading seen, span.Stop());
+    NoteWatch(seen, absl::StrCat("while round ", r + 1, "'s inputs landed"));
+  }
   // The host runs the timed iterations between its own timers (untrusted); the wall clock
   // over the window is ours, and stops when the host says its device is idle.
   // The host is continued before the clock starts and stopped after it ends (answered_at): its
@@ -421,7 +454,7 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   PKB_ASSIGN_OR_RETURN(std::vector<int64_t> trace, host_->RunLoop());
   auto w1 = host_->answered_at();
   // And from the answer until what is checked is copied aside: the host said its device was idle.
-  if (watch) PKB_RETURN_IF_ERROR(dev_->StartWatch());
+  if (watch) PKB_RETURN_IF_ERROR(span.Start());
   checks.wall_us = std::chrono::duration<double, std::micro>(w1 - w0).count();
   LogWindow(w0, w1, trace);
   // Once every rank's host has answered (a peer's writes into this rank's outputs are done
@@ -436,7 +469,8 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   }
   if (watch) {
     PKB_RETURN_IF_ERROR(dev_->SynchronizeStream());
-    PKB_RETURN_IF_ERROR(ReadWatch(absl::StrCat("after round ", r + 1, "'s answer")));
+    PKB_ASSIGN_OR_RETURN(GpuWatchReading seen, span.Stop());
+    NoteWatch(seen, absl::StrCat("after round ", r + 1, "'s answer"));
   }
   PKB_RETURN_IF_ERROR(dev_->Synchronize());
   PKB_ASSIGN_OR_RETURN(std::vector<double> times, host_->Times());
@@ -609,7 +643,11 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
     // Nothing of the submission is left; the watch alone on the GPU for a while, beside nothing:
     // what it sees now is not the submission's (another context, which the driver's list misses
     // outside this sandbox's PID namespace), and no timing of this job can be trusted.
-    PKB_ASSIGN_OR_RETURN(GpuWatchReading alone, WatchAlone(absl::Milliseconds(kWatchAloneMs)));
+    // Longer where the submission is to be blamed: another context's occasional work must have
+    // had its chance to show.
+    PKB_ASSIGN_OR_RETURN(
+        GpuWatchReading alone,
+        WatchAlone(absl::Milliseconds(watch_stopped_ ? kWatchAloneBlamingMs : kWatchAloneMs)));
     gpu_finding_ = GpuWatchFinding(alone,
                                    "with the submission's host gone, before the reference "
                                    "was timed");
@@ -649,6 +687,12 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
         "requests (a kernel left running past an answer, or work queued to start later): ",
         watch_finding_));
   }
+  if (gpu_finding_.empty() && watch_stopped_ && watch_finding_.empty()) {
+    report->set_status(v1::REJECTED);
+    report->set_message(absl::StrCat(
+        "rank ", comm_->rank(), ": the timing ended on every rank when rank ", watch_finder_,
+        "'s GPU watch saw work of the submission's while its host was stopped"));
+  }
   if (stray_processes_ == 0 && !host_->tampered().empty()) {
     // Between requests the host is stopped (CandidateHost::Pause): the submission worked against
     // that, so its code may have run where nothing of it may.
@@ -687,30 +731,29 @@ absl::StatusOr<GpuWatchReading> Judge::WatchAlone(absl::Duration span) {
   absl::SleepFor(span);
   PKB_ASSIGN_OR_RETURN(GpuWatchReading r, dev_->StopWatch());
   std::fprintf(stderr,
-               "pkb-rank %d: GPU watch alone for %.0f us: start %.1f us, longest gap %.1f us\n",
-               comm_->rank(), r.ran_us, r.start_us, r.longest_gap_us);
+               "pkb-rank %d: GPU watch alone for %.0f us: start %.1f us, longest gap %.1f us, "
+               "%.1f us in all\n",
+               comm_->rank(), r.ran_us, r.start_us, r.longest_gap_us, r.gap_sum_us);
   return r;
 }
 
-absl::Status Judge::ReadWatch(const std::string& when) {
-  PKB_ASSIGN_OR_RETURN(GpuWatchReading r, dev_->StopWatch());
+void Judge::NoteWatch(const GpuWatchReading& r, const std::string& when) {
   if (watch_.count++ == 0) watch_.first_start_us = r.start_us;
-  if (r.start_disturbed) ++watch_.disturbed;
   watch_.start_us = std::max(watch_.start_us, r.start_us);
   watch_.longest_gap_us = std::max(watch_.longest_gap_us, r.longest_gap_us);
+  watch_.gap_sum_us = std::max(watch_.gap_sum_us, r.gap_sum_us);
   watch_.ran_us += r.ran_us;
   if (watch_finding_.empty()) watch_finding_ = GpuWatchFinding(r, when);
-  return absl::OkStatus();
 }
 
 void Judge::LogWatch() const {
   if (watch_.count == 0) return;
   std::fprintf(stderr,
                "pkb-rank %d: GPU watch while the host was stopped: %d watches over %.0f us, "
-               "first start %.1f us, latest start %.1f us (limit %.0f; %d starts the CPU "
-               "disturbed), longest gap %.1f us (limit %.0f)\n",
+               "first start %.1f us, latest start %.1f us (limit %.0f), longest gap %.1f us, "
+               "most gaps in one watch %.1f us (limit %.0f each)\n",
                comm_->rank(), watch_.count, watch_.ran_us, watch_.first_start_us, watch_.start_us,
-               kWatchStartLimitUs, watch_.disturbed, watch_.longest_gap_us, kWatchGapLimitUs);
+               kWatchStartLimitUs, watch_.longest_gap_us, watch_.gap_sum_us, kWatchGapLimitUs);
 }
 
 // Waits up to `limit` for at most `expected` processes with a compute context on this rank's

@@ -172,9 +172,9 @@ class Judge {
   // Whether the judge watches its GPU while the host is stopped (gpu_watch.h): on a GPU of its
   // own (where ranks share one, their contexts take turns anyway, and the run is functional).
   bool watches_gpu() const { return dev_->device_type() == PKB_CUDA && !shared_gpu(); }
-  // Stops the watch started last and keeps what it saw `when`: its finding, the first over the
-  // limits (watch_finding_), and the figures over every watch of the job (LogWatch).
-  absl::Status ReadWatch(const std::string& when);
+  // Keeps what a watch saw `when`: its finding, the first over the limits (watch_finding_), and
+  // the figures over every watch of the job (LogWatch).
+  void NoteWatch(const GpuWatchReading& reading, const std::string& when);
   void LogWatch() const;
   // The watch for `span` with nothing of the submission left: the control that tells the
   // submission's work from another context's.
@@ -199,10 +199,13 @@ class Judge {
   std::string gpu_finding_;    // another process on the GPU while timing, for the verdict
   std::string watch_finding_;  // the first watch over its limits (ReadWatch), for the verdict
   struct {
-    int count = 0, disturbed = 0;  // watches, and those whose start the CPU disturbed
-    double first_start_us = 0, start_us = 0, longest_gap_us = 0, ran_us = 0;  // ran_us: in all
+    int count = 0;
+    // The first start, and the latest start, longest gap and most gaps in one watch of all;
+    // ran_us: every watch's span added up.
+    double first_start_us = 0, start_us = 0, longest_gap_us = 0, gap_sum_us = 0, ran_us = 0;
   } watch_;
   bool watch_stopped_ = false;  // a watch saw the submission's work: its timing ended there
+  int watch_finder_ = -1;       // the first rank whose watch saw it
   int stray_processes_ = 0;     // processes of the submission found alive after its host was killed
   const RankOptions& o_;
   const Problem& p_;
