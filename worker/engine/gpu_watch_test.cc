@@ -19,7 +19,7 @@ TEST_CASE("a watch that started late names when and how late", "[gpu_watch]") {
   CHECK(f.find("up to 1 us at a time") != std::string::npos);
 }
 
-TEST_CASE("many short gaps add up to a finding; a watch that ran out its limit is one",
+TEST_CASE("many short gaps add up to a finding, and a watch that ran out its limit is one",
           "[gpu_watch]") {
   GpuWatchReading r{20.0, 9000.0, kWatchGapLimitUs - 1};
   CHECK(GpuWatchFinding(r, "x").empty());
