@@ -1,6 +1,6 @@
 // The benchmark of one rank (Judge::Benchmark, judge_runner.h): the warm-up's own set, the timed
 // sets drawn for the window the candidate's warm-up asks for, the candidate's window with its spot
-// checks, then the reference's rounds and its CUDA graph.
+// checks, then the reference's rounds and its CUDA graph (judge_reference.cc).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -95,81 +95,6 @@ absl::StatusOr<int> Judge::WindowIterations(double warm_us, int warm_calls) {
   if (most <= least || slowest_ns <= 0 || shared_gpu()) return least;
   const double want = std::ceil(o_.spec.min_window_ms() * 1e6 / slowest_ns);
   return static_cast<int>(std::clamp<double>(want, least, most));
-}
-
-// Times the reference as the judge times the candidate: the warm-up on a set of its own
-// (`warm_in`), then kBaselineRounds windows of the timed iterations (iteration i on set i % sets;
-// WindowIterations of them, from the warm-up's second half), each on the judge's wall clock
-// from the first call to the device being idle. The rounds' median is the baseline (the eager
-// reference is host-bound and its rounds spread); `us` holds the events of every round's marked
-// calls (TimerStride: about iters of them, as in the candidate's window). On GPUs
-// the spec's iters are then captured in one CUDA graph and replayed in kBaselineRounds windows
-// (`graph_round_wall_us`; one launch per window, so no fixed cost to spread): the reference
-// free of its host overhead, where every rank's can be captured (else `graph_note` says why).
-absl::Status Judge::TimeReference(int sets, const std::vector<Inputs>& inputs,
-                                  const Inputs& warm_in, std::vector<double>* us,
-                                  std::vector<double>* round_wall_us,
-                                  std::vector<double>* graph_round_wall_us, std::string* graph_note,
-                                  int* iters) {
-  auto fn = [&](int s) { return p_.Reference(*comm_, inputs[s], cfg_).status(); };
-  auto warm_fn = [&] { return p_.Reference(*comm_, warm_in, cfg_).status(); };
-  PKB_RETURN_IF_ERROR(dev_->Synchronize());
-  PKB_RETURN_IF_ERROR(comm_->Barrier());
-  const int warm = o_.spec.warmup(), timed_warm = warm / 2;
-  for (int i = 0; i < warm - timed_warm; ++i) PKB_RETURN_IF_ERROR(warm_fn());
-  PKB_RETURN_IF_ERROR(dev_->Synchronize());
-  auto v0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < timed_warm; ++i) PKB_RETURN_IF_ERROR(warm_fn());
-  PKB_RETURN_IF_ERROR(dev_->Synchronize());
-  const double warm_us =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - v0).count();
-  PKB_ASSIGN_OR_RETURN(*iters, WindowIterations(warm_us, timed_warm));
-  const int n = *iters;
-  const int stride = TimerStride(n, o_.spec.iters()), samples = TimedSamples(n, o_.spec.iters());
-  us->clear();
-  round_wall_us->clear();
-  for (int round = 0; round < kBaselineRounds; ++round) {
-    PKB_RETURN_IF_ERROR(dev_->Synchronize());
-    PKB_RETURN_IF_ERROR(comm_->Barrier());
-    dev_->ResetTimers(samples);
-    auto w0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < n; ++i) {
-      if (i % stride == 0) dev_->Mark(i / stride, 0);
-      PKB_RETURN_IF_ERROR(fn(i % sets));
-      if (i % stride == 0) dev_->Mark(i / stride, 1);
-    }
-    PKB_RETURN_IF_ERROR(dev_->Synchronize());
-    round_wall_us->push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count());
-    for (int i = 0; i < samples; ++i) us->push_back(dev_->ElapsedUs(i));
-  }
-  graph_round_wall_us->clear();
-  if (dev_->device_type() != PKB_CUDA || shared_gpu()) {
-    *graph_note = shared_gpu() ? "the ranks share a GPU" : "no CUDA graphs off the GPU";
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::function<absl::Status()>> replay = dev_->CaptureGraph([&]() {
-    for (int i = 0; i < o_.spec.iters(); ++i) PKB_RETURN_IF_ERROR(fn(i % sets));
-    return absl::OkStatus();
-  });
-  // Every rank replays, or none: a replayed collective waits for its peers.
-  PKB_ASSIGN_OR_RETURN(bool everyone, AllOk(replay.ok()));
-  if (!everyone) {
-    *graph_note = replay.ok() ? "another rank's reference cannot be captured in a CUDA graph"
-                              : std::string(replay.status().message());
-    return absl::OkStatus();
-  }
-  PKB_RETURN_IF_ERROR((*replay)());  // the first replay uploads the graph
-  for (int round = 0; round < kBaselineRounds; ++round) {
-    PKB_RETURN_IF_ERROR(dev_->Synchronize());
-    PKB_RETURN_IF_ERROR(comm_->Barrier());
-    auto w0 = std::chrono::steady_clock::now();
-    PKB_RETURN_IF_ERROR((*replay)());
-    PKB_RETURN_IF_ERROR(dev_->Synchronize());
-    graph_round_wall_us->push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - w0).count());
-  }
-  return absl::OkStatus();
 }
 
 // One line in the rank's log on where the timed window's wall clock went, from the host's
@@ -712,77 +637,6 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
                                      "before timing the reference"));
   }
   return absl::OkStatus();
-}
-
-// The reference's side of the profile pass: one call on `in`, untimed, every rank together.
-absl::Status Judge::ProfileReference(const Inputs& in, v1::RankProfile* profile) {
-  profile->set_rank(comm_->rank());
-  PKB_RETURN_IF_ERROR(comm_->Barrier());
-  absl::StatusOr<v1::CallProfile> p =
-      dev_->Profile([&]() -> absl::Status { return p_.Reference(*comm_, in, cfg_).status(); });
-  PKB_RETURN_IF_ERROR(p.status());
-  *profile->mutable_reference() = *std::move(p);
-  return absl::OkStatus();
-}
-
-absl::StatusOr<GpuWatchReading> Judge::WatchAlone(absl::Duration span) {
-  PKB_RETURN_IF_ERROR(dev_->Synchronize());
-  PKB_RETURN_IF_ERROR(dev_->StartWatch());
-  absl::SleepFor(span);
-  PKB_ASSIGN_OR_RETURN(GpuWatchReading r, dev_->StopWatch());
-  std::fprintf(stderr,
-               "pkb-rank %d: GPU watch alone for %.0f us: start %.1f us, longest gap %.1f us, "
-               "%.1f us in all\n",
-               comm_->rank(), r.ran_us, r.start_us, r.longest_gap_us, r.gap_sum_us);
-  return r;
-}
-
-void Judge::NoteWatch(const GpuWatchReading& r, const std::string& when) {
-  if (watch_.count++ == 0) watch_.first_start_us = r.start_us;
-  watch_.start_us = std::max(watch_.start_us, r.start_us);
-  watch_.longest_gap_us = std::max(watch_.longest_gap_us, r.longest_gap_us);
-  watch_.gap_sum_us = std::max(watch_.gap_sum_us, r.gap_sum_us);
-  watch_.ran_us += r.ran_us;
-  if (watch_finding_.empty()) watch_finding_ = GpuWatchFinding(r, when);
-}
-
-void Judge::LogWatch() const {
-  if (watch_.count == 0) return;
-  std::fprintf(stderr,
-               "pkb-rank %d: GPU watch while the host was stopped: %d watches over %.0f us, "
-               "first start %.1f us, latest start %.1f us (limit %.0f), longest gap %.1f us, "
-               "most gaps in one watch %.1f us (limit %.0f each)\n",
-               comm_->rank(), watch_.count, watch_.ran_us, watch_.first_start_us, watch_.start_us,
-               kWatchStartLimitUs, watch_.longest_gap_us, watch_.gap_sum_us, kWatchGapLimitUs);
-}
-
-// Waits up to `limit` for at most `expected` processes with a compute context on this rank's
-// GPU (its judge, and its host while that runs); "" then, or when the driver cannot say (logged),
-// else what was seen, for the verdict.
-std::string Judge::GpuNotAlone(int expected, absl::Duration limit, const char* timing) {
-  absl::Time end = absl::Now() + limit;
-  for (;;) {
-    absl::StatusOr<int> n = dev_->ComputeProcesses();
-    if (!n.ok()) {
-      if (dev_->device_type() == PKB_CUDA)
-        std::fprintf(stderr, "pkb-rank %d: cannot check the GPU's processes: %s\n", comm_->rank(),
-                     std::string(n.status().message()).c_str());
-      return "";
-    }
-    if (*n <= expected) {
-      std::fprintf(stderr,
-                   "pkb-rank %d: %d process(es) hold a compute context on this GPU (%d allowed) "
-                   "before %s is timed\n",
-                   comm_->rank(), *n, expected, timing);
-      return "";
-    }
-    if (absl::Now() > end) {
-      return absl::StrCat(*n, " processes held a compute context on this rank's GPU while ", timing,
-                          " was timed (", expected, " expected: another job's, or one ",
-                          "the submission left)");
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
 }
 
 }  // namespace pkb
