@@ -226,10 +226,11 @@ absl::Status CandidateHost::Loop(const v1::HostLoop& loop) {
   return Request(req).status();
 }
 
-absl::StatusOr<std::vector<int64_t>> CandidateHost::RunLoop() {
+absl::StatusOr<std::vector<int64_t>> CandidateHost::RunLoop(
+    const std::function<absl::Status()>& at_answer) {
   v1::HostRequest req;
   req.set_run_loop(true);
-  PKB_ASSIGN_OR_RETURN(v1::HostReply reply, Request(req));
+  PKB_ASSIGN_OR_RETURN(v1::HostReply reply, Request(req, -1, at_answer));
   return std::vector<int64_t>(reply.trace_ns().begin(), reply.trace_ns().end());
 }
 
@@ -262,7 +263,8 @@ absl::StatusOr<std::vector<double>> CandidateHost::Times() {
   return std::vector<double>(reply.us().begin(), reply.us().end());
 }
 
-absl::StatusOr<v1::HostReply> CandidateHost::Request(const v1::HostRequest& req, int fd) {
+absl::StatusOr<v1::HostReply> CandidateHost::Request(
+    const v1::HostRequest& req, int fd, const std::function<absl::Status()>& at_answer) {
   if (!running()) return absl::AbortedError("the candidate's process has ended");
   PKB_RETURN_IF_ERROR(Ready());
   Resume();
@@ -271,7 +273,10 @@ absl::StatusOr<v1::HostReply> CandidateHost::Request(const v1::HostRequest& req,
       Await(req.has_load() || req.has_call() || req.has_profile() ||
             (req.has_loop() && !req.loop().defer()) || req.run_loop());
   answered_at_ = std::chrono::steady_clock::now();
+  absl::Status hooked = absl::OkStatus();
+  if (reply.ok() && at_answer) hooked = at_answer();
   if (running()) Pause();
+  PKB_RETURN_IF_ERROR(hooked);
   return reply;
 }
 

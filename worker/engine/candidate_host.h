@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,8 +83,11 @@ class CandidateHost {
   // Calls in a row, run at once or (with loop.defer()) prepared for RunLoop.
   absl::Status Loop(const v1::HostLoop& loop);
   // Runs the loop prepared with defer; returns once the host says its device is idle, with the
-  // host's trace of it (see HostReply.trace_ns; untrusted, for the log).
-  absl::StatusOr<std::vector<int64_t>> RunLoop();
+  // host's trace of it (see HostReply.trace_ns; untrusted, for the log). `at_answer` (optional)
+  // runs as soon as the answer is in, before the host is stopped: from then on nothing of the
+  // submission's may run on the GPU, and the judge's watch can start before the stop's delay.
+  absl::StatusOr<std::vector<int64_t>> RunLoop(
+      const std::function<absl::Status()>& at_answer = nullptr);
   // The host's per-iteration times of the last timed loop.
   absl::StatusOr<std::vector<double>> Times();
 
@@ -107,7 +111,9 @@ class CandidateHost {
   // Sends `req` and waits for its answer, running the barriers the host asks for meanwhile:
   // only while the submission's code runs (pkb_init, calls). A barrier asked for at any other
   // time could only pair with a judges' barrier of another rank and put them out of step.
-  absl::StatusOr<v1::HostReply> Request(const v1::HostRequest& req, int fd = -1);
+  // `at_answer` (optional) runs on an answer that is not an error, before the host is stopped.
+  absl::StatusOr<v1::HostReply> Request(const v1::HostRequest& req, int fd = -1,
+                                        const std::function<absl::Status()>& at_answer = nullptr);
   absl::StatusOr<v1::HostReply> Await(bool barriers);
   // Sends a set-up request (device, init) without waiting: Ready reads its answer. Spawns first.
   absl::Status SendSetUp(const v1::HostRequest& req);

@@ -374,12 +374,13 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   // over the window is ours, and stops when the host says its device is idle.
   // The host is continued before the clock starts and stopped after it ends (answered_at): its
   // stop and continue are the judge's work, not the candidate's time.
+  // And the watch again from the answer (before the host is stopped, so the time its stop takes
+  // is watched too) until what is checked is copied aside: the host said its device was idle.
   host_->Wake();
   auto w0 = std::chrono::steady_clock::now();
-  PKB_ASSIGN_OR_RETURN(std::vector<int64_t> trace, host_->RunLoop());
+  PKB_ASSIGN_OR_RETURN(std::vector<int64_t> trace,
+                       host_->RunLoop([&] { return watch ? span.Start() : absl::OkStatus(); }));
   auto w1 = host_->answered_at();
-  // And from the answer until what is checked is copied aside: the host said its device was idle.
-  if (watch) PKB_RETURN_IF_ERROR(span.Start());
   checks.wall_us = std::chrono::duration<double, std::micro>(w1 - w0).count();
   LogWindow(w0, w1, trace);
   // Once every rank's host has answered (a peer's writes into this rank's outputs are done
