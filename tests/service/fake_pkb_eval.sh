@@ -65,7 +65,7 @@ for a in json.loads(sys.argv[1]): sys.stdout.write(a + "\0")' "$line")
   FAKE_STANDBY="$standby" exec "$0" "${rest[@]}" "${job[@]}"
 fi
 set -- "${rest[@]}"
-problem="" world="" source="" events=0 offset=0 dtype=bfloat16 spec="" job_key="" compile_only=0
+problem="" world="" source="" events=0 offset=0 dtype=bfloat16 spec="" job_key="" compile_only=0 gpus=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --problem) problem="$2"; shift 2 ;;
@@ -79,6 +79,7 @@ while [[ $# -gt 0 ]]; do
     --set-offset) offset="$2"; shift 2 ;;
     --dtype) dtype="$2"; shift 2 ;;
     --settle-baseline=*) settle="${1#*=}"; shift ;;
+    --gpus=*) gpus="${1#*=}"; shift ;;
     --*=*) shift ;;  # --flag=value
     --*) shift 2 ;;
     *) source="$1"; shift ;;  # the source is positional, as in pkb-eval
@@ -111,7 +112,7 @@ pause() {
     [[ "${stat[3]}" == "$parent" ]] || exit 1
   done
 }
-[[ -n "${FAKE_PKB_EVAL_LOG:-}" && $compile_only == 0 ]] && echo "ran problem=$problem world=$world offset=$offset m=$m n=$n pid=$$${FAKE_STANDBY:+ standby=$FAKE_STANDBY}${settle:+ settle=$settle} source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
+[[ -n "${FAKE_PKB_EVAL_LOG:-}" && $compile_only == 0 ]] && echo "ran problem=$problem world=$world offset=$offset m=$m n=$n pid=$$${FAKE_STANDBY:+ standby=$FAKE_STANDBY}${settle:+ settle=$settle}${gpus:+ gpus=$gpus} source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
 seq=0
 leak=""
 if grep -q FAKE_LEAKY_MESSAGE "$source"; then

@@ -220,6 +220,7 @@ void EngineExecutor::StartStandby(const v1::EvalSpec& last) {
   opts.argv = EngineCommand(options_.engine, /*background=*/false);
   opts.argv.insert(opts.argv.end(), {"--standby", absl::StrCat(world, ":", backend), "--job-from",
                                      sb->fifo, "--events", "--scratch", sb->dir});
+  if (!options_.gpus.empty()) opts.argv.push_back("--gpus=" + options_.gpus);
   opts.cwd = sb->dir;
   opts.timeout = kStandbyEngineLimit;
   opts.max_output_bytes = 16 << 20;
@@ -374,6 +375,7 @@ v1::EvalResult EngineExecutor::RunEngine(const v1::EvalSpec& spec_message,
                                      source,  // positional, as pkb-eval takes it
                                      "--events", "--scratch", *dir});
   if (!job_key.empty()) opts.argv.insert(opts.argv.end(), {"--job-key", job_key});
+  if (!options_.gpus.empty()) opts.argv.push_back("--gpus=" + options_.gpus);
   opts.argv.insert(opts.argv.end(), extra.begin(), extra.end());
   opts.cwd = *dir;
   opts.timeout = timeout;

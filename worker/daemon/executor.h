@@ -76,6 +76,9 @@ struct EngineExecutorOptions {
   // GPU jobs: pkb-eval --settle-baseline (engine.h EvalOptions::settle_baseline): a job whose
   // reference this node has measured fewer times first times it again in fresh processes. 0: off.
   int settle_baseline = 0;
+  // pkb-eval --gpus (gpu_select.h): the UUIDs of this worker's share of the node's GPUs,
+  // comma-separated, given to every engine it starts. Empty: the whole node.
+  std::string gpus;
 };
 
 class EngineExecutor : public Executor {

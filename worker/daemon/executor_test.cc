@@ -246,6 +246,53 @@ TEST_CASE("a standby engine that died does not lose the job", "[executor][standb
   }
 }
 
+TEST_CASE("a worker's share of the node's GPUs reaches every engine it starts as --gpus",
+          "[executor][standby]") {
+  Scratch s;
+  const std::string log = s.dir + "/engine.log";
+  setenv("FAKE_PKB_EVAL_LOG", log.c_str(), 1);
+  const std::string args = s.dir + "/args";
+  const std::string engine =
+      s.Script("engine", "echo \"$@\" >> " + args + "\nexec " PKB_FAKE_ENGINE " \"$@\"\n");
+  const std::string share =
+      "GPU-11111111-2222-3333-4444-555555555555,GPU-66666666-7777-8888-9999-000000000000";
+  EngineExecutorOptions o{engine, s.dir};
+  o.standby = true;
+  o.gpus = share;
+  {
+    EngineExecutor exec(o);
+    CancelToken cancel;
+    auto run = [&] {
+      return exec
+          .Run(
+              Lease("FAKE_OK"), [](const v1::EvalEvent&) {}, &cancel)
+          .status();
+    };
+    CHECK(run() == v1::OK);  // an engine of its own
+    AwaitStandby(exec);
+    CHECK(run() == v1::OK);  // the engine started ahead
+    v1::CompileTask task;
+    task.set_task_id("c1");
+    task.mutable_spec()->set_problem_id(1);
+    task.mutable_spec()->set_world_size(2);
+    task.set_source("int f() { return 0; }");
+    task.set_deadline_ms(30000);
+    CHECK(exec.Compile(task, &cancel).status() == v1::COMPILED);
+  }
+  unsetenv("FAKE_PKB_EVAL_LOG");
+  const std::vector<std::string> ran = LogLines(log);
+  REQUIRE(ran.size() == 2);
+  for (const std::string& line : ran) CHECK(line.find(" gpus=" + share + " ") != std::string::npos);
+  CHECK(ran[1].find("standby=2:cuda") != std::string::npos);
+  // Every start (the two jobs' engines, the compile's, and the standby engine waiting at the end).
+  const std::vector<std::string> starts = LogLines(args);
+  CHECK(starts.size() >= 3);
+  for (const std::string& line : starts) {
+    INFO(line);
+    CHECK(line.find("--gpus=" + share) != std::string::npos);
+  }
+}
+
 TEST_CASE(
     "an engine whose parent is no longer the worker once its death signal is armed never runs",
     "[executor]") {

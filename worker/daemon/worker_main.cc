@@ -7,6 +7,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/config.h"
@@ -28,19 +29,32 @@ void OnSignal(int) {
   if (g_daemon) g_daemon->RequestDrain();
 }
 
-// What nvidia-smi says about this node's GPUs; nothing on a GPU-less node.
-void DetectGpus(pkb::v1::WorkerCapabilities* caps) {
+// What nvidia-smi says about this node's GPUs, or about the share `only` of them (nvidia-smi -i:
+// indices or UUIDs), whose UUIDs go into `uuids`; nothing on a GPU-less node. An error only when
+// a share was asked for and nvidia-smi could not list it.
+absl::Status DetectGpus(const std::string& only, pkb::v1::WorkerCapabilities* caps,
+                        std::vector<std::string>* uuids) {
   pkb::SubprocessOptions opts;
-  opts.argv = {"nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"};
+  opts.argv = {"nvidia-smi", "--query-gpu=name,driver_version,uuid", "--format=csv,noheader"};
+  if (!only.empty()) opts.argv.push_back("--id=" + only);
   opts.timeout = absl::Seconds(20);
+  opts.merge_stderr = true;
   auto r = pkb::RunSubprocess(opts);
-  if (!r.ok() || r->exit_code != 0 || r->signaled) return;
+  if (!r.ok() || r->exit_code != 0 || r->signaled) {
+    if (only.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpus ", only, ": nvidia-smi could not list them (",
+                     r.ok() ? absl::StrCat(r->Describe(), ": ", r->out.substr(0, 300))
+                            : std::string(r.status().message()),
+                     ")"));
+  }
   for (absl::string_view line : absl::StrSplit(r->out, '\n', absl::SkipWhitespace())) {
     std::vector<std::string> f = absl::StrSplit(line, ", ");
-    if (f.size() < 2) continue;
+    if (f.size() < 3) continue;
     caps->set_gpu_count(caps->gpu_count() + 1);
     caps->set_gpu_model(f[0]);
     caps->set_driver_version(f[1]);
+    uuids->push_back(std::string(absl::StripAsciiWhitespace(f[2])));
   }
   std::string model = absl::AsciiStrToLower(caps->gpu_model());
   for (const char* cls : {"h200", "h100", "b200", "gb200", "a100", "l40s"}) {
@@ -51,6 +65,7 @@ void DetectGpus(pkb::v1::WorkerCapabilities* caps) {
   }
   if (caps->gpu_class().empty() && caps->gpu_count() > 0) caps->set_gpu_class("other");
   caps->set_interconnect(caps->gpu_count() > 1 ? "nvlink" : "none");
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -89,6 +104,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--gpu-class", gpu_class,
                  "override the detected gpu class (h200, h100, cpu, ...)");
+  std::string gpus;
+  app.add_option("--gpus", gpus,
+                 "serve this share of the node's GPUs only (nvidia-smi's indices or UUIDs, "
+                 "comma-separated): run one worker per share to keep every GPU of a node busy "
+                 "with jobs of their own (docs/operations.md); default: the whole node");
   app.add_option("--max-world-size", max_world_size,
                  "largest W accepted (default: the GPU count; 8 on a GPU-less node, whose engine "
                  "answers NO_DEVICE)");
@@ -153,7 +173,14 @@ int main(int argc, char** argv) {
     o.tls_ca = *pem;
   }
 
-  DetectGpus(&o.capabilities);
+  std::vector<std::string> uuids;
+  if (absl::Status st = DetectGpus(gpus, &o.capabilities, &uuids); !st.ok()) {
+    spdlog::error("{}", std::string(st.message()));
+    return 2;
+  }
+  // The engine gets the share as UUIDs (pkb-eval --gpus), which name the same GPUs however the
+  // process that reads them numbers its devices.
+  if (!gpus.empty()) e.gpus = absl::StrJoin(uuids, ",");
   if (!gpu_class.empty()) o.capabilities.set_gpu_class(gpu_class);
   if (o.capabilities.gpu_class().empty()) o.capabilities.set_gpu_class("cpu");
   if (o.capabilities.interconnect().empty()) o.capabilities.set_interconnect("none");
@@ -173,22 +200,24 @@ int main(int argc, char** argv) {
     o.unhealthy_reason = absl::StrCat("no runnable engine at '", e.engine, "' (give --engine)");
     spdlog::error("{}", o.unhealthy_reason);
   }
-  spdlog::info("worker {}: {} x{} ({}), max W {} (functional {}), {} compile slot(s), engine {}",
+  spdlog::info("worker {}: {} x{} ({}{}), max W {} (functional {}), {} compile slot(s), engine {}",
                o.worker_id, o.capabilities.gpu_class(), o.capabilities.gpu_count(),
-               o.capabilities.gpu_model(), o.capabilities.max_world_size(),
-               o.capabilities.max_functional_world_size(), o.capabilities.compile_slots(),
-               e.engine);
+               o.capabilities.gpu_model(), e.gpus.empty() ? "" : ": " + e.gpus,
+               o.capabilities.max_world_size(), o.capabilities.max_functional_world_size(),
+               o.capabilities.compile_slots(), e.engine);
 
   if (health_command.empty() && o.capabilities.gpu_count() > 0) {
-    health_command =
-        absl::StrCat("test \"$(nvidia-smi --query-gpu=name --format=csv,noheader | grep -c .)\" = ",
-                     o.capabilities.gpu_count());
+    health_command = absl::StrCat("test \"$(nvidia-smi --query-gpu=name --format=csv,noheader",
+                                  e.gpus.empty() ? "" : " --id=" + e.gpus,
+                                  " | grep -c .)\" = ", o.capabilities.gpu_count());
   }
   if (o.capabilities.gpu_count() > 0) {
     std::string engine = e.engine;
-    o.failure_health_check = [engine]() -> absl::Status {
+    std::string share = e.gpus;
+    o.failure_health_check = [engine, share]() -> absl::Status {
       pkb::SubprocessOptions h;
       h.argv = {engine, "--gpu-selftest"};
+      if (!share.empty()) h.argv.push_back("--gpus=" + share);
       h.timeout = absl::Seconds(120);
       h.merge_stderr = true;
       auto r = pkb::RunSubprocess(h);

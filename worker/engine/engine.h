@@ -73,6 +73,11 @@ struct EvalOptions {
   int settle_baseline = 0;
   // The caller holds the node's GPU lock already (a settling run inside a job's evaluation).
   bool gpus_held = false;
+  // A share of the node's GPUs (pkb-eval --gpus; gpu_select.h): their UUIDs (also in
+  // CUDA_VISIBLE_DEVICES, set by pkb-eval) and device minors, whose nodes alone the sandbox binds.
+  // The GPU lock is then theirs (gpu_lock.h). Empty: the whole node.
+  std::vector<std::string> gpus;
+  std::vector<int> gpu_minors;
 };
 
 // How many measurements a node's baseline needs before a speedup against it reproduces (within

@@ -108,7 +108,7 @@ std::optional<Verdict> Evaluation::RunRanks(bool gated) {
   // (~Evaluation). Standby ranks that set up their devices early hold it already; others touch
   // no GPU before the job's spec is written, below.
   if (backend_ == "cuda" && !o_.gpus_held && !(standby_ && standby_->holds_gpus())) {
-    absl::StatusOr<GpuLock> opened = GpuLock::Open(o_.cache_dir);
+    absl::StatusOr<GpuLock> opened = GpuLock::Open(o_.cache_dir, o_.gpus);
     if (!opened.ok()) return End(v1::INTERNAL, std::string(opened.status().message()));
     gpus_ = *std::move(opened);
     bool told = false;

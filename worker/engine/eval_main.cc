@@ -26,12 +26,14 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/eval_spec.h"
 #include "common/files.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "worker/engine/dump.h"
 #include "worker/engine/engine.h"
+#include "worker/engine/gpu_select.h"
 #include "worker/engine/standby.h"
 
 namespace {
@@ -155,6 +157,12 @@ int Main(int argc, char** argv, pkb::StandbyRanks* standby) {
   app.add_option("--gencode", o.gencode, "nvcc -gencode value");
   app.add_option("--cache-dir", o.cache_dir, "compile cache folder");
   app.add_option("--scratch", o.scratch_root, "scratch folder for jobs");
+  std::string gpus;
+  app.add_option("--gpus", gpus,
+                 "run on this share of the node's GPUs only: their UUIDs, comma-separated, as "
+                 "`nvidia-smi --query-gpu=uuid --format=csv,noheader` prints them (the ranks see "
+                 "only these, the sandbox binds only their device nodes, and the GPU lock is "
+                 "theirs, so jobs on other shares run at the same time); default: the whole node");
   app.add_option("--include-dir,-I", o.cpu_include_dirs,
                  "extra include folder for CPU test candidates")
       ->allow_extra_args(false);
@@ -203,6 +211,19 @@ int Main(int argc, char** argv, pkb::StandbyRanks* standby) {
   // PKB_SANDBOX=off is for test machines where user namespaces are disabled; flags win over it.
   if (const char* env = std::getenv("PKB_SANDBOX")) o.sandbox = env;
   CLI11_PARSE(app, argc, argv);
+  if (!gpus.empty()) {
+    absl::StatusOr<std::vector<std::string>> uuids = pkb::ParseGpuUuids(gpus);
+    absl::StatusOr<std::vector<int>> minors =
+        uuids.ok() ? pkb::GpuMinors(*uuids) : absl::StatusOr<std::vector<int>>(uuids.status());
+    if (!minors.ok()) {
+      std::fprintf(stderr, "pkb-eval: %s\n", std::string(minors.status().message()).c_str());
+      return 2;
+    }
+    o.gpus = *std::move(uuids);
+    o.gpu_minors = *std::move(minors);
+    // The ranks (and the GPU probe, whose kept answer is keyed by it) see only the share.
+    setenv("CUDA_VISIBLE_DEVICES", absl::StrJoin(o.gpus, ",").c_str(), 1);
+  }
   auto fill_paths = [&] {
     if (o.api_include_dir.empty() && !InstalledDir("include/pkb").empty())
       o.api_include_dir = std::filesystem::path(InstalledDir("include/pkb")).parent_path().string();

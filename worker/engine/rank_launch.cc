@@ -99,6 +99,7 @@ absl::StatusOr<std::unique_ptr<RankLaunch>> BuildRankLaunch(
   run_sandbox = *sandbox;
   spec.group_binary = o.group_binary;
   run_sandbox.gpu = backend != "cpu";
+  run_sandbox.gpu_minors = o.gpu_minors;
   const bool under_mpirun = backend != "cuda";
   std::vector<std::string> binaries = {o.rank_binary};
   if (under_mpirun) {
@@ -158,7 +159,7 @@ absl::StatusOr<std::unique_ptr<StandbyRanks>> StartStandby(const EvalOptions& op
   GpuLock gpus;
   bool early = backend == "cpu";
   if (backend != "cpu") {
-    absl::StatusOr<GpuLock> opened = GpuLock::Open(o.cache_dir);
+    absl::StatusOr<GpuLock> opened = GpuLock::Open(o.cache_dir, o.gpus);
     // Another evaluation runs on the GPUs (taken for a moment's wait): these ranks wait for the
     // spec before they touch a GPU, as the job that adopts them takes the lock.
     for (int attempt = 0; opened.ok() && attempt < 50 && !early; ++attempt) {

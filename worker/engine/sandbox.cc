@@ -1,6 +1,5 @@
 #include "worker/engine/sandbox.h"
 
-#include <glob.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/subprocess.h"
+#include "worker/engine/gpu_select.h"
 
 extern char** environ;
 
@@ -135,13 +135,10 @@ absl::StatusOr<std::vector<std::string>> SandboxCommand(const SandboxPolicy& pol
   if (policy.gpu) {
     // NCCL and the CUDA runtime read the PCI and NUMA topology from /sys.
     a.insert(a.end(), {"--ro-bind", "/sys", "/sys"});
-    glob_t g{};
-    if (glob("/dev/nvidia*", 0, nullptr, &g) == 0) {
-      for (size_t i = 0; i < g.gl_pathc; ++i) {
-        a.insert(a.end(), {"--dev-bind", g.gl_pathv[i], g.gl_pathv[i]});
-      }
-    }
-    globfree(&g);
+    // The driver's nodes, and of the GPUs' own only the job's (another job may be timed on the
+    // others).
+    for (const std::string& node : GpuDeviceNodes("/dev", policy.gpu_minors))
+      a.insert(a.end(), {"--dev-bind", node, node});
   }
   // The root (a tmpfs holding the mount points) read-only too: only scratch, /tmp and /dev/shm
   // take writes.

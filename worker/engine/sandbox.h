@@ -37,18 +37,19 @@
 namespace pkb {
 
 struct SandboxPolicy {
-  std::string bwrap = "bwrap";         // path or name of bubblewrap
-  std::string scratch;                 // the only writable folder, at the same path inside
+  std::string bwrap = "bwrap";  // path or name of bubblewrap
+  std::string scratch;          // the only writable folder, at the same path inside
   // Host folders or files visible read-only at their real path (links resolved): refer to what
   // is inside by that path, as a link to it does not exist in the sandbox.
   std::vector<std::string> read_only;
-  bool gpu = false;                    // bind the NVIDIA device nodes and /sys
-  uid_t uid = 65534;                   // the uid and gid taken when we are root
+  bool gpu = false;             // bind the NVIDIA device nodes and /sys
+  std::vector<int> gpu_minors;  // with gpu: only these GPUs' nodes (gpu_select.h); {}: all
+  uid_t uid = 65534;            // the uid and gid taken when we are root
   gid_t gid = 65534;
-  int64_t max_processes = 4096;         // RLIMIT_NPROC (threads count: CUDA, NCCL and OpenMP)
-  int64_t max_file_bytes = 8LL << 30;   // RLIMIT_FSIZE
-  int64_t max_open_files = 4096;        // RLIMIT_NOFILE
-  int64_t max_cpu_seconds = 0;          // RLIMIT_CPU per process; 0: none (the wall clock rules)
+  int64_t max_processes = 4096;        // RLIMIT_NPROC (threads count: CUDA, NCCL and OpenMP)
+  int64_t max_file_bytes = 8LL << 30;  // RLIMIT_FSIZE
+  int64_t max_open_files = 4096;       // RLIMIT_NOFILE
+  int64_t max_cpu_seconds = 0;         // RLIMIT_CPU per process; 0: none (the wall clock rules)
 };
 
 // argv that runs `command` inside the sandbox. Fails when `scratch` is not an absolute folder or
