@@ -317,6 +317,8 @@ absl::Status Judge::TimeCandidate(int sets, int n, TimedRound& round, const v1::
 absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
                               const SharedArena& checks_arena, RoundChecks& checks,
                               std::vector<double>* us, std::vector<v1::OutputCheck>* failures) {
+  // Where the round's time goes, for the rank log (issue 22: the rounds' share of a job).
+  auto t0 = std::chrono::steady_clock::now();
   v1::HostLoop timed;
   for (int s = 0; s < sets; ++s) {
     PKB_ASSIGN_OR_RETURN(*timed.add_calls(),
@@ -350,6 +352,7 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   // has answered (CandidateHost): nothing of the submission runs from when they land until the
   // window, so nothing can be worked out ahead of it.
   PKB_RETURN_IF_ERROR(host_->Loop(timed));
+  const auto prepared = std::chrono::steady_clock::now();
   // From here to the window, the GPU runs the judge's work only: its watch sees any other.
   const bool watch = watches_gpu();
   WatchSpan span(dev_);
@@ -357,9 +360,10 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   FillRound(&round);
   // Skipped work must leave poison: every set's outputs are poisoned before the window (and by
   // the host after each use but the last when sets come back).
-  for (auto& o : round.outputs) {
-    for (auto& t : o.tensors) Poison(t, 1);
-  }
+  std::vector<at::Tensor> outputs;
+  for (const auto& o : round.outputs)
+    outputs.insert(outputs.end(), o.tensors.begin(), o.tensors.end());
+  PoisonAll(outputs, 1);
   // Nothing but this rank's judge and host may hold the GPU while the candidate is timed
   // (where ranks share a GPU, the run is functional and its timings are not compared).
   if (gpu_finding_.empty() && !shared_gpu())
@@ -399,6 +403,7 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
     NoteWatch(seen, absl::StrCat("after round ", r + 1, "'s answer"));
   }
   PKB_RETURN_IF_ERROR(dev_->Synchronize());
+  const auto copied = std::chrono::steady_clock::now();
   PKB_ASSIGN_OR_RETURN(std::vector<double> times, host_->Times());
   us->insert(us->end(), times.begin(), times.end());
   for (auto& [i, tensors] : inputs_then) {
@@ -413,6 +418,13 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
       failures->push_back(std::move(c));
     }
   }
+  auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  std::fprintf(stderr,
+               "pkb-rank %d: round %d of %d calls on %d sets: prepare %.1f ms, land %.1f ms "
+               "(inputs copied in, outputs poisoned, GPU checks, barrier), window %.1f ms, answer "
+               "copies %.1f ms, times and input checks %.1f ms\n",
+               comm_->rank(), r + 1, n, sets, ms(t0, prepared), ms(prepared, w0), ms(w0, w1),
+               ms(w1, copied), ms(copied, std::chrono::steady_clock::now()));
   return absl::OkStatus();
 }
 
@@ -515,11 +527,21 @@ absl::Status Judge::PlaceRound(int round, int sets, TimedRound* placed) {
   return absl::OkStatus();
 }
 
+// Every set's drawn inputs into their room, in a few multi-tensor launches per dtype
+// (at::_foreach_copy_; a list of mixed dtypes would take its one-copy-per-tensor path) instead of
+// a copy per tensor: a round has thousands of sets.
 void FillRound(TimedRound* round) {
+  std::map<at::ScalarType, std::pair<std::vector<at::Tensor>, std::vector<at::Tensor>>> by_dtype;
   for (size_t s = 0; s < round->drawn.size(); ++s) {
-    for (size_t k = 0; k < round->drawn[s].tensors.size(); ++k)
-      round->inputs[s].tensors[k].copy_(round->drawn[s].tensors[k]);
+    for (size_t k = 0; k < round->drawn[s].tensors.size(); ++k) {
+      const at::Tensor& from = round->drawn[s].tensors[k];
+      if (from.numel() == 0) continue;
+      auto& lists = by_dtype[from.scalar_type()];
+      lists.first.push_back(round->inputs[s].tensors[k]);
+      lists.second.push_back(from);
+    }
   }
+  for (auto& [dtype, lists] : by_dtype) at::_foreach_copy_(lists.first, lists.second);
 }
 
 absl::Status Judge::Benchmark(v1::RankReport* report) {
