@@ -47,7 +47,9 @@ for mode in standby no-standby; do
   walls=()
   for i in $(seq "$n"); do
     t0=$(date +%s.%N)
-    out=$("$build/client/pkb" --coordinator "$address" submit "${args[@]}" --no-cache 2>&1 | tail -1)
+    # The verdict's line (DONE), else the last line.
+    all=$("$build/client/pkb" --coordinator "$address" submit "${args[@]}" --no-cache 2>&1)
+    out=$(grep -m1 " DONE " <<<"$all" || tail -1 <<<"$all")
     t1=$(date +%s.%N)
     wall=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
     walls+=("$wall")
