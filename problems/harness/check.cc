@@ -1,9 +1,6 @@
 #include "problems/harness/check.h"
 
 #include <cmath>
-#include <map>
-#include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -80,27 +77,6 @@ void Poison(at::Tensor& t, int variant) {
   uint64_t bits = PoisonBits(t.scalar_type(), variant);
   at::Tensor view = t.view(BitsType(size));
   view.fill_(SignExtendBits(bits, size));
-}
-
-void PoisonAll(const std::vector<at::Tensor>& ts, int variant) {
-  // By pattern: the bits' integer type and value (dtypes of one size differ in their patterns).
-  std::map<std::pair<at::ScalarType, int64_t>, std::vector<at::Tensor>> by_pattern;
-  for (const at::Tensor& t : ts) {
-    if (t.numel() == 0) continue;
-    const size_t size = c10::elementSize(t.scalar_type());
-    const at::ScalarType bits_type = BitsType(size);
-    by_pattern[{bits_type, SignExtendBits(PoisonBits(t.scalar_type(), variant), size)}].push_back(
-        t.view(bits_type));
-  }
-  for (auto& [pattern, views] : by_pattern) {
-    if (views.size() == 1) {
-      views[0].fill_(pattern.second);
-      continue;
-    }
-    // No multi-tensor fill: zero, then add the pattern (exact in the bits' integer type).
-    at::_foreach_zero_(views);
-    at::_foreach_add_(views, at::Scalar(pattern.second));
-  }
 }
 
 int64_t CountPoisoned(const at::Tensor& t, int variant) {
@@ -197,8 +173,8 @@ absl::StatusOr<int64_t> RowCount(const std::vector<at::Tensor>& outs, int k, siz
 absl::Status CheckAgainstDeclaration(const std::vector<OutputDecl>& decls,
                                      const std::vector<at::Tensor>& outputs) {
   if (outputs.size() != decls.size()) {
-    return absl::InternalError(
-        absl::StrCat(outputs.size(), " outputs returned, ", decls.size(), " declared"));
+    return absl::InternalError(absl::StrCat(outputs.size(), " outputs returned, ", decls.size(),
+                                            " declared"));
   }
   for (size_t i = 0; i < decls.size(); ++i) {
     const OutputDecl& d = decls[i];
@@ -212,9 +188,9 @@ absl::Status CheckAgainstDeclaration(const std::vector<OutputDecl>& decls,
     if (d.rows_from >= 0) {
       PKB_ASSIGN_OR_RETURN(int64_t rows, RowCount(outputs, d.rows_from, i));
       if (shape.empty() || shape[0] != rows || rows > d.shape.at(0)) {
-        return absl::InternalError(
-            absl::StrCat("output ", i, " (", d.name, ") has shape [", absl::StrJoin(shape, ", "),
-                         "]: its row count says ", rows, " and its capacity is ", d.shape.at(0)));
+        return absl::InternalError(absl::StrCat(
+            "output ", i, " (", d.name, ") has shape [", absl::StrJoin(shape, ", "),
+            "]: its row count says ", rows, " and its capacity is ", d.shape.at(0)));
       }
       shape[0] = d.shape[0];
     }
@@ -227,11 +203,10 @@ absl::Status CheckAgainstDeclaration(const std::vector<OutputDecl>& decls,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(const Problem& p, const RunConfig& cfg,
-                                                            const std::vector<OutputDecl>& decls,
-                                                            const std::vector<at::Tensor>& actual,
-                                                            const std::vector<at::Tensor>& expected,
-                                                            int poison_variant) {
+absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(
+    const Problem& p, const RunConfig& cfg, const std::vector<OutputDecl>& decls,
+    const std::vector<at::Tensor>& actual, const std::vector<at::Tensor>& expected,
+    int poison_variant) {
   return CompareOutputs(p, cfg, decls, actual, expected, poison_variant, {});
 }
 
@@ -241,8 +216,8 @@ absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(
     int poison_variant, const std::vector<at::Tensor>& tie_keys) {
   PKB_RETURN_IF_ERROR(CheckAgainstDeclaration(decls, expected));
   if (actual.size() != decls.size()) {
-    return absl::InternalError(
-        absl::StrCat(actual.size(), " outputs allocated, ", decls.size(), " declared"));
+    return absl::InternalError(absl::StrCat(actual.size(), " outputs allocated, ", decls.size(),
+                                            " declared"));
   }
   std::vector<at::Tensor> resolved = actual;
   if (const TieRule* rule = TieRuleOf(p)) {
@@ -273,8 +248,8 @@ absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(
       const int64_t have = actual[k].item<int64_t>();
       if (have != want) {
         c = CompareOutput(got, expected[i], tol, poison_variant);  // shapes differ: fails
-        c.set_problem(
-            absl::StrCat("row count ", have, " (output '", decls[k].name, "') != expected ", want));
+        c.set_problem(absl::StrCat("row count ", have, " (output '", decls[k].name,
+                                   "') != expected ", want));
         c.set_ok(false);
         c.set_bad_count(expected[i].numel());
       } else {

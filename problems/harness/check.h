@@ -20,10 +20,6 @@ namespace pkb {
 // fixed byte pattern otherwise). `variant` picks one of two patterns, so that an integer output
 // whose expected value happens to equal one pattern is still caught by the other.
 void Poison(at::Tensor& t, int variant = 0);
-// Poison on many tensors at once, the same bits as Poison on each: the tensors of one pattern
-// are written by a few multi-tensor launches (at::_foreach_*) instead of one launch each (a
-// round's thousands of output sets).
-void PoisonAll(const std::vector<at::Tensor>& ts, int variant = 0);
 
 // Number of elements of `t` whose bits equal the poison pattern.
 int64_t CountPoisoned(const at::Tensor& t, int variant = 0);
@@ -38,11 +34,10 @@ v1::OutputCheck CompareOutput(const at::Tensor& actual, const at::Tensor& expect
 // fails the output with `problem` set, whatever its rows hold. A reference that returns more
 // rows than the declared capacity, or a count that disagrees with its own rows, is a problem
 // bug and is returned as an error.
-absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(const Problem& p, const RunConfig& cfg,
-                                                            const std::vector<OutputDecl>& decls,
-                                                            const std::vector<at::Tensor>& actual,
-                                                            const std::vector<at::Tensor>& expected,
-                                                            int poison_variant = 0);
+absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(
+    const Problem& p, const RunConfig& cfg, const std::vector<OutputDecl>& decls,
+    const std::vector<at::Tensor>& actual, const std::vector<at::Tensor>& expected,
+    int poison_variant = 0);
 
 // Checks a reference's (or an oracle's) outputs against the declaration: the count, dtypes and
 // shapes, where an output with a row count may hold any number of rows up to its capacity and

@@ -12,17 +12,15 @@ class RaggedToy : public Problem {
   const ProblemInfo& info() const override { return info_; }
   Inputs MakeInputs(const RunConfig&, int, int) const override { return {}; }
   std::vector<OutputDecl> Outputs(const RunConfig&, int) const override {
-    return {{"ids", {8}, at::kLong, 2},
-            {"rows", {8, 3}, at::kFloat, 2},
-            {"count", {}, at::kLong},
+    return {{"ids", {8}, at::kLong, 2}, {"rows", {8, 3}, at::kFloat, 2}, {"count", {}, at::kLong},
             {"scale", {2}, at::kFloat}};
   }
   absl::StatusOr<std::vector<at::Tensor>> Reference(Comm&, const Inputs&,
                                                     const RunConfig&) const override {
     return absl::UnimplementedError("not used");
   }
-  absl::StatusOr<std::vector<std::vector<at::Tensor>>> Oracle(const std::vector<Inputs>&,
-                                                              const RunConfig&) const override {
+  absl::StatusOr<std::vector<std::vector<at::Tensor>>> Oracle(
+      const std::vector<Inputs>&, const RunConfig&) const override {
     return absl::UnimplementedError("not used");
   }
   Tolerance GetTolerance(const RunConfig&, int index) const override {
@@ -185,53 +183,6 @@ TEST_CASE("atol_mean_abs: the slack follows the output's mean size, and adds to 
   CHECK(CompareOutput(got, want, t).ok());
   got[1] = 1.75f;
   CHECK_FALSE(CompareOutput(got, want, t).ok());
-}
-
-// The tensor's bits, as an integer tensor of its element's size.
-at::Tensor Bits(const at::Tensor& t) {
-  switch (c10::elementSize(t.scalar_type())) {
-    case 1:
-      return t.view(at::kByte);
-    case 2:
-      return t.view(at::kShort);
-    case 4:
-      return t.view(at::kInt);
-    default:
-      return t.view(at::kLong);
-  }
-}
-
-TEST_CASE("PoisonAll writes the bits Poison writes for every dtype and both variants") {
-  const std::vector<at::ScalarType> types = {
-      at::kBFloat16,    at::kHalf, at::kFloat,       at::kDouble, at::kFloat8_e4m3fn,
-      at::kFloat8_e5m2, at::kBool, at::kByte,        at::kChar,   at::kShort,
-      at::kInt,         at::kLong, at::kComplexFloat};
-  for (int variant : {0, 1}) {
-    std::vector<at::Tensor> all, one_by_one;
-    for (at::ScalarType t : types) {
-      // Two of each dtype (the multi-tensor path), of odd sizes, and one of a shape of its own.
-      for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{7}, {3, 5}}) {
-        all.push_back(at::zeros(shape, at::TensorOptions().dtype(t)));
-        one_by_one.push_back(at::zeros(shape, at::TensorOptions().dtype(t)));
-      }
-    }
-    all.push_back(at::zeros({4}, at::kInt));  // a third of one dtype
-    one_by_one.push_back(at::zeros({4}, at::kInt));
-    all.push_back(at::zeros({0}, at::kFloat));  // nothing to write
-    one_by_one.push_back(at::zeros({0}, at::kFloat));
-    PoisonAll(all, variant);
-    for (auto& t : one_by_one) Poison(t, variant);
-    for (size_t i = 0; i < all.size(); ++i) {
-      INFO("tensor " << i << " of dtype " << c10::toString(all[i].scalar_type()) << ", variant "
-                     << variant);
-      CHECK(CountPoisoned(all[i], variant) == all[i].numel());
-      CHECK(at::equal(Bits(all[i]), Bits(one_by_one[i])));
-    }
-  }
-  // A dtype alone in the list takes the single fill.
-  std::vector<at::Tensor> single = {at::zeros({9}, at::kDouble)};
-  PoisonAll(single, 1);
-  CHECK(CountPoisoned(single[0], 1) == 9);
 }
 
 }  // namespace
