@@ -1,6 +1,8 @@
 // End-to-end, jobs: submission and its stream, reattaching, cancel, deduplication, kill -9 of
 // the coordinator and of workers, workers' scratch and draining, health, and requests' limits
 // (cluster.h: the fixture).
+#include <sys/stat.h>
+
 #include "tests/service/cluster.h"
 
 namespace pkb {
@@ -386,6 +388,62 @@ TEST_CASE("a worker whose health check fails after a job takes no more jobs", "[
   CHECK(job.stage() == v1::QUEUED);
   CHECK(job.attempts() == 0);
   CHECK(Slurp(c.dir + "/worker-sick.log").find("GPU fell off the bus") != std::string::npos);
+}
+
+TEST_CASE("a worker given a share of the node's GPUs registers it and runs its engines on it",
+          "[service]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  // A test double of nvidia-smi: a node whose GPU 1 is an H200 of this UUID, nothing else.
+  const std::string uuid = "GPU-11111111-2222-3333-4444-555555555555";
+  std::filesystem::create_directories(c.dir + "/bin");
+  REQUIRE(WriteFileAtomic(c.dir + "/bin/nvidia-smi",
+                          "#!/bin/sh\nid=\nfor a in \"$@\"; do case \"$a\" in --id=*) "
+                          "id=\"${a#--id=}\";; esac; done\ncase \"$id\" in 1|" +
+                              uuid +
+                              ") ;; *) echo \"No devices were found\"; exit 6;; esac\n"
+                              "case \"$*\" in *uuid*) echo \"NVIDIA H200, 580.159.04, " +
+                              uuid + "\";; *) echo \"NVIDIA H200\";; esac\n")
+              .ok());
+  chmod((c.dir + "/bin/nvidia-smi").c_str(), 0755);
+  const std::map<std::string, std::string> env = {
+      {"PATH", c.dir + "/bin:" + std::string(getenv("PATH"))}};
+  // A share the node does not have: the worker says so and stops.
+  SubprocessOptions bad;
+  bad.argv = {PKB_WORKER_BIN, "--coordinator", absl::StrCat("127.0.0.1:", c.port),
+              "--engine",     PKB_FAKE_ENGINE, "--scratch",
+              c.dir,          "--gpus",        "7"};
+  bad.env = env;
+  bad.merge_stderr = true;
+  bad.timeout = absl::Seconds(30);
+  auto refused = RunSubprocess(bad);
+  REQUIRE(refused.ok());
+  CHECK(refused->exit_code == 2);
+  CHECK_THAT(refused->out, Catch::Contains("--gpus 7: nvidia-smi could not list them") &&
+                               Catch::Contains("No devices were found"));
+  // GPU 1: one GPU, and every engine the worker starts (the job's, the standby's) gets its UUID.
+  c.StartWorker("share1", env, {"--gpus", "1", "--max-world-size", "2"});
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto reader = c.stub->Submit(&ctx, c.Request("FAKE_OK"));
+  grpc::Status st;
+  auto events = ReadAll(reader.get(), &st);
+  const std::string log = Slurp(c.dir + "/worker-share1.log");
+  INFO(log);
+  REQUIRE(st.ok());
+  REQUIRE(!events.empty());
+  CHECK(events.back().result().status() == v1::OK);
+  CHECK_THAT(log, Catch::Contains("x1 (NVIDIA H200: " + uuid + ")"));
+  CHECK_THAT(Slurp(c.dir + "/engine_runs.log"), Catch::Contains(" gpus=" + uuid + " "));
+  // Its health check after the job asked nvidia-smi about the share only, and passed: a second
+  // job is taken.
+  grpc::ClientContext ctx2;
+  ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto reader2 = c.stub->Submit(&ctx2, c.Request("FAKE_OK second"));
+  auto events2 = ReadAll(reader2.get(), &st);
+  REQUIRE(st.ok());
+  REQUIRE(!events2.empty());
+  CHECK(events2.back().result().status() == v1::OK);
 }
 
 TEST_CASE("grpc.health.v1 answers SERVING", "[service]") {
