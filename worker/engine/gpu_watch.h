@@ -39,6 +39,11 @@ inline constexpr double kWatchAloneBlamingMs = 100;
 // "" where the reading is within the limits (start, longest gap, and the gaps added up), else what
 // was seen `when` ("while round 2's inputs were copied in"), for the verdict.
 std::string GpuWatchFinding(const GpuWatchReading& reading, const std::string& when);
+// "" unless the watch ran out its own limit with its start and gaps within the limits: then
+// nothing else ran on the GPU (another context takes turns, and would show as gaps), and the
+// judge itself never stopped it: its own work waited on the whole device, the watch included.
+// What happened `when`, for an INTERNAL verdict (nobody's submission is blamed).
+std::string GpuWatchStall(const GpuWatchReading& reading, const std::string& when);
 
 // The watch kernel's memory: host memory mapped into the device, written by both sides.
 struct GpuWatchSlots {

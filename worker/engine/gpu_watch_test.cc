@@ -19,15 +19,31 @@ TEST_CASE("a watch that started late names when and how late", "[gpu_watch]") {
   CHECK(f.find("up to 1 us at a time") != std::string::npos);
 }
 
-TEST_CASE("many short gaps add up to a finding, and a watch that ran out its limit is one",
-          "[gpu_watch]") {
+TEST_CASE("many short gaps add up to a finding", "[gpu_watch]") {
   GpuWatchReading r{20.0, 9000.0, kWatchGapLimitUs - 1};
   CHECK(GpuWatchFinding(r, "x").empty());
   r.gap_sum_us = 12 * 150.0;  // twelve pieces of 150 us, none over the limit alone
   CHECK(GpuWatchFinding(r, "x").find("1800 us in all") != std::string::npos);
-  GpuWatchReading expired{20.0, 60e6, 1.0};
-  expired.expired = true;
-  CHECK(GpuWatchFinding(expired, "x").find("ran out its limit") != std::string::npos);
+}
+
+TEST_CASE("a watch that ran out its own limit with nothing else seen is the judge's stall",
+          "[gpu_watch]") {
+  GpuWatchReading stalled{20.0, 60e6, 1.0};
+  stalled.expired = true;
+  // Not the submission's: its work would have taken turns with the watch and shown as gaps.
+  CHECK(GpuWatchFinding(stalled, "x").empty());
+  const std::string why = GpuWatchStall(stalled, "while round 1's inputs landed");
+  CHECK(why.rfind("while round 1's inputs landed, ", 0) == 0);
+  CHECK(why.find("ran out its own limit (60000000 us)") != std::string::npos);
+  CHECK(why.find("the judge's own work waited on the whole device") != std::string::npos);
+  // With gaps over the limits it is the submission's finding, and no stall.
+  GpuWatchReading kept_off = stalled;
+  kept_off.longest_gap_us = 2400;
+  CHECK(GpuWatchStall(kept_off, "x").empty());
+  CHECK(GpuWatchFinding(kept_off, "x").find("up to 2400 us at a time") != std::string::npos);
+  // Stopped in time: neither.
+  GpuWatchReading stopped{20.0, 900.0, 1.0};
+  CHECK(GpuWatchStall(stopped, "x").empty());
 }
 
 TEST_CASE("a watch kept off the GPU names the longest gap", "[gpu_watch]") {

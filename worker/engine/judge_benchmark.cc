@@ -242,15 +242,27 @@ absl::Status Judge::TimeCandidate(int sets, int n, TimedRound& round, const v1::
     if (watches_gpu()) {
       // Work of the submission's seen on any rank's GPU between requests ends its timing on
       // every rank: the verdict is REJECTED, and nothing more of it runs (no profile pass, whose
-      // tracing would wait on a kernel that never ends).
-      at::Tensor first = at::full(
-          {1}, static_cast<int64_t>(watch_finding_.empty() ? comm_->size() : comm_->rank()),
-          at::TensorOptions().dtype(at::kLong).device(cfg_.device));
+      // tracing would wait on a kernel that never ends). So does a watch its judge stalled
+      // (GpuWatchStall), whose next rounds would stall again: INTERNAL, nobody blamed. Each rank
+      // offers its rank (a finding), W + its rank (a stall) or 2 W; the least wins.
+      const int w = comm_->size();
+      const int64_t offer = !watch_finding_.empty() ? comm_->rank()
+                            : !watch_stall_.empty() ? w + comm_->rank()
+                                                    : 2 * w;
+      at::Tensor first =
+          at::full({1}, offer, at::TensorOptions().dtype(at::kLong).device(cfg_.device));
       PKB_RETURN_IF_ERROR(comm_->AllReduce(first, ReduceOp::kMin));
-      if (first.item<int64_t>() < comm_->size()) {
+      const int64_t won = first.item<int64_t>();
+      if (won < 2 * w) {
         watch_stopped_ = true;
-        watch_finder_ = static_cast<int>(first.item<int64_t>());
+        watch_finder_ = static_cast<int>(won % w);
         LogWatch();
+        if (won >= w && gpu_finding_.empty()) {
+          gpu_finding_ = !watch_stall_.empty()
+                             ? watch_stall_
+                             : absl::StrCat("the timing ended on every rank when rank ",
+                                            watch_finder_, "'s judge stalled its own GPU watch");
+        }
         PKB_ASSIGN_OR_RETURN(stray_processes_, host_->Kill());
         // The host's dying context is gone before the control watch (Benchmark) looks.
         if (gpu_finding_.empty())

@@ -32,6 +32,7 @@ void Judge::NoteWatch(const GpuWatchReading& r, const std::string& when) {
   watch_.gap_sum_us = std::max(watch_.gap_sum_us, r.gap_sum_us);
   watch_.ran_us += r.ran_us;
   if (watch_finding_.empty()) watch_finding_ = GpuWatchFinding(r, when);
+  if (watch_stall_.empty()) watch_stall_ = GpuWatchStall(r, when);
 }
 
 void Judge::LogWatch() const {

@@ -198,15 +198,17 @@ class Judge {
   int64_t timed_base_ = 1000;  // DrawTimedBase
   std::string gpu_finding_;    // another process on the GPU while timing, for the verdict
   std::string watch_finding_;  // the first watch over its limits (ReadWatch), for the verdict
+  std::string watch_stall_;    // the first watch the judge left to its own limit (GpuWatchStall)
   struct {
     int count = 0;
     // The first start, and the latest start, longest gap and most gaps in one watch of all;
     // ran_us: every watch's span added up.
     double first_start_us = 0, start_us = 0, longest_gap_us = 0, gap_sum_us = 0, ran_us = 0;
   } watch_;
-  bool watch_stopped_ = false;  // a watch saw the submission's work: its timing ended there
-  int watch_finder_ = -1;       // the first rank whose watch saw it
-  int stray_processes_ = 0;     // processes of the submission found alive after its host was killed
+  // A watch saw the submission's work, or was stalled by its judge: the timing ended there.
+  bool watch_stopped_ = false;
+  int watch_finder_ = -1;    // the first rank whose watch saw it (or stalled)
+  int stray_processes_ = 0;  // processes of the submission found alive after its host was killed
   const RankOptions& o_;
   const Problem& p_;
   RunConfig cfg_;
