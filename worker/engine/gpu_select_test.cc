@@ -11,7 +11,7 @@ namespace {
 constexpr char kA[] = "GPU-8f0e2a3b-1c4d-5e6f-7a8b-9c0d1e2f3a4b";
 constexpr char kB[] = "GPU-11111111-2222-3333-4444-555555555555";
 
-TEST_CASE("--gpus takes GPU UUIDs as nvidia-smi prints them, and names what is not one",
+TEST_CASE("pkb-eval's --gpus takes GPU UUIDs as nvidia-smi prints them, and names what is not one",
           "[engine][gpu_select]") {
   auto two = ParseGpuUuids(std::string(kA) + ", " + kB);
   REQUIRE(two.ok());
