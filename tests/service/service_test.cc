@@ -394,16 +394,21 @@ TEST_CASE("a worker given a share of the node's GPUs registers it and runs its e
           "[service]") {
   Cluster c;
   c.StartCoordinator(PKB_FAKE_ENGINE);
-  // A test double of nvidia-smi: a node whose GPU 1 is an H200 of this UUID, nothing else.
+  // A test double of nvidia-smi: a node of two H200s, GPU 1 of this UUID. It lists both unless
+  // asked about one (--id=1 or its UUID); about any other, it says so on stderr and fails.
   const std::string uuid = "GPU-11111111-2222-3333-4444-555555555555";
   std::filesystem::create_directories(c.dir + "/bin");
-  REQUIRE(WriteFileAtomic(c.dir + "/bin/nvidia-smi",
-                          "#!/bin/sh\nid=\nfor a in \"$@\"; do case \"$a\" in --id=*) "
-                          "id=\"${a#--id=}\";; esac; done\ncase \"$id\" in 1|" +
-                              uuid +
-                              ") ;; *) echo \"No devices were found\"; exit 6;; esac\n"
-                              "case \"$*\" in *uuid*) echo \"NVIDIA H200, 580.159.04, " +
-                              uuid + "\";; *) echo \"NVIDIA H200\";; esac\n")
+  REQUIRE(WriteFileAtomic(c.dir + "/bin/nvidia-smi", R"(#!/bin/sh
+id=
+for a in "$@"; do case "$a" in --id=*) id="${a#--id=}";; esac; done
+line() { case "$*" in *uuid*) echo "NVIDIA H200, 580.159.04, $1";; *) echo "NVIDIA H200";; esac; }
+case "$id" in
+  "") line GPU-00000000-2222-3333-4444-555555555555 "$@"; line )" +
+                                                         uuid + R"( "$@";;
+  1|)" + uuid + R"() line )" + uuid + R"( "$@";;
+  *) echo "No devices were found" >&2; exit 6;;
+esac
+)")
               .ok());
   chmod((c.dir + "/bin/nvidia-smi").c_str(), 0755);
   const std::map<std::string, std::string> env = {
@@ -435,8 +440,8 @@ TEST_CASE("a worker given a share of the node's GPUs registers it and runs its e
   CHECK(events.back().result().status() == v1::OK);
   CHECK_THAT(log, Catch::Contains("x1 (NVIDIA H200: " + uuid + ")"));
   CHECK_THAT(Slurp(c.dir + "/engine_runs.log"), Catch::Contains(" gpus=" + uuid + " "));
-  // Its health check after the job asked nvidia-smi about the share only, and passed: a second
-  // job is taken.
+  // Its health check after the job asked nvidia-smi about the share only (the node's two GPUs
+  // would fail it), and passed: a second job is taken.
   grpc::ClientContext ctx2;
   ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   auto reader2 = c.stub->Submit(&ctx2, c.Request("FAKE_OK second"));

@@ -3,9 +3,11 @@
 
 #include <csignal>
 #include <filesystem>
+#include <set>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -38,15 +40,14 @@ absl::Status DetectGpus(const std::string& only, pkb::v1::WorkerCapabilities* ca
   opts.argv = {"nvidia-smi", "--query-gpu=name,driver_version,uuid", "--format=csv,noheader"};
   if (!only.empty()) opts.argv.push_back("--id=" + only);
   opts.timeout = absl::Seconds(20);
-  opts.merge_stderr = true;
   auto r = pkb::RunSubprocess(opts);
   if (!r.ok() || r->exit_code != 0 || r->signaled) {
     if (only.empty()) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat("--gpus ", only, ": nvidia-smi could not list them (",
-                     r.ok() ? absl::StrCat(r->Describe(), ": ", r->out.substr(0, 300))
-                            : std::string(r.status().message()),
-                     ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gpus ", only, ": nvidia-smi could not list them (",
+        r.ok() ? absl::StrCat(r->Describe(), ": ", r->out.substr(0, 300), r->err.substr(0, 300))
+               : std::string(r.status().message()),
+        ")"));
   }
   for (absl::string_view line : absl::StrSplit(r->out, '\n', absl::SkipWhitespace())) {
     std::vector<std::string> f = absl::StrSplit(line, ", ");
@@ -65,6 +66,23 @@ absl::Status DetectGpus(const std::string& only, pkb::v1::WorkerCapabilities* ca
   }
   if (caps->gpu_class().empty() && caps->gpu_count() > 0) caps->set_gpu_class("other");
   caps->set_interconnect(caps->gpu_count() > 1 ? "nvlink" : "none");
+  if (only.empty()) return absl::OkStatus();
+  // The share goes to every engine (pkb-eval --gpus) and into the health check's command line:
+  // GPUs named once each, each a UUID.
+  std::set<std::string> seen;
+  for (const std::string& u : *uuids) {
+    const bool shaped = absl::StartsWith(u, "GPU-") && u.size() == 40 &&
+                        u.find_first_not_of("0123456789abcdefABCDEF-", 4) == std::string::npos;
+    if (!shaped || !seen.insert(absl::AsciiStrToLower(u)).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--gpus ", only, ": nvidia-smi listed '", u,
+          "' (not a GPU UUID, or a GPU named twice); listed: ", r->out.substr(0, 300)));
+    }
+  }
+  if (uuids->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpus ", only, ": nvidia-smi listed no GPU: ", r->out.substr(0, 300)));
+  }
   return absl::OkStatus();
 }
 

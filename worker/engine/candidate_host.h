@@ -84,8 +84,9 @@ class CandidateHost {
   absl::Status Loop(const v1::HostLoop& loop);
   // Runs the loop prepared with defer; returns once the host says its device is idle, with the
   // host's trace of it (see HostReply.trace_ns; untrusted, for the log). `at_answer` (optional)
-  // runs as soon as the answer is in, before the host is stopped: from then on nothing of the
-  // submission's may run on the GPU, and the judge's watch can start before the stop's delay.
+  // runs as soon as an answer that is not an error is in, before the host is stopped: from then
+  // on nothing of the submission's may run on the GPU, and the judge's watch can start before the
+  // stop's delay. Its error is returned once the host is stopped.
   absl::StatusOr<std::vector<int64_t>> RunLoop(
       const std::function<absl::Status()>& at_answer = nullptr);
   // The host's per-iteration times of the last timed loop.

@@ -41,7 +41,7 @@ absl::StatusOr<GpuLock> GpuLock::Open(const std::string& cache_dir,
   for (const std::string& u : uuids) sorted.push_back(absl::AsciiStrToLower(u));
   std::sort(sorted.begin(), sorted.end());
   for (const std::string& u : sorted) {
-    absl::StatusOr<int> fd = OpenLockFile(absl::StrCat(cache_dir, "/gpu-", u, ".lock"));
+    absl::StatusOr<int> fd = OpenLockFile(absl::StrCat(cache_dir, "/", u, ".lock"));  // gpu-...
     if (!fd.ok()) return fd.status();  // `lock` closes what it opened
     lock.gpu_fds_.push_back(*fd);
   }

@@ -6,9 +6,10 @@
 //
 // Without a share of the node's GPUs (pkb-eval --gpus, gpu_select.h) the lock is the whole node's:
 // <cache_dir>/gpus.lock held exclusively. With one, <cache_dir>/gpus.lock is held shared (no
-// whole-node evaluation runs meanwhile) and <cache_dir>/gpu-<UUID>.lock exclusively for each GPU
-// of the share, so jobs on disjoint shares run at once and overlapping ones wait for each other.
-// Taken all at once or not at all (no holder waits while holding part of it: no deadlock).
+// whole-node evaluation runs meanwhile) and <cache_dir>/<uuid>.lock (the UUID in lower case:
+// gpu-8f0e....lock) exclusively for each GPU of the share, so evaluations on disjoint shares run
+// at once and those of overlapping ones wait for each other. Taken all at once or not at all (no
+// holder waits while holding part of it: no deadlock).
 //
 //   PKB_ASSIGN_OR_RETURN(GpuLock lock, GpuLock::Open(cache_dir, uuids));  // uuids: {} = node
 //   PKB_ASSIGN_OR_RETURN(bool held, lock.TryLock());

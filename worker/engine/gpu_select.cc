@@ -30,7 +30,7 @@ absl::StatusOr<std::vector<std::string>> ParseGpuUuids(const std::string& list) 
                        "' is not a GPU UUID (\"GPU-\" and 36 hex digits and dashes, as "
                        "`nvidia-smi --query-gpu=uuid --format=csv,noheader` prints them)"));
     }
-    if (!seen.insert(std::string(item)).second) {
+    if (!seen.insert(absl::AsciiStrToLower(item)).second) {  // the same GPU in either case
       return absl::InvalidArgumentError(absl::StrCat("--gpus: ", item, " is given twice"));
     }
     uuids.emplace_back(item);

@@ -26,6 +26,11 @@ TEST_CASE("pkb-eval's --gpus takes GPU UUIDs as nvidia-smi prints them, and name
   }
   auto twice = ParseGpuUuids(std::string(kA) + "," + kA);
   CHECK_THAT(std::string(twice.status().message()), Catch::Contains("given twice"));
+  // The same GPU in upper case is the same GPU (its lock file is the lower-case name).
+  std::string upper = kA;
+  for (size_t i = 4; i < upper.size(); ++i) upper[i] = static_cast<char>(toupper(upper[i]));
+  CHECK_THAT(std::string(ParseGpuUuids(std::string(kA) + "," + upper).status().message()),
+             Catch::Contains("given twice"));
 }
 
 // A stand-in for /proc/driver/nvidia/gpus: one folder per GPU with the driver's information file.

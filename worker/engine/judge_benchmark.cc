@@ -401,7 +401,12 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   // Once every rank's host has answered (a peer's writes into this rank's outputs are done
   // by then), what is checked in place is copied aside at once: had the hosts answered
   // before their work was done, to stop our clock early and finish later, it is not there.
+  const auto peers0 = std::chrono::steady_clock::now();
   PKB_RETURN_IF_ERROR(comm_->Barrier());
+  // The other ranks' hosts answer when the submission lets them: time spent waiting for them is
+  // the submission's, not a stall of this judge's (NoteWatch).
+  const double peer_wait_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - peers0).count();
   for (auto& [i, into] : checks.at_answer) {
     for (size_t k = 0; k < into.size(); ++k) into[k].copy_(round.outputs[i % sets].tensors[k]);
   }
@@ -411,7 +416,7 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   if (watch) {
     PKB_RETURN_IF_ERROR(dev_->SynchronizeStream());
     PKB_ASSIGN_OR_RETURN(GpuWatchReading seen, span.Stop());
-    NoteWatch(seen, absl::StrCat("after round ", r + 1, "'s answer"));
+    NoteWatch(seen, absl::StrCat("after round ", r + 1, "'s answer"), peer_wait_us);
   }
   PKB_RETURN_IF_ERROR(dev_->Synchronize());
   const auto copied = std::chrono::steady_clock::now();
@@ -432,8 +437,9 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   std::fprintf(stderr,
                "pkb-rank %d: round %d of %d calls on %d sets: prepare %.1f ms, land %.1f ms "
-               "(inputs copied in, outputs poisoned, GPU checks, barrier), window %.1f ms, answer "
-               "copies %.1f ms, times and input checks %.1f ms\n",
+               "(inputs copied in, outputs poisoned, GPU checks, barrier, the host continued), "
+               "window %.1f ms, answer to copies taken %.1f ms (the host stopped, the other "
+               "ranks' answers, the copies), times and input checks %.1f ms\n",
                comm_->rank(), r + 1, n, sets, ms(t0, prepared), ms(prepared, w0), ms(w0, w1),
                ms(w1, copied), ms(copied, std::chrono::steady_clock::now()));
   return absl::OkStatus();
@@ -601,9 +607,9 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
     PKB_ASSIGN_OR_RETURN(
         GpuWatchReading alone,
         WatchAlone(absl::Milliseconds(watch_stopped_ ? kWatchAloneBlamingMs : kWatchAloneMs)));
-    gpu_finding_ = GpuWatchFinding(alone,
-                                   "with the submission's host gone, before the reference "
-                                   "was timed");
+    const char* when = "with the submission's host gone, before the reference was timed";
+    gpu_finding_ = GpuWatchFinding(alone, when);
+    if (gpu_finding_.empty()) gpu_finding_ = GpuWatchStall(alone, when);
   }
   if (o_.baseline && !watch_stopped_) {
     std::vector<double> rounds, graph_rounds;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "worker/engine/gpu_watch.h"
@@ -25,14 +26,27 @@ absl::StatusOr<GpuWatchReading> Judge::WatchAlone(absl::Duration span) {
   return r;
 }
 
-void Judge::NoteWatch(const GpuWatchReading& r, const std::string& when) {
+void Judge::NoteWatch(const GpuWatchReading& r, const std::string& when, double peer_wait_us) {
   if (watch_.count++ == 0) watch_.first_start_us = r.start_us;
   watch_.start_us = std::max(watch_.start_us, r.start_us);
   watch_.longest_gap_us = std::max(watch_.longest_gap_us, r.longest_gap_us);
   watch_.gap_sum_us = std::max(watch_.gap_sum_us, r.gap_sum_us);
   watch_.ran_us += r.ran_us;
   if (watch_finding_.empty()) watch_finding_ = GpuWatchFinding(r, when);
-  if (watch_stall_.empty()) watch_stall_ = GpuWatchStall(r, when);
+  std::string stall = GpuWatchStall(r, when);
+  if (stall.empty()) return;
+  if (peer_wait_us >= r.ran_us / 2) {
+    // Not this judge's stall: most of the watch went waiting for other ranks' hosts to answer,
+    // which the submission decides.
+    if (watch_finding_.empty()) {
+      watch_finding_ = absl::StrFormat(
+          "%s, the judge's GPU watch ran out its limit (%.0f us) while this rank waited %.0f us "
+          "for the other ranks' hosts to answer",
+          when, r.ran_us, peer_wait_us);
+    }
+    return;
+  }
+  if (watch_stall_.empty()) watch_stall_ = std::move(stall);
 }
 
 void Judge::LogWatch() const {

@@ -172,9 +172,11 @@ class Judge {
   // Whether the judge watches its GPU while the host is stopped (gpu_watch.h): on a GPU of its
   // own (where ranks share one, their contexts take turns anyway, and the run is functional).
   bool watches_gpu() const { return dev_->device_type() == PKB_CUDA && !shared_gpu(); }
-  // Keeps what a watch saw `when`: its finding, the first over the limits (watch_finding_), and
+  // Keeps what a watch saw `when`: its finding, the first over the limits (watch_finding_), a
+  // watch this judge stalled (watch_stall_: GpuWatchStall, unless `peer_wait_us`, the time it
+  // waited for other ranks' hosts meanwhile, was half of the watch or more: then a finding), and
   // the figures over every watch of the job (LogWatch).
-  void NoteWatch(const GpuWatchReading& reading, const std::string& when);
+  void NoteWatch(const GpuWatchReading& reading, const std::string& when, double peer_wait_us = 0);
   void LogWatch() const;
   // The watch for `span` with nothing of the submission left: the control that tells the
   // submission's work from another context's.
@@ -207,7 +209,7 @@ class Judge {
   } watch_;
   // A watch saw the submission's work, or was stalled by its judge: the timing ended there.
   bool watch_stopped_ = false;
-  int watch_finder_ = -1;    // the first rank whose watch saw it (or stalled)
+  int watch_finder_ = -1;    // the lowest rank whose watch saw it (or, without one, stalled)
   int stray_processes_ = 0;  // processes of the submission found alive after its host was killed
   const RankOptions& o_;
   const Problem& p_;
