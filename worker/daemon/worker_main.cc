@@ -3,11 +3,9 @@
 
 #include <csignal>
 #include <filesystem>
-#include <set>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -23,6 +21,7 @@
 #include "worker/daemon/scratch_root.h"
 #include "worker/daemon/worker_daemon.h"
 #include "worker/daemon/worker_metrics.h"
+#include "worker/engine/gpu_select.h"
 
 namespace {
 
@@ -69,19 +68,18 @@ absl::Status DetectGpus(const std::string& only, pkb::v1::WorkerCapabilities* ca
   if (only.empty()) return absl::OkStatus();
   // The share goes to every engine (pkb-eval --gpus) and into the health check's command line:
   // GPUs named once each, each a UUID.
-  std::set<std::string> seen;
-  for (const std::string& u : *uuids) {
-    const bool shaped = absl::StartsWith(u, "GPU-") && u.size() == 40 &&
-                        u.find_first_not_of("0123456789abcdefABCDEF-", 4) == std::string::npos;
-    if (!shaped || !seen.insert(absl::AsciiStrToLower(u)).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--gpus ", only, ": nvidia-smi listed '", u,
-          "' (not a GPU UUID, or a GPU named twice); listed: ", r->out.substr(0, 300)));
-    }
-  }
   if (uuids->empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--gpus ", only, ": nvidia-smi listed no GPU: ", r->out.substr(0, 300)));
+  }
+  // The engine's own check of --gpus (each a UUID, none twice), here at start rather than in
+  // every job.
+  if (absl::StatusOr<std::vector<std::string>> checked =
+          pkb::ParseGpuUuids(absl::StrJoin(*uuids, ","));
+      !checked.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--gpus ", only, ": nvidia-smi listed ",
+                                                   r->out.substr(0, 300), "; ",
+                                                   checked.status().message()));
   }
   return absl::OkStatus();
 }
