@@ -369,17 +369,21 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   const bool watch = watches_gpu();
   WatchSpan span(dev_);
   if (watch) PKB_RETURN_IF_ERROR(span.Start());
+  const auto watched = std::chrono::steady_clock::now();
   FillRound(&round);
   // Skipped work must leave poison: every set's outputs are poisoned before the window (and by
   // the host after each use but the last when sets come back).
   for (auto& o : round.outputs) {
     for (auto& t : o.tensors) Poison(t, 1);
   }
+  const auto enqueued = std::chrono::steady_clock::now();
   // Nothing but this rank's judge and host may hold the GPU while the candidate is timed
   // (where ranks share a GPU, the run is functional and its timings are not compared).
   if (gpu_finding_.empty() && !shared_gpu())
     gpu_finding_ = GpuNotAlone(2, absl::Seconds(2), "the candidate");
+  const auto listed = std::chrono::steady_clock::now();
   PKB_RETURN_IF_ERROR(watch ? dev_->SynchronizeStream() : dev_->Synchronize());
+  const auto landed = std::chrono::steady_clock::now();
   PKB_RETURN_IF_ERROR(comm_->Barrier());
   if (watch) {
     PKB_ASSIGN_OR_RETURN(GpuWatchReading seen, span.Stop());
@@ -437,11 +441,14 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   std::fprintf(stderr,
                "pkb-rank %d: round %d of %d calls on %d sets: prepare %.1f ms, land %.1f ms "
-               "(inputs copied in, outputs poisoned, GPU checks, barrier, the host continued), "
-               "window %.1f ms, answer to copies taken %.1f ms (the host stopped, the other "
-               "ranks' answers, the copies), times and input checks %.1f ms\n",
-               comm_->rank(), r + 1, n, sets, ms(t0, prepared), ms(prepared, w0), ms(w0, w1),
-               ms(w1, copied), ms(copied, std::chrono::steady_clock::now()));
+               "(watch started %.1f, copies and poison enqueued %.1f, GPU process list %.1f, "
+               "stream done %.1f, barrier and the host continued %.1f), window %.1f ms, answer "
+               "to copies taken %.1f ms (the host stopped, the other ranks' answers, the "
+               "copies), times and input checks %.1f ms\n",
+               comm_->rank(), r + 1, n, sets, ms(t0, prepared), ms(prepared, w0),
+               ms(prepared, watched), ms(watched, enqueued), ms(enqueued, listed),
+               ms(listed, landed), ms(landed, w0), ms(w0, w1), ms(w1, copied),
+               ms(copied, std::chrono::steady_clock::now()));
   return absl::OkStatus();
 }
 
