@@ -21,6 +21,15 @@ namespace pkb {
 // whose expected value happens to equal one pattern is still caught by the other.
 void Poison(at::Tensor& t, int variant = 0);
 
+// The bits Poison writes into a tensor of `dtype`: `bits` (little-endian) repeated every `bytes`
+// bytes of its memory (its element's size, at most 8). For fills made without ATen (the judge's
+// batched landing, worker/engine/byte_moves.h).
+struct PoisonFill {
+  uint64_t bits = 0;
+  int bytes = 1;
+};
+PoisonFill PoisonPattern(at::ScalarType dtype, int variant = 0);
+
 // Number of elements of `t` whose bits equal the poison pattern.
 int64_t CountPoisoned(const at::Tensor& t, int variant = 0);
 
@@ -34,10 +43,11 @@ v1::OutputCheck CompareOutput(const at::Tensor& actual, const at::Tensor& expect
 // fails the output with `problem` set, whatever its rows hold. A reference that returns more
 // rows than the declared capacity, or a count that disagrees with its own rows, is a problem
 // bug and is returned as an error.
-absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(
-    const Problem& p, const RunConfig& cfg, const std::vector<OutputDecl>& decls,
-    const std::vector<at::Tensor>& actual, const std::vector<at::Tensor>& expected,
-    int poison_variant = 0);
+absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(const Problem& p, const RunConfig& cfg,
+                                                            const std::vector<OutputDecl>& decls,
+                                                            const std::vector<at::Tensor>& actual,
+                                                            const std::vector<at::Tensor>& expected,
+                                                            int poison_variant = 0);
 
 // Checks a reference's (or an oracle's) outputs against the declaration: the count, dtypes and
 // shapes, where an output with a row count may hold any number of rows up to its capacity and

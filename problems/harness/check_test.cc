@@ -12,15 +12,17 @@ class RaggedToy : public Problem {
   const ProblemInfo& info() const override { return info_; }
   Inputs MakeInputs(const RunConfig&, int, int) const override { return {}; }
   std::vector<OutputDecl> Outputs(const RunConfig&, int) const override {
-    return {{"ids", {8}, at::kLong, 2}, {"rows", {8, 3}, at::kFloat, 2}, {"count", {}, at::kLong},
+    return {{"ids", {8}, at::kLong, 2},
+            {"rows", {8, 3}, at::kFloat, 2},
+            {"count", {}, at::kLong},
             {"scale", {2}, at::kFloat}};
   }
   absl::StatusOr<std::vector<at::Tensor>> Reference(Comm&, const Inputs&,
                                                     const RunConfig&) const override {
     return absl::UnimplementedError("not used");
   }
-  absl::StatusOr<std::vector<std::vector<at::Tensor>>> Oracle(
-      const std::vector<Inputs>&, const RunConfig&) const override {
+  absl::StatusOr<std::vector<std::vector<at::Tensor>>> Oracle(const std::vector<Inputs>&,
+                                                              const RunConfig&) const override {
     return absl::UnimplementedError("not used");
   }
   Tolerance GetTolerance(const RunConfig&, int index) const override {
@@ -183,6 +185,33 @@ TEST_CASE("atol_mean_abs: the slack follows the output's mean size, and adds to 
   CHECK(CompareOutput(got, want, t).ok());
   got[1] = 1.75f;
   CHECK_FALSE(CompareOutput(got, want, t).ok());
+}
+
+}  // namespace
+}  // namespace pkb
+
+namespace pkb {
+namespace {
+
+TEST_CASE("PoisonPattern names the bytes Poison writes, for every dtype and both variants") {
+  for (at::ScalarType dtype :
+       {at::kFloat, at::kHalf, at::kBFloat16, at::kDouble, at::kFloat8_e4m3fn, at::kFloat8_e5m2,
+        at::kBool, at::kComplexFloat, at::kComplexDouble, at::kByte, at::kChar, at::kShort,
+        at::kInt, at::kLong}) {
+    for (int variant : {0, 1}) {
+      at::Tensor t = at::zeros({5}, at::TensorOptions().dtype(dtype));
+      Poison(t, variant);
+      const PoisonFill fill = PoisonPattern(dtype, variant);
+      const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
+      const size_t n = static_cast<size_t>(t.nbytes());
+      INFO(c10::toString(dtype) << " variant " << variant);
+      REQUIRE(n % fill.bytes == 0);
+      size_t differ = 0;
+      for (size_t i = 0; i < n; ++i)
+        differ += bytes[i] != static_cast<uint8_t>(fill.bits >> (8 * (i % fill.bytes)));
+      CHECK(differ == 0);
+    }
+  }
 }
 
 }  // namespace

@@ -320,7 +320,7 @@ absl::Status Judge::TimeCandidate(int sets, int n, TimedRound& round, const v1::
     // The reference is timed on the last round's sets, copied into their room again from the
     // judge's own draws now that the host is gone: whatever the submission left there (work that
     // ran on after its answer), the reference meets the inputs as drawn.
-    FillRound(&round);
+    PKB_RETURN_IF_ERROR(FillRound(&round));
     report->set_bench_inputs_seconds(report->bench_inputs_seconds() + Lap(&lap));
   }
   return absl::OkStatus();
@@ -370,12 +370,9 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
   WatchSpan span(dev_);
   if (watch) PKB_RETURN_IF_ERROR(span.Start());
   const auto watched = std::chrono::steady_clock::now();
-  FillRound(&round);
   // Skipped work must leave poison: every set's outputs are poisoned before the window (and by
   // the host after each use but the last when sets come back).
-  for (auto& o : round.outputs) {
-    for (auto& t : o.tensors) Poison(t, 1);
-  }
+  PKB_RETURN_IF_ERROR(FillRound(&round, /*poison=*/true));
   const auto enqueued = std::chrono::steady_clock::now();
   // Nothing but this rank's judge and host may hold the GPU while the candidate is timed
   // (where ranks share a GPU, the run is functional and its timings are not compared).
@@ -516,6 +513,8 @@ bool SameSlots(const Inputs& drawn, const std::vector<OutputDecl>& decls, const 
 }  // namespace
 
 absl::Status Judge::PlaceRound(int round, int sets, TimedRound* placed) {
+  placed->land.reset();  // staged on the last round's draws
+  placed->refill.reset();
   placed->drawn.clear();  // the last round's, compared already: their memory serves the new ones
   std::vector<Inputs> drawn;
   std::vector<std::vector<OutputDecl>> decls;
@@ -531,7 +530,7 @@ absl::Status Judge::PlaceRound(int round, int sets, TimedRound* placed) {
   if (same) {
     for (int s = 0; s < sets; ++s) placed->inputs[s].scalars = drawn[s].scalars;
     placed->drawn = std::move(drawn);
-    return absl::OkStatus();
+    return StageLanding(dev_, placed);
   }
   placed->inputs.clear();
   placed->outputs.clear();
@@ -548,18 +547,60 @@ absl::Status Judge::PlaceRound(int round, int sets, TimedRound* placed) {
     placed->outputs.push_back(std::move(set.second));
   }
   placed->drawn = std::move(drawn);
+  return StageLanding(dev_, placed);
+}
+
+// One launch of the judge's own kernel, not an ATen op per tensor (about 4 us of the judge's
+// thread each, thousands a round). ATen's multi-tensor ops (at::_foreach_copy_, and
+// _foreach_zero_/_add_ for the poison) were tried first: on the H100 (2026-12-06) they waited on
+// something the judge's GPU watch, running beside them, never let finish, so every watch ran out
+// its 60 s limit. Not traced; a kernel module loaded lazily at its first launch, which waits for
+// the whole device, would do it: the byte moves' kernel is loaded when they are staged.
+absl::Status StageLanding(RankDevice* dev, TimedRound* round) {
+  round->land.reset();
+  round->refill.reset();
+  round->loose_inputs.clear();
+  round->loose_outputs.clear();
+  std::vector<ByteMove> copies, poison;
+  for (size_t s = 0; s < round->drawn.size(); ++s) {
+    for (size_t k = 0; k < round->drawn[s].tensors.size(); ++k) {
+      const at::Tensor& from = round->drawn[s].tensors[k];
+      const at::Tensor& to = round->inputs[s].tensors[k];
+      if (from.is_contiguous() && to.is_contiguous() && from.device() == to.device() &&
+          from.scalar_type() == to.scalar_type() && from.nbytes() == to.nbytes()) {
+        copies.push_back({to.data_ptr(), from.data_ptr(), to.nbytes()});
+      } else {
+        round->loose_inputs.emplace_back(static_cast<int>(s), static_cast<int>(k));
+      }
+    }
+  }
+  for (size_t s = 0; s < round->outputs.size(); ++s) {
+    for (size_t k = 0; k < round->outputs[s].tensors.size(); ++k) {
+      const at::Tensor& t = round->outputs[s].tensors[k];
+      if (t.is_contiguous()) {
+        const PoisonFill fill = PoisonPattern(t.scalar_type(), 1);
+        poison.push_back({t.data_ptr(), nullptr, t.nbytes(), fill.bits, fill.bytes});
+      } else {
+        round->loose_outputs.emplace_back(static_cast<int>(s), static_cast<int>(k));
+      }
+    }
+  }
+  PKB_ASSIGN_OR_RETURN(round->refill, dev->StageMoves(copies));
+  copies.insert(copies.end(), poison.begin(), poison.end());
+  PKB_ASSIGN_OR_RETURN(round->land, dev->StageMoves(copies));
   return absl::OkStatus();
 }
 
-// One copy per tensor. The multi-tensor ops (at::_foreach_copy_, and _foreach_zero_/_add_ for the
-// poison) were tried for the round's thousands of sets: on the H100 (2026-12-06) they waited on
-// something the judge's GPU watch, running beside them, never let finish, so every watch ran out
-// its 60 s limit; not traced further.
-void FillRound(TimedRound* round) {
-  for (size_t s = 0; s < round->drawn.size(); ++s) {
-    for (size_t k = 0; k < round->drawn[s].tensors.size(); ++k)
-      round->inputs[s].tensors[k].copy_(round->drawn[s].tensors[k]);
+absl::Status FillRound(TimedRound* round, bool poison) {
+  if (!round->land || !round->refill)
+    return absl::InternalError("the round's landing is not staged");
+  PKB_RETURN_IF_ERROR(poison ? round->land->Run() : round->refill->Run());
+  for (const auto& [s, k] : round->loose_inputs)
+    round->inputs[s].tensors[k].copy_(round->drawn[s].tensors[k]);
+  if (poison) {
+    for (const auto& [s, k] : round->loose_outputs) Poison(round->outputs[s].tensors[k], 1);
   }
+  return absl::OkStatus();
 }
 
 absl::Status Judge::Benchmark(v1::RankReport* report) {
@@ -598,7 +639,7 @@ absl::Status Judge::Benchmark(v1::RankReport* report) {
   PKB_RETURN_IF_ERROR(DrawTimedBase());
   TimedRound round;
   PKB_RETURN_IF_ERROR(PlaceRound(0, sets, &round));
-  if (!candidate) FillRound(&round);
+  if (!candidate) PKB_RETURN_IF_ERROR(FillRound(&round));
   report->set_bench_inputs_seconds(inputs_s + Lap(&lap));
   if (candidate) {
     PKB_RETURN_IF_ERROR(TimeCandidate(sets, n, round, warm_call, report));

@@ -39,10 +39,20 @@ struct TimedRound {
   std::vector<Inputs> inputs;
   std::vector<OutputSet> outputs;
   std::vector<Inputs> drawn;
+  // The landing, staged once the round's sets are drawn (StageLanding), each one launch of the
+  // judge's byte moves (byte_moves.h): the drawn inputs copied into their room (`refill`), and
+  // the same with every set's outputs poisoned (`land`). What those cannot move (a tensor that is
+  // not contiguous) is copied or poisoned one tensor at a time: `loose_inputs` and
+  // `loose_outputs` list them, as set and tensor indices.
+  std::unique_ptr<RankDevice::StagedMoves> land, refill;
+  std::vector<std::pair<int, int>> loose_inputs, loose_outputs;
 };
 
-// Copies a placed round's drawn contents into its room (again, to undo what was done to them).
-void FillRound(TimedRound* round);
+// Stages a placed round's landing (above), from its drawn sets as they are now.
+absl::Status StageLanding(RankDevice* dev, TimedRound* round);
+// Copies a placed round's drawn contents into its room (again, to undo what was done to them),
+// and with `poison`, poisons every set's outputs (variant 1) too. Enqueued on the device only.
+absl::Status FillRound(TimedRound* round, bool poison = false);
 
 // One round of the candidate's and its spot checks (Judge::TimeCandidate): the iterations the host
 // copies right after their call (into `copies`, in the checks' arena), those the judge copies the

@@ -17,6 +17,7 @@
 #include "pkb/v1/profile.pb.h"
 #include "problems/harness/comm.h"
 #include "problems/harness/problem.h"
+#include "worker/engine/byte_moves.h"
 #include "worker/engine/gpu_watch.h"
 
 namespace pkb {
@@ -97,6 +98,17 @@ class RankDevice {
   virtual absl::StatusOr<GpuWatchReading> StopWatch() {
     return absl::UnimplementedError("no GPU watch here");
   }
+
+  // The judge's byte moves (byte_moves.h) staged for one launch on stream(): staging allocates
+  // and waits (before any watch); Run() enqueues them, as often as wanted while the memory they
+  // name lives. Here, on the host (CPU devices: their memory is the host's).
+  class StagedMoves {
+   public:
+    virtual ~StagedMoves() = default;
+    virtual absl::Status Run() = 0;
+  };
+  virtual absl::StatusOr<std::unique_ptr<StagedMoves>> StageMoves(
+      const std::vector<ByteMove>& moves);
 
   // Iteration timers: Mark(i, 0) before and Mark(i, 1) after iteration i, on the stream, with
   // no host synchronization; ElapsedUs(i) after Synchronize().

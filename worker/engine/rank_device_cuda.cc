@@ -252,6 +252,25 @@ class NcclComm : public Comm {
   std::map<std::string, std::unique_ptr<NcclComm>> groups_;
 };
 
+// Byte moves staged on the device (RankDevice::StageMoves): their list in device memory, run by
+// one launch of the byte moves' kernel on the judge's stream.
+class CudaMoves : public RankDevice::StagedMoves {
+ public:
+  CudaMoves(cudaStream_t stream, at::Tensor list, int count)
+      : stream_(stream), list_(std::move(list)), count_(count) {}
+  absl::Status Run() override {
+    if (count_ == 0) return absl::OkStatus();
+    PKB_CUDA_OR_RETURN(static_cast<cudaError_t>(
+        LaunchByteMoves(stream_, static_cast<const PackedMove*>(list_.data_ptr()), count_)));
+    return absl::OkStatus();
+  }
+
+ private:
+  cudaStream_t stream_;
+  at::Tensor list_;
+  int count_;
+};
+
 class CudaRankDevice : public RankDevice {
  public:
   explicit CudaRankDevice(RankIdentity id) : id_(std::move(id)) {}
@@ -485,6 +504,24 @@ class CudaRankDevice : public RankDevice {
     return r;
   }
 
+  absl::StatusOr<std::unique_ptr<StagedMoves>> StageMoves(
+      const std::vector<ByteMove>& moves) override {
+    PKB_ASSIGN_OR_RETURN(std::vector<PackedMove> packed, PackMoves(moves));
+    if (!moves_loaded_) {
+      PKB_CUDA_OR_RETURN(static_cast<cudaError_t>(LoadByteMoves()));
+      moves_loaded_ = true;
+    }
+    const size_t bytes = packed.size() * sizeof(PackedMove);
+    at::Tensor list = at::empty({static_cast<int64_t>(std::max<size_t>(bytes, 1))},
+                                at::TensorOptions().dtype(at::kByte).device(device()));
+    if (bytes > 0) {
+      PKB_CUDA_OR_RETURN(
+          cudaMemcpyAsync(list.data_ptr(), packed.data(), bytes, cudaMemcpyHostToDevice, stream_));
+      PKB_CUDA_OR_RETURN(cudaStreamSynchronize(stream_));
+    }
+    return std::make_unique<CudaMoves>(stream_, std::move(list), static_cast<int>(packed.size()));
+  }
+
   void ResetTimers(int iterations) override {
     while (static_cast<int>(events_.size()) < iterations * 2) {
       cudaEvent_t e;
@@ -639,6 +676,7 @@ class CudaRankDevice : public RankDevice {
   cudaStream_t watch_stream_ = nullptr;
   double watch_start_us_ = 0;
   bool watch_running_ = false;  // started and not yet stopped
+  bool moves_loaded_ = false;   // the byte moves' kernel (LoadByteMoves)
   std::deque<Allocation> allocations_;
   int symm_seq_ = 0;
 };
