@@ -26,7 +26,8 @@
 namespace pkb {
 namespace {
 
-// One call's arguments as the candidate sees them, with views of its outputs for re-poisoning.
+// One call's arguments as the candidate sees them, with views of its outputs where its loop
+// snapshots or re-poisons them (OutputViews).
 struct PreparedCall {
   std::vector<pkb_tensor> inputs, outputs;
   std::vector<std::string> scalar_names;
@@ -103,7 +104,7 @@ class HostProcess {
       }
       case v1::HostRequest::kCall: {
         if (!cand_.run) return absl::FailedPreconditionError("a call before load");
-        PKB_ASSIGN_OR_RETURN(PreparedCall call, Prepare(req.call()));
+        PKB_ASSIGN_OR_RETURN(PreparedCall call, Prepare(req.call(), /*views=*/false));
         PKB_RETURN_IF_ERROR(Run(call));
         return dev_->Synchronize();
       }
@@ -114,7 +115,7 @@ class HostProcess {
         return RunLoop(reply);
       case v1::HostRequest::kProfile: {
         if (!cand_.run) return absl::FailedPreconditionError("a call before load");
-        PKB_ASSIGN_OR_RETURN(PreparedCall call, Prepare(req.profile()));
+        PKB_ASSIGN_OR_RETURN(PreparedCall call, Prepare(req.profile(), /*views=*/false));
         PKB_ASSIGN_OR_RETURN(*reply->mutable_profile(), dev_->Profile([&] { return Run(call); }));
         return absl::OkStatus();
       }
@@ -151,7 +152,8 @@ class HostProcess {
     return p;
   }
 
-  absl::StatusOr<PreparedCall> Prepare(const v1::HostCall& c) {
+  // With `views`, ATen views of the outputs too (OutputViews).
+  absl::StatusOr<PreparedCall> Prepare(const v1::HostCall& c, bool views) {
     PreparedCall call;
     for (const auto& t : c.inputs()) {
       PKB_ASSIGN_OR_RETURN(auto p, Tensor(t));
@@ -160,9 +162,8 @@ class HostProcess {
     for (const auto& t : c.outputs()) {
       PKB_ASSIGN_OR_RETURN(auto p, Tensor(t));
       call.outputs.push_back(p);
-      PKB_ASSIGN_OR_RETURN(at::Tensor view, View(t));
-      call.output_views.push_back(view);
     }
+    if (views) PKB_RETURN_IF_ERROR(OutputViews(c, &call));
     for (const auto& s : c.scalars()) call.scalar_names.push_back(s.name());
     for (int i = 0; i < c.scalars_size(); ++i) {
       const auto& s = c.scalars(i);
@@ -185,6 +186,17 @@ class HostProcess {
     return absl::OkStatus();
   }
 
+  // ATen views of a call's outputs, for the loop's snapshots and repoisoning: made only for the
+  // calls that need them (a view costs microseconds, and a round has thousands of calls).
+  absl::Status OutputViews(const v1::HostCall& c, PreparedCall* call) {
+    if (!call->output_views.empty() || c.outputs_size() == 0) return absl::OkStatus();
+    for (const auto& t : c.outputs()) {
+      PKB_ASSIGN_OR_RETURN(at::Tensor view, View(t));
+      call->output_views.push_back(view);
+    }
+    return absl::OkStatus();
+  }
+
   // A view of a shared tensor, for copies and poison.
   absl::StatusOr<at::Tensor> View(const v1::HostTensor& t) {
     PKB_ASSIGN_OR_RETURN(pkb_tensor p, Tensor(t));
@@ -198,7 +210,7 @@ class HostProcess {
     loop_ = PreparedLoop();
     loop_.loop = loop;
     for (const auto& c : loop.calls()) {
-      PKB_ASSIGN_OR_RETURN(auto p, Prepare(c));
+      PKB_ASSIGN_OR_RETURN(auto p, Prepare(c, /*views=*/loop.repoison()));
       loop_.calls.push_back(std::move(p));
     }
     loop_.last_use.assign(loop_.calls.size(), -1);
@@ -210,6 +222,10 @@ class HostProcess {
       loop_.last_use[c] = i;
     }
     for (const auto& snap : loop.snapshots()) {
+      if (snap.iteration() < 0 || snap.iteration() >= loop.order_size())
+        return absl::InvalidArgumentError("a snapshot of an iteration the loop does not have");
+      const int c = loop.order(snap.iteration());
+      PKB_RETURN_IF_ERROR(OutputViews(loop.calls(c), &loop_.calls[c]));
       auto& into = loop_.snapshots[snap.iteration()];
       for (const auto& t : snap.into()) {
         PKB_ASSIGN_OR_RETURN(at::Tensor v, View(t));
