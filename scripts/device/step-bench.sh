@@ -8,8 +8,12 @@ EX=${PKB_BENCH_EXAMPLE:-problems/examples/p001_allreduce_symm.cu}
 RUNS=${PKB_BENCH_RUNS:-3}
 # PKB_BENCH_GAP: seconds between the standby's start and the job (a worker's time between jobs).
 GAP=${PKB_BENCH_GAP:-2}
+# PKB_BENCH_MODES: the W = 1 modes (default all three); the W = 8 run takes those of overlap and
+# standby among them.
+MODES=${PKB_BENCH_MODES:-overlap,serial,standby}
+MODES8=$(tr ',' '\n' <<<"$MODES" | grep -x -e overlap -e standby | paste -sd, -)
 python3 bench/eval_latency/run.py --pkb-eval "$BIN/pkb-eval" --runs "$RUNS" --out "$OUT/w1" \
-  --modes overlap,serial,standby --standby-gap "$GAP" --standby-shape 1:cuda -- -p 1 -w 1 "$EX"
-python3 bench/eval_latency/run.py --pkb-eval "$BIN/pkb-eval" --runs "$RUNS" --out "$OUT/w8" \
-  --modes overlap,standby --standby-gap "$GAP" --standby-shape 8:cuda-shared -- -p 1 -w 8 --functional "$EX"
+  --modes "$MODES" --standby-gap "$GAP" --standby-shape 1:cuda -- -p 1 -w 1 "$EX"
+[ -n "$MODES8" ] && python3 bench/eval_latency/run.py --pkb-eval "$BIN/pkb-eval" --runs "$RUNS" --out "$OUT/w8" \
+  --modes "$MODES8" --standby-gap "$GAP" --standby-shape 8:cuda-shared -- -p 1 -w 8 --functional "$EX"
 "$BIN/pkb-eval" -p 1 -w 1 --cache-dir /tmp/pkb-cache-bench "$EX"
