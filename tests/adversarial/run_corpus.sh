@@ -3,8 +3,9 @@
 # escape attempts must leave nothing on the host. CPU entries run through mpirun; .cu entries
 # here are all stopped by the static check, before any compile or GPU.
 #   run_corpus.sh PKB_EVAL [SOURCE_DIR] [--gpu]
-# PKB_CORPUS_LOGS=DIR (optional) keeps each entry's rank logs in DIR/<n>-<file>/ (device runs
-# bring them back to trace a verdict).
+# PKB_CORPUS_LOGS=DIR (optional) keeps each entry's rank logs in DIR/<n>-<file>-w<W>/ (device
+# runs bring them back to trace a verdict). The scratch is the submission's to write: only plain
+# files are copied (no link followed, no FIFO read).
 # --gpu runs corpus_gpu.tsv instead (the device machine). Exits 77 (skipped, with the reason)
 # where the sandbox cannot be built (user namespaces off), or with --gpu where there is no GPU.
 set -uo pipefail
@@ -69,16 +70,16 @@ while IFS=$'\t' read -r file backend world want what flags check; do
   done
   size=("${kept[@]}")
   keep=()
-  if [ -n "${PKB_CORPUS_LOGS:-}" ]; then
-    rm -rf "$work/scratch" && mkdir -p "$work/scratch" && chmod 0711 "$work" "$work/scratch"
+  if [ -n "${PKB_CORPUS_LOGS:-}" ] && rm -rf "$work/scratch" && mkdir -p "$work/scratch" &&
+     chmod 0711 "$work" "$work/scratch"; then
     keep=(--keep-scratch --scratch "$work/scratch")
   fi
   json=$("$EVAL" --json -p 1 -w "$world" "${size[@]}" "${extra[@]}" ${keep[@]+"${keep[@]}"} \
          "$work/$base" 2>"$work/stderr")
-  if [ -n "${PKB_CORPUS_LOGS:-}" ]; then
+  if [ ${#keep[@]} -gt 0 ]; then
     logs="$PKB_CORPUS_LOGS/$((n + 1))-$base-w$world"
     mkdir -p "$logs" && cp "$work/stderr" "$logs/pkb-eval.stderr"
-    find "$work/scratch" -name '*.log' -exec cp {} "$logs/" \; 2>/dev/null
+    find "$work/scratch" -type f -name '*.log' -exec cp -P {} "$logs/" \; 2>/dev/null
     rm -rf "$work/scratch"
   fi
   got=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])' <<<"$json" 2>/dev/null)

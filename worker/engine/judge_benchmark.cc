@@ -436,16 +436,18 @@ absl::Status Judge::TimeRound(int r, int sets, int n, TimedRound& round,
     }
   }
   auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
-  std::fprintf(stderr,
-               "pkb-rank %d: round %d of %d calls on %d sets: prepare %.1f ms, land %.1f ms "
-               "(watch started %.1f, copies and poison enqueued %.1f, GPU process list %.1f, "
-               "stream done %.1f, barrier and the host continued %.1f), window %.1f ms, answer "
-               "to copies taken %.1f ms (the host stopped, the other ranks' answers, the "
-               "copies), times and input checks %.1f ms\n",
-               comm_->rank(), r + 1, n, sets, ms(t0, prepared), ms(prepared, w0),
-               ms(prepared, watched), ms(watched, enqueued), ms(enqueued, listed),
-               ms(listed, landed), ms(landed, w0), ms(w0, w1), ms(w1, copied),
-               ms(copied, std::chrono::steady_clock::now()));
+  std::fprintf(
+      stderr,
+      "pkb-rank %d: round %d of %d calls on %d sets: prepare %.1f ms, land %.1f ms "
+      "(watch started %.1f, copies and poison enqueued %.1f with %zu tensors one at a time, "
+      "GPU process list %.1f, "
+      "stream done %.1f, barrier and the host continued %.1f), window %.1f ms, answer "
+      "to copies taken %.1f ms (the host stopped, the other ranks' answers, the "
+      "copies), times and input checks %.1f ms\n",
+      comm_->rank(), r + 1, n, sets, ms(t0, prepared), ms(prepared, w0), ms(prepared, watched),
+      ms(watched, enqueued), round.loose_inputs.size() + round.loose_outputs.size(),
+      ms(enqueued, listed), ms(listed, landed), ms(landed, w0), ms(w0, w1), ms(w1, copied),
+      ms(copied, std::chrono::steady_clock::now()));
   return absl::OkStatus();
 }
 
@@ -566,7 +568,10 @@ absl::Status StageLanding(RankDevice* dev, TimedRound* round) {
     for (size_t k = 0; k < round->drawn[s].tensors.size(); ++k) {
       const at::Tensor& from = round->drawn[s].tensors[k];
       const at::Tensor& to = round->inputs[s].tensors[k];
-      if (from.is_contiguous() && to.is_contiguous() && from.device() == to.device() &&
+      // Bytes as they lie: not a conjugate or negative view (copy_ resolves those), on the
+      // device whose stream runs the moves.
+      if (from.is_contiguous() && to.is_contiguous() && !from.is_conj() && !from.is_neg() &&
+          from.device() == dev->device() && to.device() == dev->device() &&
           from.scalar_type() == to.scalar_type() && from.nbytes() == to.nbytes()) {
         copies.push_back({to.data_ptr(), from.data_ptr(), to.nbytes()});
       } else {

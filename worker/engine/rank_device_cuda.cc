@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <limits>
 #include <map>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 
@@ -507,6 +508,8 @@ class CudaRankDevice : public RankDevice {
   absl::StatusOr<std::unique_ptr<StagedMoves>> StageMoves(
       const std::vector<ByteMove>& moves) override {
     PKB_ASSIGN_OR_RETURN(std::vector<PackedMove> packed, PackMoves(moves));
+    if (packed.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
+      return absl::InvalidArgumentError(absl::StrCat(packed.size(), " byte moves in one launch"));
     if (!moves_loaded_) {
       PKB_CUDA_OR_RETURN(static_cast<cudaError_t>(LoadByteMoves()));
       moves_loaded_ = true;
