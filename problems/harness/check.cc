@@ -180,8 +180,8 @@ absl::StatusOr<int64_t> RowCount(const std::vector<at::Tensor>& outs, int k, siz
 absl::Status CheckAgainstDeclaration(const std::vector<OutputDecl>& decls,
                                      const std::vector<at::Tensor>& outputs) {
   if (outputs.size() != decls.size()) {
-    return absl::InternalError(
-        absl::StrCat(outputs.size(), " outputs returned, ", decls.size(), " declared"));
+    return absl::InternalError(absl::StrCat(outputs.size(), " outputs returned, ", decls.size(),
+                                            " declared"));
   }
   for (size_t i = 0; i < decls.size(); ++i) {
     const OutputDecl& d = decls[i];
@@ -195,9 +195,9 @@ absl::Status CheckAgainstDeclaration(const std::vector<OutputDecl>& decls,
     if (d.rows_from >= 0) {
       PKB_ASSIGN_OR_RETURN(int64_t rows, RowCount(outputs, d.rows_from, i));
       if (shape.empty() || shape[0] != rows || rows > d.shape.at(0)) {
-        return absl::InternalError(
-            absl::StrCat("output ", i, " (", d.name, ") has shape [", absl::StrJoin(shape, ", "),
-                         "]: its row count says ", rows, " and its capacity is ", d.shape.at(0)));
+        return absl::InternalError(absl::StrCat(
+            "output ", i, " (", d.name, ") has shape [", absl::StrJoin(shape, ", "),
+            "]: its row count says ", rows, " and its capacity is ", d.shape.at(0)));
       }
       shape[0] = d.shape[0];
     }
@@ -210,11 +210,10 @@ absl::Status CheckAgainstDeclaration(const std::vector<OutputDecl>& decls,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(const Problem& p, const RunConfig& cfg,
-                                                            const std::vector<OutputDecl>& decls,
-                                                            const std::vector<at::Tensor>& actual,
-                                                            const std::vector<at::Tensor>& expected,
-                                                            int poison_variant) {
+absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(
+    const Problem& p, const RunConfig& cfg, const std::vector<OutputDecl>& decls,
+    const std::vector<at::Tensor>& actual, const std::vector<at::Tensor>& expected,
+    int poison_variant) {
   return CompareOutputs(p, cfg, decls, actual, expected, poison_variant, {});
 }
 
@@ -224,8 +223,8 @@ absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(
     int poison_variant, const std::vector<at::Tensor>& tie_keys) {
   PKB_RETURN_IF_ERROR(CheckAgainstDeclaration(decls, expected));
   if (actual.size() != decls.size()) {
-    return absl::InternalError(
-        absl::StrCat(actual.size(), " outputs allocated, ", decls.size(), " declared"));
+    return absl::InternalError(absl::StrCat(actual.size(), " outputs allocated, ", decls.size(),
+                                            " declared"));
   }
   std::vector<at::Tensor> resolved = actual;
   if (const TieRule* rule = TieRuleOf(p)) {
@@ -256,8 +255,8 @@ absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(
       const int64_t have = actual[k].item<int64_t>();
       if (have != want) {
         c = CompareOutput(got, expected[i], tol, poison_variant);  // shapes differ: fails
-        c.set_problem(
-            absl::StrCat("row count ", have, " (output '", decls[k].name, "') != expected ", want));
+        c.set_problem(absl::StrCat("row count ", have, " (output '", decls[k].name,
+                                   "') != expected ", want));
         c.set_ok(false);
         c.set_bad_count(expected[i].numel());
       } else {

@@ -43,11 +43,10 @@ v1::OutputCheck CompareOutput(const at::Tensor& actual, const at::Tensor& expect
 // fails the output with `problem` set, whatever its rows hold. A reference that returns more
 // rows than the declared capacity, or a count that disagrees with its own rows, is a problem
 // bug and is returned as an error.
-absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(const Problem& p, const RunConfig& cfg,
-                                                            const std::vector<OutputDecl>& decls,
-                                                            const std::vector<at::Tensor>& actual,
-                                                            const std::vector<at::Tensor>& expected,
-                                                            int poison_variant = 0);
+absl::StatusOr<std::vector<v1::OutputCheck>> CompareOutputs(
+    const Problem& p, const RunConfig& cfg, const std::vector<OutputDecl>& decls,
+    const std::vector<at::Tensor>& actual, const std::vector<at::Tensor>& expected,
+    int poison_variant = 0);
 
 // Checks a reference's (or an oracle's) outputs against the declaration: the count, dtypes and
 // shapes, where an output with a row count may hold any number of rows up to its capacity and

@@ -12,17 +12,15 @@ class RaggedToy : public Problem {
   const ProblemInfo& info() const override { return info_; }
   Inputs MakeInputs(const RunConfig&, int, int) const override { return {}; }
   std::vector<OutputDecl> Outputs(const RunConfig&, int) const override {
-    return {{"ids", {8}, at::kLong, 2},
-            {"rows", {8, 3}, at::kFloat, 2},
-            {"count", {}, at::kLong},
+    return {{"ids", {8}, at::kLong, 2}, {"rows", {8, 3}, at::kFloat, 2}, {"count", {}, at::kLong},
             {"scale", {2}, at::kFloat}};
   }
   absl::StatusOr<std::vector<at::Tensor>> Reference(Comm&, const Inputs&,
                                                     const RunConfig&) const override {
     return absl::UnimplementedError("not used");
   }
-  absl::StatusOr<std::vector<std::vector<at::Tensor>>> Oracle(const std::vector<Inputs>&,
-                                                              const RunConfig&) const override {
+  absl::StatusOr<std::vector<std::vector<at::Tensor>>> Oracle(
+      const std::vector<Inputs>&, const RunConfig&) const override {
     return absl::UnimplementedError("not used");
   }
   Tolerance GetTolerance(const RunConfig&, int index) const override {
