@@ -1,7 +1,7 @@
 // The judge's work on one rank once its device, its communicators and the candidate's process
 // are set up (RunJudge, judge.cc): verification (judge.cc), then the benchmark
-// (judge_benchmark.cc): the timed sets, the candidate's window and its spot checks, the
-// reference's rounds and its CUDA graph. Internal to pkb-rank.
+// (judge_benchmark.cc): the timed sets (placed and landed by judge_rounds.cc), the candidate's
+// window and its spot checks, the reference's rounds and its CUDA graph. Internal to pkb-rank.
 #ifndef PKB_WORKER_ENGINE_JUDGE_RUNNER_H_
 #define PKB_WORKER_ENGINE_JUDGE_RUNNER_H_
 
@@ -41,9 +41,10 @@ struct TimedRound {
   std::vector<Inputs> drawn;
   // The landing, staged once the round's sets are drawn (StageLanding), each one launch of the
   // judge's byte moves (byte_moves.h): the drawn inputs copied into their room (`refill`), and
-  // the same with every set's outputs poisoned (`land`). What those cannot move (a tensor that is
-  // not contiguous) is copied or poisoned one tensor at a time: `loose_inputs` and
-  // `loose_outputs` list them, as set and tensor indices.
+  // the same with every set's outputs poisoned (`land`). What those cannot move (a tensor whose
+  // bytes do not stand for it: not contiguous, a conjugate or negative view, off the judge's
+  // device) is copied or poisoned one tensor at a time: `loose_inputs` and `loose_outputs` list
+  // them, as set and tensor indices.
   std::unique_ptr<RankDevice::StagedMoves> land, refill;
   std::vector<std::pair<int, int>> loose_inputs, loose_outputs;
 };
