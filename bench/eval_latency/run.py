@@ -31,9 +31,12 @@ again). Printed: one line per run and a table of medians; every result is kept a
   checks, the GPU probe, the lock, the verdict, clean-up.
 Then a second table: the benchmark in parts (stage_seconds.bench_*): drawing and placing the timed
 sets, the candidate's warm-up, its rounds, the spot checks after them, the reference's rounds and
-graph, the profile passes; and two parts of start_end: spec_wait (from the spec written to the last
-rank having it: a standby's wait, or a fresh rank's own start) and exit (from the last report
-written to every rank process gone).
+graph, the profile passes; and three parts of start_end: spec_wait (from the spec written to the
+last rank having it: a standby's wait, or a fresh rank's own start), other (from the last rank
+having the spec to its last report, less verify and benchmark: the ranks' set-up for the job and
+their reports) and exit (from the last report written to every rank process gone); and
+before_spec, the job's own steps before its spec was written (part of ranks for a standby).
+--keep-logs DIR keeps each run's scratch folder, with its rank logs, under DIR.
 Only the standard library is used.
 """
 import argparse
@@ -51,8 +54,11 @@ import time
 BENCH_PARTS = ["inputs", "warmup", "window", "checks", "reference", "profile"]
 
 
-def run_once(pkb_eval, args, cache, mode, shape=None, gap=2.0):
+def run_once(pkb_eval, args, cache, mode, shape=None, gap=2.0, scratch=None):
     common = ["--json", "--cache-dir", cache]
+    if scratch:
+        os.makedirs(scratch, exist_ok=True)
+        common += ["--keep-scratch", "--scratch", scratch]
     if mode == "standby":
         fifo_dir = tempfile.mkdtemp(prefix="eval-latency-fifo-")
         fifo = os.path.join(fifo_dir, "job.fifo")
@@ -99,7 +105,9 @@ def run_once(pkb_eval, args, cache, mode, shape=None, gap=2.0):
     for part in BENCH_PARTS:
         row[part] = st.get("bench_" + part, 0.0)
     row["spec_wait"] = st.get("rank_spec_wait", 0.0)
+    row["other"] = st.get("rank_other", 0.0)
     row["exit"] = st.get("rank_exit", 0.0)
+    row["before_spec"] = st.get("job_before_spec", 0.0)
     row["start_end"] = ranks - row["verify"] - row["benchmark"] - during
     # What the stages above leave of the wall clock: with the overlap, compile and the ranks'
     # first `during` seconds ran at once.
@@ -117,6 +125,8 @@ def main():
     ap.add_argument("--standby-shape", default=None, help="W:BACKEND of the standby ranks")
     ap.add_argument("--standby-gap", type=float, default=2.0,
                     help="seconds between the standby engine's start and the job")
+    ap.add_argument("--keep-logs", default=None,
+                    help="keep each run's scratch folder (its rank logs) under this folder")
     ap.add_argument("pkb_eval_args", nargs=argparse.REMAINDER)
     o = ap.parse_args()
     args = o.pkb_eval_args[1:] if o.pkb_eval_args[:1] == ["--"] else o.pkb_eval_args
@@ -139,8 +149,10 @@ def main():
                 shutil.copytree(os.path.join(primer, "gpu-probe"), os.path.join(cache, "gpu-probe"))
             try:
                 for temp in ("cold", "warm"):
+                    scratch = (os.path.join(o.keep_logs, f"{mode}-{temp}-{i}")
+                               if o.keep_logs else None)
                     r, row = run_once(o.pkb_eval, args, cache, mode, o.standby_shape,
-                                      o.standby_gap)
+                                      o.standby_gap, scratch)
                     with open(f"{out}/{mode}-{temp}-{i}.json", "w") as f:
                         json.dump(r, f, indent=1)
                     table.setdefault((mode, temp), []).append(row)
@@ -156,7 +168,7 @@ def main():
         med = [statistics.median(r[c] for r in rows) for c in cols]
         print(f"| {mode} | {temp} | " + " | ".join(f"{m:.2f}" for m in med) + " |")
     print("\nThe benchmark in parts (medians):\n")
-    parts = ["benchmark"] + BENCH_PARTS + ["spec_wait", "exit"]
+    parts = ["benchmark"] + BENCH_PARTS + ["spec_wait", "other", "exit", "before_spec"]
     print("| mode | cache | " + " | ".join(parts) + " |")
     print("|---|---|" + "---|" * len(parts))
     for (mode, temp), rows in table.items():

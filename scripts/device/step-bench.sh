@@ -12,8 +12,11 @@ GAP=${PKB_BENCH_GAP:-2}
 # standby among them.
 MODES=${PKB_BENCH_MODES:-overlap,serial,standby}
 MODES8=$(tr ',' '\n' <<<"$MODES" | grep -x -e overlap -e standby | paste -sd, -)
+# PKB_BENCH_KEEP_LOGS=1: every W = 1 run's scratch folder (its rank logs) under $OUT/scratch-w1.
+KEEP=()
+[ -n "${PKB_BENCH_KEEP_LOGS:-}" ] && KEEP=(--keep-logs "$OUT/scratch-w1")
 python3 bench/eval_latency/run.py --pkb-eval "$BIN/pkb-eval" --runs "$RUNS" --out "$OUT/w1" \
-  --modes "$MODES" --standby-gap "$GAP" --standby-shape 1:cuda -- -p 1 -w 1 "$EX"
+  --modes "$MODES" --standby-gap "$GAP" --standby-shape 1:cuda ${KEEP[@]+"${KEEP[@]}"} -- -p 1 -w 1 "$EX"
 [ -n "$MODES8" ] && python3 bench/eval_latency/run.py --pkb-eval "$BIN/pkb-eval" --runs "$RUNS" --out "$OUT/w8" \
   --modes "$MODES8" --standby-gap "$GAP" --standby-shape 8:cuda-shared -- -p 1 -w 8 --functional "$EX"
 "$BIN/pkb-eval" -p 1 -w 1 --cache-dir /tmp/pkb-cache-bench "$EX"

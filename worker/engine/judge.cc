@@ -66,6 +66,7 @@ absl::StatusOr<bool> Judge::Verify(v1::RankReport* report) {
   for (int trial = 0; trial < o_.spec.trials(); ++trial) {
     int set = static_cast<int>(trial + o_.spec.set_offset());
     // `pristine` never leaves this process; the host sees copies in a shared arena.
+    const auto t_trial = std::chrono::steady_clock::now();
     Inputs pristine = DrawInputs(p_, cfg_, comm_->rank(), set);
     const auto decls = p_.OutputsOfSet(cfg_, comm_->rank(), set);
     SharedArena arena(dev_, host_);
@@ -79,7 +80,9 @@ absl::StatusOr<bool> Judge::Verify(v1::RankReport* report) {
     v1::RankTrial* rt = report->add_trials();
     rt->set_rank(comm_->rank());
     rt->set_trial(trial);
+    const auto t_called = std::chrono::steady_clock::now();
     absl::Status run = host_->Call(call);
+    const auto t_answered = std::chrono::steady_clock::now();
     if (!run.ok()) {
       rt->set_error(std::string(run.message()));
       report->set_status(v1::RUNTIME_ERROR);
@@ -105,6 +108,14 @@ absl::StatusOr<bool> Judge::Verify(v1::RankReport* report) {
     }
     rt->set_ok(ok);
     PKB_ASSIGN_OR_RETURN(bool everyone, AllOk(ok));
+    auto ms = [](auto a, auto b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
+    std::fprintf(stderr,
+                 "pkb-rank %d: trial %d: set placed in %.1f ms, the host's call %.1f ms, the "
+                 "reference and checks %.1f ms\n",
+                 comm_->rank(), trial, ms(t_trial, t_called), ms(t_called, t_answered),
+                 ms(t_answered, std::chrono::steady_clock::now()));
     ReportProgress(comm_->rank(), absl::StrFormat("{\"trial\": %d, \"ok\": %s}", trial,
                                                   everyone ? "true" : "false"));
     if (!everyone) {
@@ -286,6 +297,12 @@ absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process,
     }
   }
 
+  const auto since_spec = [report] {
+    return absl::ToDoubleMilliseconds(absl::Now() -
+                                      absl::FromUnixMicros(report->spec_seen_unix_micros()));
+  };
+  std::fprintf(stderr, "pkb-rank %d: set up for the job %.1f ms after its spec\n", o.rank,
+               since_spec());
   Judge runner(o, *p, cfg, dev.get(), comm, &host);
   report->set_status(v1::OK);
   if (host.running()) {
@@ -305,6 +322,7 @@ absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process,
     report->set_message(absl::StrCat("rank ", o.rank, " while timing: ", bench.message()));
     return absl::OkStatus();
   }
+  std::fprintf(stderr, "pkb-rank %d: judged %.1f ms after its spec\n", o.rank, since_spec());
   if (report->spot_failures_size() > 0 && report->status() == v1::OK) {
     const v1::OutputCheck& first = report->spot_failures(0);
     report->set_status(v1::MISMATCH);

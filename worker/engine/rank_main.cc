@@ -233,6 +233,10 @@ int main(int argc, char** argv) {
       if (o.spec.functional()) o.baseline = false;
       key = pkb::TakeReportKey(o.report, o.rank);
       s = pkb::RunJudge(o, &host, std::move(early), &report);
+      std::fprintf(stderr, "pkb-rank %d: judge and devices released %.1f ms after the spec\n",
+                   o.rank,
+                   absl::ToDoubleMilliseconds(
+                       absl::Now() - absl::FromUnixMicros(report.spec_seen_unix_micros())));
     }
   } catch (const std::exception& e) {
     s = absl::InternalError(absl::StrCat("exception: ", e.what()));

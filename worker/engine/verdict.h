@@ -113,7 +113,9 @@ void ApplyNodeBaseline(const std::vector<double>& node_us, v1::EvalResult* resul
 // Where the ranks' time went outside their own stages, from their reports' clock readings
 // (RankReport.spec_seen_unix_micros, report_unix_micros) and the engine's: stage_seconds.
 // rank_spec_wait, from the spec written to the last rank having it, and rank_exit, from the
-// last report written to every rank process gone. Readings that make no sense are left out.
+// last report written to every rank process gone; rank_other, from the last rank having the
+// spec to the last report, less the verify and benchmark stages already in `result` (the ranks'
+// setup for the job and their reports). Readings that make no sense are left out.
 void NoteRankEnds(const std::vector<v1::RankReport>& reports, absl::Time spec_written,
                   absl::Time ranks_ended, v1::EvalResult* result);
 

@@ -409,9 +409,13 @@ TEST_CASE("the ranks' spec wait and exit come from their clock readings and the 
   reports[0].set_report_unix_micros(1'001'000'000);
   reports[1].set_report_unix_micros(1'000'900'000);
   v1::EvalResult r;
+  (*r.mutable_stage_seconds())["verify"] = 0.2;
+  (*r.mutable_stage_seconds())["benchmark"] = 0.7;
   NoteRankEnds(reports, spec, absl::FromUnixMicros(1'001'250'000), &r);
   CHECK(r.stage_seconds().at("rank_spec_wait") == Approx(0.005));
   CHECK(r.stage_seconds().at("rank_exit") == Approx(0.25));  // after the last report
+  // 0.995 s from the last rank's spec to the last report, 0.9 s of it verify and benchmark.
+  CHECK(r.stage_seconds().at("rank_other") == Approx(0.095));
   // A rank without its readings, or an exit before the report: nothing made up.
   v1::EvalResult none;
   reports[1].clear_report_unix_micros();
