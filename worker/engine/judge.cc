@@ -192,6 +192,36 @@ RankIdentity IdentityOf(const RankOptions& o, int world) {
 
 }  // namespace
 
+absl::Status WarmJudgeKernels(RankDevice* dev) {
+  auto stream_guard = dev->UseStream();
+  const auto opts = at::TensorOptions().device(dev->device());
+  try {
+    for (at::ScalarType dtype : {at::kBFloat16, at::kHalf, at::kFloat, at::kLong, at::kInt}) {
+      const at::Tensor expected = at::arange(1, 4097, opts.dtype(at::kFloat)).to(dtype);
+      at::Tensor right = expected.clone();
+      at::Tensor poisoned = at::empty_like(expected);
+      Tolerance tol;
+      tol.exact = !at::isFloatingType(dtype);
+      for (int variant : {0, 1}) {
+        Poison(poisoned, variant);
+        (void)CountPoisoned(poisoned, variant);
+        (void)CompareOutput(poisoned, expected, tol, variant);  // every element bad
+        (void)CompareOutput(right, expected, tol, variant);
+      }
+      (void)at::equal(right, expected);
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("warming the judge's kernels: ", e.what()));
+  }
+  // The byte moves' kernel (the landing), staged and run once on 16 bytes.
+  at::Tensor bytes = at::zeros({32}, opts.dtype(at::kByte));
+  PKB_ASSIGN_OR_RETURN(
+      auto moves,
+      dev->StageMoves({{bytes.data_ptr(), static_cast<uint8_t*>(bytes.data_ptr()) + 16, 16}}));
+  PKB_RETURN_IF_ERROR(moves->Run());
+  return dev->Synchronize();
+}
+
 absl::StatusOr<std::unique_ptr<RankDevice>> SetUpDeviceEarly(const RankOptions& o, int world,
                                                              CandidateHost* host) {
   if (world < 1) return absl::InvalidArgumentError("a device set up early needs the world size");
@@ -206,6 +236,11 @@ absl::StatusOr<std::unique_ptr<RankDevice>> SetUpDeviceEarly(const RankOptions& 
   }
   PKB_ASSIGN_OR_RETURN(std::unique_ptr<RankDevice> dev, MakeRankDevice(o, IdentityOf(o, world)));
   PKB_RETURN_IF_ERROR(dev->PrepareWorld());
+  const auto t_warm = std::chrono::steady_clock::now();
+  PKB_RETURN_IF_ERROR(WarmJudgeKernels(dev.get()));
+  std::fprintf(
+      stderr, "pkb-rank %d: the checks' kernels loaded in %.1f ms, before the job\n", o.rank,
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_warm).count());
   if (absl::Status ready = with_host ? host->Ready() : absl::OkStatus(); !ready.ok()) {
     return absl::InternalError(
         absl::StrCat("the candidate's process failed to set up its device: ", ready.message()));
@@ -213,9 +248,23 @@ absl::StatusOr<std::unique_ptr<RankDevice>> SetUpDeviceEarly(const RankOptions& 
   return dev;
 }
 
+void AwaitPeerReports(const std::string& report_base, int rank, int world, double limit_s) {
+  const auto limit = std::chrono::steady_clock::now() +
+                     std::chrono::microseconds(static_cast<int64_t>(limit_s * 1e6));
+  for (int r = 0; r < world; ++r) {
+    if (r == rank) continue;
+    const std::string path = absl::StrCat(report_base, ".", r);
+    while (access(path.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < limit)
+      usleep(1000);
+  }
+}
+
 absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process,
-                      std::unique_ptr<RankDevice> early, v1::RankReport* report) {
+                      std::unique_ptr<RankDevice> early, v1::RankReport* report,
+                      std::vector<std::shared_ptr<void>>* keep) {
   CandidateHost& host = *host_process;
+  // Declared before the guard below, so released after it.
+  std::unique_ptr<RankDevice> dev = std::move(early);
   // Whatever the way out, the host and everything it started are gone before the devices are.
   struct KillAtExit {
     CandidateHost* host;
@@ -261,7 +310,6 @@ absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process,
     return std::chrono::duration<double>(Clock::now() - t).count();
   };
   auto t_device = Clock::now();
-  std::unique_ptr<RankDevice> dev = std::move(early);
   const bool set_up_early = dev != nullptr;
   if (!set_up_early) {
     PKB_ASSIGN_OR_RETURN(dev, MakeRankDevice(o, IdentityOf(o, o.spec.world_size())));
@@ -303,7 +351,14 @@ absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process,
   };
   std::fprintf(stderr, "pkb-rank %d: set up for the job %.1f ms after its spec\n", o.rank,
                since_spec());
-  Judge runner(o, *p, cfg, dev.get(), comm, &host);
+  auto runner_owned = std::make_shared<Judge>(o, *p, cfg, dev.get(), comm, &host);
+  Judge& runner = *runner_owned;
+  if (keep) {
+    // In the order of their release, should it come: the judge's memory, its stream, the device.
+    keep->push_back(runner_owned);
+    keep->push_back(stream_guard);
+    keep->push_back(std::shared_ptr<RankDevice>(std::move(dev)));
+  }
   report->set_status(v1::OK);
   if (host.running()) {
     PKB_ASSIGN_OR_RETURN(bool ok, runner.Verify(report));

@@ -353,7 +353,9 @@ class CudaRankDevice : public RankDevice {
     std::vector<int> all(id_.world);
     for (int i = 0; i < id_.world; ++i) all[i] = i;
     world_ = std::make_unique<NcclComm>(world, all, stream_);
-    return absl::OkStatus();
+    // One collective now: NCCL loads its kernels and connects the peers at the first one, which
+    // would otherwise fall in the job's first trial.
+    return world_->Barrier();
   }
 
   absl::StatusOr<Comm*> MakeComm(const std::vector<GroupLayout>& groups) override {

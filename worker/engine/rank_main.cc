@@ -184,6 +184,9 @@ int main(int argc, char** argv) {
   std::string key;
   pkb::CandidateHost host;
   std::unique_ptr<pkb::RankDevice> early;
+  // The judge's device, communicators and memory after its judging: never released here. The
+  // report goes out first, and the process's exit frees them (RunJudge).
+  std::vector<std::shared_ptr<void>> kept;
   // MPI gives the rank and W under mpirun. A standby of GPU ranks sets it up once the job is
   // there: an MPI built with CUDA support may make a context on the GPU as it starts.
   auto start_mpi = [&] {
@@ -232,11 +235,7 @@ int main(int argc, char** argv) {
       // A functional run times no reference (engine.h).
       if (o.spec.functional()) o.baseline = false;
       key = pkb::TakeReportKey(o.report, o.rank);
-      s = pkb::RunJudge(o, &host, std::move(early), &report);
-      std::fprintf(stderr, "pkb-rank %d: judge and devices released %.1f ms after the spec\n",
-                   o.rank,
-                   absl::ToDoubleMilliseconds(
-                       absl::Now() - absl::FromUnixMicros(report.spec_seen_unix_micros())));
+      s = pkb::RunJudge(o, &host, std::move(early), &report, &kept);
     }
   } catch (const std::exception& e) {
     s = absl::InternalError(absl::StrCat("exception: ", e.what()));
@@ -252,6 +251,10 @@ int main(int argc, char** argv) {
   std::ofstream f(absl::StrCat(o.report, ".", o.rank), std::ios::binary);
   f << out;
   f.close();
+  std::fprintf(stderr, "pkb-rank %d: report written %.1f ms after the spec\n", o.rank,
+               report.spec_seen_unix_micros() > 0
+                   ? (report.report_unix_micros() - report.spec_seen_unix_micros()) / 1e3
+                   : 0.0);
   std::fflush(stdout);
   // The candidate failed here: the other ranks may be waiting for this one in a collective, so
   // leave without the orderly shutdown; the launcher (mpirun, pkb-rank-group) then ends them.
@@ -259,6 +262,11 @@ int main(int argc, char** argv) {
   // No key taken (a standby that gave up waiting, a spec it could not read): its report is not
   // signed, and the rank fails rather than look like one whose report was forged.
   if (key.empty() && !s.ok()) std::_Exit(5);
+  // Peers of NCCL collectives (ranks of their own GPUs) may still be in their last one with this
+  // rank's memory: the context stays until they are done. Under mpirun, MPI's finalize waits.
+  if (!kept.empty() && o.backend == "cuda" && o.spec.world_size() > 1) {
+    pkb::AwaitPeerReports(o.report, o.rank, o.spec.world_size(), 30);
+  }
 #ifdef PKB_WITH_MPI
   if (under_mpirun) pkb::FinalizeCpuBackend();
 #endif
