@@ -182,8 +182,9 @@ std::optional<Verdict> Evaluation::RunRanks(bool gated) {
                                    : absl::ZeroDuration();
   if (standby_) (*r_.mutable_stage_seconds())["ranks_ahead_of_job"] = absl::ToDoubleSeconds(ahead);
   (*r_.mutable_stage_seconds())["run"] = absl::ToDoubleSeconds(launched_.elapsed - ahead);
-  // The job's own steps before its ranks could read it (the compile, where it is not gated, the
-  // GPU lock, the report keys): part of "run" for standby ranks, before it otherwise.
+  // The job's own steps before its ranks could read it (its checks, the job folder, the sandbox
+  // probe or the standby's adoption, a compile that is not gated, the GPU lock, the report keys):
+  // part of "run" for standby ranks.
   (*r_.mutable_stage_seconds())["job_before_spec"] = absl::ToDoubleSeconds(spec_written_ - start_);
   if (gated && launched_.before_gate >= absl::ZeroDuration()) {
     // The part of "run" that the compile hid: the ranks' start while it ran.

@@ -248,15 +248,18 @@ absl::StatusOr<std::unique_ptr<RankDevice>> SetUpDeviceEarly(const RankOptions& 
   return dev;
 }
 
-void AwaitPeerReports(const std::string& report_base, int rank, int world, double limit_s) {
+bool AwaitPeerReports(const std::string& report_base, int rank, int world, double limit_s) {
   const auto limit = std::chrono::steady_clock::now() +
                      std::chrono::microseconds(static_cast<int64_t>(limit_s * 1e6));
   for (int r = 0; r < world; ++r) {
     if (r == rank) continue;
     const std::string path = absl::StrCat(report_base, ".", r);
-    while (access(path.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < limit)
+    while (access(path.c_str(), F_OK) != 0) {
+      if (std::chrono::steady_clock::now() >= limit) return false;
       usleep(1000);
+    }
   }
+  return true;
 }
 
 absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process,
@@ -354,7 +357,8 @@ absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process,
   auto runner_owned = std::make_shared<Judge>(o, *p, cfg, dev.get(), comm, &host);
   Judge& runner = *runner_owned;
   if (keep) {
-    // In the order of their release, should it come: the judge's memory, its stream, the device.
+    // Never released (pkb-rank leaves with std::_Exit); were they, the Judge must go before the
+    // device its memory lies on.
     keep->push_back(runner_owned);
     keep->push_back(stream_guard);
     keep->push_back(std::shared_ptr<RankDevice>(std::move(dev)));

@@ -228,7 +228,8 @@ class NcclComm : public Comm {
     return absl::OkStatus();
   }
   absl::Status Barrier() override {
-    at::Tensor one = at::ones({1}, at::TensorOptions().dtype(at::kInt).device(at::kCUDA));
+    // Its value is never read: no fill, which would run on whatever stream is current.
+    at::Tensor one = at::empty({1}, at::TensorOptions().dtype(at::kInt).device(at::kCUDA));
     PKB_RETURN_IF_ERROR(AllReduce(one, ReduceOp::kSum));
     PKB_CUDA_OR_RETURN(cudaStreamSynchronize(stream_));
     return absl::OkStatus();

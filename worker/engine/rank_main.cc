@@ -263,9 +263,13 @@ int main(int argc, char** argv) {
   // signed, and the rank fails rather than look like one whose report was forged.
   if (key.empty() && !s.ok()) std::_Exit(5);
   // Peers of NCCL collectives (ranks of their own GPUs) may still be in their last one with this
-  // rank's memory: the context stays until they are done. Under mpirun, MPI's finalize waits.
-  if (!kept.empty() && o.backend == "cuda" && o.spec.world_size() > 1) {
-    pkb::AwaitPeerReports(o.report, o.rank, o.spec.world_size(), 30);
+  // rank's memory: the context stays until they are done. Only after a judging that reached its
+  // end: one that stopped on an error may have left its peers in a collective for good. (Under
+  // mpirun the judges' collectives are MPI's, host-staged, and MPI_Finalize comes next.)
+  if (s.ok() && !kept.empty() && o.backend == "cuda" && o.spec.world_size() > 1 &&
+      !pkb::AwaitPeerReports(o.report, o.rank, o.spec.world_size(), 30)) {
+    std::fprintf(stderr, "pkb-rank %d: the other ranks' reports did not come within 30 s\n",
+                 o.rank);
   }
 #ifdef PKB_WITH_MPI
   if (under_mpirun) pkb::FinalizeCpuBackend();

@@ -313,14 +313,14 @@ void NoteRankEnds(const std::vector<v1::RankReport>& reports, absl::Time spec_wr
   // A rank started after the spec was written has it at once (its wait is then its own start).
   if (wait_s >= 0 && wait_s < 3600) stages["rank_spec_wait"] = wait_s;
   if (exit_s >= 0 && exit_s < 3600) stages["rank_exit"] = exit_s;
-  // The ranks' time from the spec to their reports outside verify and benchmark: their setup for
-  // the job (the host's init, communicators, the candidate's load) and the report's writing.
-  const auto stage = [&](const char* name) {
-    auto it = stages.find(name);
-    return it == stages.end() ? 0.0 : it->second;
-  };
+  // The ranks' time from the spec to their reports outside verify and benchmark: their set-up
+  // for the job (the host's init, communicators, the wait for an overlapped compile, the
+  // candidate's load) and the report's writing. Only where both stages were judged (an OK
+  // verdict): otherwise it would be the whole time.
+  auto verify = stages.find("verify"), bench = stages.find("benchmark");
+  if (verify == stages.end() || bench == stages.end()) return;
   const double judged_s = (reported - seen) / 1e6;
-  const double other_s = judged_s - stage("verify") - stage("benchmark");
+  const double other_s = judged_s - verify->second - bench->second;
   if (judged_s >= 0 && judged_s < 3600 && other_s >= 0) stages["rank_other"] = other_s;
 }
 

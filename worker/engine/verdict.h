@@ -115,7 +115,9 @@ void ApplyNodeBaseline(const std::vector<double>& node_us, v1::EvalResult* resul
 // rank_spec_wait, from the spec written to the last rank having it, and rank_exit, from the
 // last report written to every rank process gone; rank_other, from the last rank having the
 // spec to the last report, less the verify and benchmark stages already in `result` (the ranks'
-// setup for the job and their reports). Readings that make no sense are left out.
+// set-up for the job, a wait for an overlapped compile among it, and their reports), only where
+// both are there (JudgeReports sets them for an OK verdict). Readings that make no sense are
+// left out.
 void NoteRankEnds(const std::vector<v1::RankReport>& reports, absl::Time spec_written,
                   absl::Time ranks_ended, v1::EvalResult* result);
 

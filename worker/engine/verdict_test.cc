@@ -416,6 +416,11 @@ TEST_CASE("the ranks' spec wait and exit come from their clock readings and the 
   CHECK(r.stage_seconds().at("rank_exit") == Approx(0.25));  // after the last report
   // 0.995 s from the last rank's spec to the last report, 0.9 s of it verify and benchmark.
   CHECK(r.stage_seconds().at("rank_other") == Approx(0.095));
+  // Without the verify and benchmark stages (a verdict other than OK): no rank_other.
+  v1::EvalResult failed;
+  NoteRankEnds(reports, spec, absl::FromUnixMicros(1'001'250'000), &failed);
+  CHECK(failed.stage_seconds().count("rank_exit") == 1);
+  CHECK(failed.stage_seconds().count("rank_other") == 0);
   // A rank without its readings, or an exit before the report: nothing made up.
   v1::EvalResult none;
   reports[1].clear_report_unix_micros();
