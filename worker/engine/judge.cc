@@ -248,20 +248,6 @@ absl::StatusOr<std::unique_ptr<RankDevice>> SetUpDeviceEarly(const RankOptions& 
   return dev;
 }
 
-bool AwaitPeerReports(const std::string& report_base, int rank, int world, double limit_s) {
-  const auto limit = std::chrono::steady_clock::now() +
-                     std::chrono::microseconds(static_cast<int64_t>(limit_s * 1e6));
-  for (int r = 0; r < world; ++r) {
-    if (r == rank) continue;
-    const std::string path = absl::StrCat(report_base, ".", r);
-    while (access(path.c_str(), F_OK) != 0) {
-      if (std::chrono::steady_clock::now() >= limit) return false;
-      usleep(1000);
-    }
-  }
-  return true;
-}
-
 absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process,
                       std::unique_ptr<RankDevice> early, v1::RankReport* report,
                       std::vector<std::shared_ptr<void>>* keep) {

@@ -72,12 +72,6 @@ absl::Status WarmJudgeKernels(RankDevice* dev);
 absl::Status RunJudge(const RankOptions& o, CandidateHost* host, std::unique_ptr<RankDevice> early,
                       v1::RankReport* report, std::vector<std::shared_ptr<void>>* keep = nullptr);
 
-// Waits, up to `limit_s`, for the other ranks' reports (`report_base`.<rank>) to exist: each
-// writes its own once its judging, and so its part of every collective, is over. A rank that
-// leaves without releasing its device waits for this first, so that no peer's last collective
-// meets a context being torn down. False when one did not come in time.
-bool AwaitPeerReports(const std::string& report_base, int rank, int world, double limit_s);
-
 }  // namespace pkb
 
 #endif  // PKB_WORKER_ENGINE_JUDGE_H_

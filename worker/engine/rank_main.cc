@@ -267,7 +267,7 @@ int main(int argc, char** argv) {
   // end: one that stopped on an error may have left its peers in a collective for good. (Under
   // mpirun the judges' collectives are MPI's, host-staged, and MPI_Finalize comes next.)
   if (s.ok() && !kept.empty() && o.backend == "cuda" && o.spec.world_size() > 1 &&
-      !pkb::AwaitPeerReports(o.report, o.rank, o.spec.world_size(), 30)) {
+      !pkb::AwaitPeerReports(o.report, o.rank, o.spec.world_size(), absl::Seconds(30))) {
     std::fprintf(stderr, "pkb-rank %d: the other ranks' reports did not come within 30 s\n",
                  o.rank);
   }

@@ -1,5 +1,7 @@
 #include "worker/engine/verdict.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -7,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/eval_spec.h"
 #include "common/hash.h"
 #include "nlohmann/json.hpp"
@@ -296,6 +299,19 @@ void ApplyNodeBaseline(const std::vector<double>& node_us, v1::EvalResult* r) {
   const auto [fast, slow] = RoundExtremes(r->candidate());
   r->set_speedup_low(lo / slow);
   r->set_speedup_high(hi / fast);
+}
+
+bool AwaitPeerReports(const std::string& report_base, int rank, int world, absl::Duration limit) {
+  const absl::Time end = absl::Now() + limit;
+  for (int r = 0; r < world; ++r) {
+    if (r == rank) continue;
+    const std::string path = absl::StrCat(report_base, ".", r);
+    while (access(path.c_str(), F_OK) != 0) {
+      if (absl::Now() >= end) return false;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+  }
+  return true;
 }
 
 void NoteRankEnds(const std::vector<v1::RankReport>& reports, absl::Time spec_written,

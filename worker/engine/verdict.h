@@ -69,6 +69,12 @@ std::string SignReport(std::string_view key, std::string_view report);
 // The report's bytes, or nullopt when the signature does not verify.
 std::optional<std::string> OpenSignedReport(std::string_view key, std::string_view signed_report);
 
+// Waits, up to `limit`, for the other ranks' reports (`report_base`.<rank>, rank < world) to
+// exist: each writes its own once its judging, and so its part of every collective, is over. A
+// rank that leaves without releasing its device (pkb-rank) waits for this first, so that no
+// peer's last collective meets a context being torn down. False when one did not come in time.
+bool AwaitPeerReports(const std::string& report_base, int rank, int world, absl::Duration limit);
+
 struct ParsedReports {
   std::vector<std::optional<v1::RankReport>> reports;  // by rank; nullopt: missing or malformed
   std::vector<std::string> malformed;                  // one reason per malformed report

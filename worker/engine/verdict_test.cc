@@ -2,9 +2,14 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <fstream>
 #include <limits>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/eval_spec.h"
+#include "common/files.h"
 
 namespace pkb {
 namespace {
@@ -446,6 +451,34 @@ TEST_CASE("progress lines: only what the harness writes is understood") {
     CHECK_FALSE(ParseProgress(bad, 3));
   }
   CHECK_FALSE(ParseProgress(R"({"trial": 0, "ok": "yes"})", 3)->ok);
+}
+
+TEST_CASE("a rank leaving waits for its peers' reports and no longer than its limit") {
+  auto dir = MakeTempDir("/tmp/pkb-test", "peer-reports-");
+  REQUIRE(dir.ok());
+  const std::string base = *dir + "/report";
+  auto write = [&](int rank) { std::ofstream(absl::StrCat(base, ".", rank)) << "x"; };
+  // Alone, or with every peer's report there: at once.
+  CHECK(AwaitPeerReports(base, 0, 1, absl::ZeroDuration()));
+  write(1);
+  write(2);
+  CHECK(AwaitPeerReports(base, 0, 3, absl::ZeroDuration()));
+  // Its own report (rank 1's) is not waited for; a missing peer's (rank 3's) is, up to the limit.
+  write(0);
+  absl::Time t0 = absl::Now();
+  CHECK_FALSE(AwaitPeerReports(base, 1, 4, absl::Milliseconds(100)));
+  CHECK(absl::Now() - t0 >= absl::Milliseconds(100));
+  CHECK(absl::Now() - t0 < absl::Seconds(5));
+  // A report that comes while it waits ends the wait.
+  std::thread late([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    write(3);
+  });
+  t0 = absl::Now();
+  CHECK(AwaitPeerReports(base, 1, 4, absl::Seconds(10)));
+  CHECK(absl::Now() - t0 < absl::Seconds(5));
+  late.join();
+  (void)RemoveTree(*dir);
 }
 
 }  // namespace
