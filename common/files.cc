@@ -2,8 +2,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -49,6 +51,19 @@ absl::Status RemoveTree(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);
   if (ec) return absl::InternalError(absl::StrCat("remove ", path, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+absl::Status AwaitFile(const std::string& path, double limit_s, const std::string& what) {
+  const auto limit = std::chrono::steady_clock::now() +
+                     std::chrono::microseconds(static_cast<int64_t>(limit_s * 1e6));
+  while (access(path.c_str(), F_OK) != 0) {
+    if (std::chrono::steady_clock::now() > limit) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, " did not come within ", limit_s, " s of waiting for it"));
+    }
+    usleep(2000);
+  }
   return absl::OkStatus();
 }
 

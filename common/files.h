@@ -14,6 +14,9 @@ absl::Status WriteFileAtomic(const std::string& path, const std::string& content
 // Creates a fresh directory under `parent` (mkdtemp).
 absl::StatusOr<std::string> MakeTempDir(const std::string& parent, const std::string& prefix);
 absl::Status RemoveTree(const std::string& path);
+// Waits for `path` to exist, polling every 2 ms: DEADLINE_EXCEEDED naming `what` after `limit_s`
+// seconds.
+absl::Status AwaitFile(const std::string& path, double limit_s, const std::string& what);
 
 }  // namespace pkb
 

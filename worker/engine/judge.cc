@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/eval_spec.h"
+#include "common/files.h"
 #include "pkb/v1/rank_host.pb.h"
 #include "pkb/v1/result.pb.h"
 #include "problems/harness/check.h"
@@ -132,19 +133,6 @@ absl::StatusOr<bool> Judge::Verify(v1::RankReport* report) {
   report->set_stage_verify_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return all_ok;
-}
-
-absl::Status AwaitFile(const std::string& path, double limit_s, const std::string& what) {
-  const auto limit = std::chrono::steady_clock::now() +
-                     std::chrono::microseconds(static_cast<int64_t>(limit_s * 1e6));
-  while (access(path.c_str(), F_OK) != 0) {
-    if (std::chrono::steady_clock::now() > limit) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(what, " did not come within ", limit_s, " s of waiting for it"));
-    }
-    usleep(2000);
-  }
-  return absl::OkStatus();
 }
 
 absl::Status AwaitCandidate(const RankOptions& o) {

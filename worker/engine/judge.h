@@ -35,10 +35,6 @@ struct RankOptions {
   double gate_limit_s = 240;  // the longest wait for the gate
 };
 
-// Waits for `path` to exist (pkb-eval writes it whole, by a rename), polling every 2 ms:
-// DEADLINE_EXCEEDED naming `what` after `limit_s` seconds.
-absl::Status AwaitFile(const std::string& path, double limit_s, const std::string& what);
-
 // Waits for `o.candidate_gate` to appear (up to o.gate_limit_s): OK when it says go,
 // CANCELLED when the engine called the run off, DEADLINE_EXCEEDED when it never came.
 absl::Status AwaitCandidate(const RankOptions& o);

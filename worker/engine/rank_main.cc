@@ -25,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/eval_spec.h"
+#include "common/files.h"
 #include "pkb/v1/result.pb.h"
 #include "worker/engine/candidate_host.h"
 #include "worker/engine/core_pinning.h"

@@ -1,7 +1,5 @@
 #include "worker/engine/verdict.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -11,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/eval_spec.h"
+#include "common/files.h"
 #include "common/hash.h"
 #include "nlohmann/json.hpp"
 
@@ -305,11 +304,8 @@ bool AwaitPeerReports(const std::string& report_base, int rank, int world, absl:
   const absl::Time end = absl::Now() + limit;
   for (int r = 0; r < world; ++r) {
     if (r == rank) continue;
-    const std::string path = absl::StrCat(report_base, ".", r);
-    while (access(path.c_str(), F_OK) != 0) {
-      if (absl::Now() >= end) return false;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
+    const double left_s = std::max(0.0, absl::ToDoubleSeconds(end - absl::Now()));
+    if (!AwaitFile(absl::StrCat(report_base, ".", r), left_s, "a peer's report").ok()) return false;
   }
   return true;
 }
