@@ -15,7 +15,9 @@ answer that a node keeps across jobs copied in from one priming run) then warm (
 again). Printed: one line per run and a table of medians; every result is kept as JSON under
 --out. The columns, from the result's stage_seconds and the process's wall clock:
 
-- wall: pkb-eval from exec to exit, as a worker sees it;
+- verdict: from exec (or the job's hand-over) to pkb-eval's verdict line (its DONE event), which
+  the worker passes on at once: it may come before the rank processes have ended;
+- wall: pkb-eval from exec to exit, when the worker can start its next job;
 - compile: the compiler (cache lookup on warm runs);
 - ranks: the launcher's run of the W rank processes, start to end (with the overlap, the part
   spent while the source compiled is `during compile`);
@@ -34,7 +36,8 @@ sets, the candidate's warm-up, its rounds, the spot checks after them, the refer
 graph, the profile passes; and three parts of start_end: spec_wait (from the spec written to the
 last rank having it: a standby's wait, or a fresh rank's own start), other (from the last rank
 having the spec to its last report, less verify and benchmark: the ranks' set-up for the job and
-their reports) and exit (from the last report written to every rank process gone); and
+their reports) and exit (from the last report written to every rank process gone, where the
+verdict waited for it; 0 where it came first); and
 before_spec, the job's own steps before its spec was written (part of ranks for a standby).
 --keep-logs DIR keeps each run's scratch folder, with its rank logs, under DIR.
 Only the standard library is used.
@@ -54,35 +57,51 @@ import time
 BENCH_PARTS = ["inputs", "warmup", "window", "checks", "reference", "profile"]
 
 
+def read_events(p, t0):
+    """pkb-eval --events: the result from its DONE line and when that line came (seconds after
+    t0), then the process's end: (result, verdict_s, wall_s, stderr, rc)."""
+    result, verdict = None, None
+    for line in p.stdout:
+        try:
+            e = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if e.get("stage") == "DONE" and result is None:
+            verdict = time.perf_counter() - t0
+            result = e.get("result", {})
+    p.wait()
+    wall = time.perf_counter() - t0
+    p.stderr.seek(0)
+    return result, verdict, wall, p.stderr.read(), p.returncode
+
+
 def run_once(pkb_eval, args, cache, mode, shape=None, gap=2.0, scratch=None):
-    common = ["--json", "--cache-dir", cache]
+    common = ["--events", "--cache-dir", cache]
     if scratch:
         os.makedirs(scratch, exist_ok=True)
         common += ["--keep-scratch", "--scratch", scratch]
+    err = tempfile.TemporaryFile(mode="w+")
     if mode == "standby":
         fifo_dir = tempfile.mkdtemp(prefix="eval-latency-fifo-")
         fifo = os.path.join(fifo_dir, "job.fifo")
         os.mkfifo(fifo)
         p = subprocess.Popen([pkb_eval, "--standby", shape, "--job-from", fifo] + common,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=err, text=True)
         time.sleep(gap)
         t0 = time.perf_counter()
         with open(fifo, "w") as f:
             f.write(json.dumps(args) + "\n")
-        out, err = p.communicate()
-        wall = time.perf_counter() - t0
+        p.stderr = err
+        r, verdict, wall, p_stderr, rc = read_events(p, t0)
         shutil.rmtree(fifo_dir, ignore_errors=True)
-        p_stdout, p_stderr, rc = out, err, p.returncode
     else:
         cmd = [pkb_eval] + common + (["--serial-compile"] if mode == "serial" else []) + args
         t0 = time.perf_counter()
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        wall = time.perf_counter() - t0
-        p_stdout, p_stderr, rc = p.stdout, p.stderr, p.returncode
-    try:
-        r = json.loads(p_stdout)
-    except json.JSONDecodeError:
-        sys.exit(f"pkb-eval gave no JSON (exit {rc}): {p_stderr[-2000:]}")
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+        p.stderr = err
+        r, verdict, wall, p_stderr, rc = read_events(p, t0)
+    if r is None:
+        sys.exit(f"pkb-eval gave no verdict (exit {rc}): {p_stderr[-2000:]}")
     st = r.get("stage_seconds", {})
     compile_s = st.get("compile", 0.0)
     ranks = st.get("run", 0.0)
@@ -90,6 +109,7 @@ def run_once(pkb_eval, args, cache, mode, shape=None, gap=2.0, scratch=None):
     row = {
         "status": r.get("status"),
         "wall": wall,
+        "verdict": verdict,
         "compile": compile_s,
         "cache_hit": bool(r.get("compile", {}).get("cache_hit", False)),
         "ranks": ranks,
@@ -134,7 +154,7 @@ def main():
         ap.error("mode standby needs --standby-shape W:BACKEND")
     out = o.out or tempfile.mkdtemp(prefix="eval-latency-")
     os.makedirs(out, exist_ok=True)
-    cols = ["wall", "compile", "ranks", "during_compile", "start_end", "device", "comms",
+    cols = ["verdict", "wall", "compile", "ranks", "during_compile", "start_end", "device", "comms",
             "host_ready", "host_load", "early", "verify", "benchmark", "engine"]
     table = {}
     # A cold run is a source the node has not compiled, on a node that has run jobs before: its

@@ -151,9 +151,13 @@ TEST_CASE("an OK CPU result carries timings of both sides and every trial", "[en
   CHECK(j["speedup_low"].get<double>() <= j["speedup"].get<double>());
   CHECK(j["speedup_high"].get<double>() >= j["speedup"].get<double>());
   CHECK(j["rank_trials"].size() == 10);  // 5 trials x 2 ranks, every output compared
-  // Where the ranks' time went outside their stages: their start after the spec, their exit.
+  // Where the ranks' time went outside their stages: their start after the spec, and their exit
+  // where the verdict waited for it (it is given as soon as every report is in, which is before
+  // the ranks have ended unless they ended within the launcher's poll; launcher_test).
   CHECK(j["stage_seconds"]["rank_spec_wait"].get<double>() >= 0);
-  CHECK(j["stage_seconds"]["rank_exit"].get<double>() >= 0);
+  if (j["stage_seconds"].contains("rank_exit")) {
+    CHECK(j["stage_seconds"]["rank_exit"].get<double>() >= 0);
+  }
   CHECK(j["job_key"].get<std::string>().size() == 64);
   // The profile pass ran on both ranks, both sides (one more call of each); on CPU its notes say
   // there is no GPU profile.

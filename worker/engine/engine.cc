@@ -133,16 +133,18 @@ v1::EvalResult Evaluation::Run() {
     if (std::optional<Verdict> end = Compile()) return Finish(*end);
     if (o_.compile_only) return Finish(Compiled());
     if (std::optional<Verdict> end = RunRanks(/*gated=*/false)) return Finish(*end);
-    return Finish(Judge());
+    if (early_) return *early_;  // given as soon as every report was in (SettleEarly)
+    return Finish(Judge(ReadReports()));
   }
   StartCompile();
   std::optional<Verdict> ranks_end = RunRanks(/*gated=*/true);
   JoinCompile();
+  if (early_) return *early_;
   // The compile's verdict comes first: ranks that waited for a candidate that never came say
   // nothing about it.
   if (std::optional<Verdict> end = AdoptCompile(outcome_)) return Finish(*end);
   if (ranks_end) return Finish(*ranks_end);
-  return Finish(Judge());
+  return Finish(Judge(ReadReports()));
 }
 
 Verdict Evaluation::End(v1::Status status, std::string message) {

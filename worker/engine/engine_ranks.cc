@@ -1,5 +1,6 @@
 // The evaluation's rank processes and its verdict (evaluation.h).
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -98,6 +99,7 @@ std::optional<Verdict> Evaluation::RunRanks(bool gated) {
                                                 : ""));
     }
   };
+  hooks.settled = [this](const LaunchResult& so_far) { return SettleEarly(so_far); };
   if (standby_ && !standby_->Adopt(hooks)) {
     // They ended on their own since OpenScratch (a rank failed to start): ranks of our own.
     standby_->Discard();
@@ -148,6 +150,9 @@ std::optional<Verdict> Evaluation::RunRanks(bool gated) {
   if (absl::Status written = WriteSpecFile(scratch_ + "/spec.binpb", run_); !written.ok()) {
     return End(v1::INTERNAL, std::string(written.message()));
   }
+  run_timeout_ = hooks.timeout;
+  gated_ = gated;
+  spec_out_.store(true, std::memory_order_release);
   if (standby_) {
     events_.Emit(
         gated ? v1::COMPILING : v1::VERIFYING,
@@ -161,8 +166,6 @@ std::optional<Verdict> Evaluation::RunRanks(bool gated) {
     events_.Emit(v1::VERIFYING, absl::StrCat("starting ", run_.world_size(), " rank process(es), ",
                                              run_.trials(), " trials"));
   }
-  run_timeout_ = hooks.timeout;
-  gated_ = gated;
   absl::StatusOr<LaunchResult> launched;
   if (standby_) {
     launched = standby_->Wait();
@@ -171,11 +174,18 @@ std::optional<Verdict> Evaluation::RunRanks(bool gated) {
     launch->spec.gate = hooks.gate;
     launch->spec.on_progress = hooks.on_progress;
     launch->spec.before_cleanup = hooks.before_cleanup;
+    launch->spec.settled = hooks.settled;
     launched = RankLauncher().Run(launch->spec);
   }
+  if (early_) return std::nullopt;  // the verdict is out (SettleEarly); the ranks have ended now
   ranks_ended_ = absl::Now();
   if (!launched.ok()) return End(v1::INTERNAL, std::string(launched.status().message()));
   launched_ = std::move(*launched);
+  NoteLaunch();
+  return std::nullopt;
+}
+
+void Evaluation::NoteLaunch() {
   // Standby ranks ran before this job began: their times count from its start.
   const absl::Duration ahead = standby_
                                    ? std::max(absl::ZeroDuration(), start_ - standby_->started())
@@ -186,12 +196,64 @@ std::optional<Verdict> Evaluation::RunRanks(bool gated) {
   // probe or the standby's adoption, a compile that is not gated, the GPU lock, the report keys):
   // part of "run" for standby ranks.
   (*r_.mutable_stage_seconds())["job_before_spec"] = absl::ToDoubleSeconds(spec_written_ - start_);
-  if (gated && launched_.before_gate >= absl::ZeroDuration()) {
+  if (gated_ && launched_.before_gate >= absl::ZeroDuration()) {
     // The part of "run" that the compile hid: the ranks' start while it ran.
     (*r_.mutable_stage_seconds())["ranks_during_compile"] =
         absl::ToDoubleSeconds(std::max(absl::ZeroDuration(), launched_.before_gate - ahead));
   }
-  return std::nullopt;
+}
+
+bool Evaluation::SettleEarly(const LaunchResult& so_far) {
+  if (!spec_out_.load(std::memory_order_acquire)) return false;
+  // Every report there (each is renamed into place whole), and not the same files as last time.
+  std::vector<std::array<int64_t, 3>> files;
+  for (int rank = 0; rank < run_.world_size(); ++rank) {
+    struct stat st;
+    if (lstat(absl::StrCat(report_base_, ".", rank).c_str(), &st) != 0) return false;
+    files.push_back({static_cast<int64_t>(st.st_ino), static_cast<int64_t>(st.st_size),
+                     st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec});
+  }
+  if (files == reports_tried_) return false;
+  reports_tried_ = files;
+  ParsedReports parsed = ReadReports();
+  // Anything else (a report missing, malformed or forged) waits for the ranks' end, as before.
+  if (!parsed.Complete() || !parsed.malformed.empty()) return false;
+  if (o_.baseline && !o_.baseline_only && o_.settle_baseline > 0 && !run_.functional()) {
+    absl::StatusOr<std::vector<double>> recent =
+        BaselineStore(o_.cache_dir + "/baselines")
+            .Recent(BaselineKeyFor(parsed.reports[0]->device_name()));
+    if (!recent.ok() || static_cast<int>(recent->size()) + 1 < o_.settle_baseline) return false;
+  }
+  if (gated_) {
+    // The gate opened, so the compile is over and gave the library the ranks loaded.
+    JoinCompile();
+    if (AdoptCompile(outcome_)) return false;
+  }
+  launched_ = so_far;
+  NoteLaunch();
+  early_ = Finish(Judge(std::move(parsed)));
+  return true;
+}
+
+ParsedReports Evaluation::ReadReports() const {
+  std::vector<std::optional<std::string>> blobs(run_.world_size());
+  std::vector<std::string> unreadable;
+  for (int rank = 0; rank < run_.world_size(); ++rank) {
+    absl::StatusOr<std::string> bytes = ReadReportFile(absl::StrCat(report_base_, ".", rank));
+    if (bytes.ok()) {
+      blobs[rank] = std::move(*bytes);
+    } else if (!absl::IsNotFound(bytes.status())) {
+      unreadable.push_back(absl::StrCat("rank ", rank, "'s report: ", bytes.status().message()));
+    }
+  }
+  ParsedReports parsed = ParseRankReports(MakeVerdictContext(), blobs);
+  parsed.malformed.insert(parsed.malformed.end(), unreadable.begin(), unreadable.end());
+  return parsed;
+}
+
+std::string Evaluation::BaselineKeyFor(const std::string& gpu) const {
+  return BaselineKey(run_.problem_id(), p_->info().version, run_.world_size(), run_.m(), run_.n(),
+                     run_.dtype(), run_.iters(), run_.min_window_ms(), gpu, HarnessVersion());
 }
 
 std::string Evaluation::LogTail(int rank) const {
@@ -200,7 +262,7 @@ std::string Evaluation::LogTail(int rank) const {
                                       : std::string();
 }
 
-Verdict Evaluation::Judge() {
+VerdictContext Evaluation::MakeVerdictContext() const {
   VerdictContext vctx;
   vctx.world = run_.world_size();
   vctx.trials = run_.trials();
@@ -217,12 +279,11 @@ Verdict Evaluation::Judge() {
   vctx.collective_bytes = roof.collective_bytes;
   vctx.busbw_factor = roof.busbw_factor;
   vctx.report_keys = report_keys_;
-  std::vector<std::optional<std::string>> blobs(run_.world_size());
-  for (int rank = 0; rank < run_.world_size(); ++rank) {
-    auto bytes = ReadFile(absl::StrCat(report_base_, ".", rank));
-    if (bytes.ok()) blobs[rank] = std::move(*bytes);
-  }
-  ParsedReports parsed = ParseRankReports(vctx, blobs);
+  return vctx;
+}
+
+Verdict Evaluation::Judge(ParsedReports parsed) {
+  const VerdictContext vctx = MakeVerdictContext();
   const int first_failed = launched_.first_failed;
   auto first_log_tail = [&] { return LogTail(first_failed >= 0 ? first_failed : 0); };
   if (launched_.timed_out) {
@@ -276,9 +337,7 @@ Verdict Evaluation::Judge() {
   if (v.status == v1::OK && o_.baseline && r_.baseline().wall_per_iter_us() > 0) {
     // The node's baseline: this job's measurement joins its newest ones (baseline_store.h).
     BaselineStore store(o_.cache_dir + "/baselines");
-    const std::string key =
-        BaselineKey(run_.problem_id(), p_->info().version, run_.world_size(), run_.m(), run_.n(),
-                    run_.dtype(), run_.iters(), run_.min_window_ms(), r_.gpu(), HarnessVersion());
+    const std::string key = BaselineKeyFor(r_.gpu());
     absl::StatusOr<std::vector<double>> recent =
         store.Record(key, r_.baseline().wall_per_iter_us());
     if (recent.ok() && !o_.baseline_only) {

@@ -323,20 +323,29 @@ int Main(int argc, char** argv, pkb::StandbyRanks* standby) {
   for (auto& d : o.cpu_include_dirs) d = std::filesystem::absolute(d).string();
   fill_paths();
 
+  // The verdict is printed as it comes (DONE): it may come before the rank processes have
+  // ended, and pkb-eval exits once they have.
+  bool printed = false;
+  auto print = [&](const pkb::v1::EvalResult& r) {
+    if (json) {
+      std::cout << ToJson(r, true) << "\n" << std::flush;
+    } else if (!events) {
+      std::cout << pkb::FormatReport(r) << std::flush;
+    }
+    printed = true;
+  };
   auto sink = [&](const pkb::v1::EvalEvent& e) {
     if (events) {
       std::cout << ToJson(e, false) << "\n" << std::flush;
-    } else if (!json && e.stage() != pkb::v1::DONE) {
+    } else if (e.stage() == pkb::v1::DONE) {
+      print(e.result());
+    } else if (!json) {
       std::fprintf(stderr, "[%s] %s\n", pkb::v1::Stage_Name(e.stage()).c_str(),
                    e.message().c_str());
     }
   };
   pkb::v1::EvalResult r = pkb::RunEvaluation(o, sink);
-  if (json) {
-    std::cout << ToJson(r, true) << "\n";
-  } else if (!events) {
-    std::cout << pkb::FormatReport(r);
-  }
+  if (!printed) print(r);
   if (r.status() == pkb::v1::INTERNAL) return 3;
   if (strict && r.status() != pkb::v1::OK) return 1;
   return 0;

@@ -4,6 +4,8 @@
 #ifndef PKB_WORKER_ENGINE_EVALUATION_H_
 #define PKB_WORKER_ENGINE_EVALUATION_H_
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -147,11 +149,30 @@ class Evaluation {
   // gate says go.
   std::optional<Verdict> RunRanks(bool gated);
 
+  // The launch's stages in the result (run, ranks_ahead_of_job, job_before_spec,
+  // ranks_during_compile), from `launched_`.
+  void NoteLaunch();
+
+  // Polled by the launcher while the ranks run (LaunchSpec::settled): once every rank's report
+  // is in, signed and well formed, the verdict is given from them at once (Finish), while the
+  // ranks' processes still exit; `early_` keeps it for Run. Not where the node's baseline is
+  // to be settled first (that starts ranks of its own).
+  bool SettleEarly(const LaunchResult& so_far);
+
+  // What the verdict is checked against: the job's counts, roofline and report keys.
+  VerdictContext MakeVerdictContext() const;
+
+  // Each rank's report file, read as untrusted input (ReadReportFile), parsed and checked.
+  ParsedReports ReadReports() const;
+
+  // The key of this job's reference in the node's baseline store, on GPU `gpu`.
+  std::string BaselineKeyFor(const std::string& gpu) const;
+
   // The tail of a rank's log; the CPU backend has one, mpirun's.
   std::string LogTail(int rank) const;
 
   // Every rank's signed report → the verdict; an OK one joins the node's baseline.
-  Verdict Judge();
+  Verdict Judge(ParsedReports parsed);
 
   const absl::Time start_;
   absl::Time spec_written_, ranks_ended_;  // RunRanks: the spec for the ranks, their exit
@@ -184,7 +205,13 @@ class Evaluation {
   GpuLock gpus_;  // the node's GPU lock, for CUDA runs
   bool gated_ = false;
   absl::Duration run_timeout_;
+  // Set once the keys and spec are out: what RunRanks wrote before it is seen by the launcher's
+  // thread (SettleEarly).
+  std::atomic<bool> spec_out_{false};
   LaunchResult launched_;
+  // SettleEarly: the report files as last tried (inode, size, mtime), and the verdict it gave.
+  std::vector<std::array<int64_t, 3>> reports_tried_;
+  std::optional<v1::EvalResult> early_;
 };
 
 }  // namespace pkb

@@ -289,8 +289,10 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
     if (now >= kill_at) KillProcessGroup(pgid, SIGKILL);
     if (pipe_open) {
       pollfd pfd{progress_pipe[0], POLLIN, 0};
-      // Behind a closed gate, quicker: a called-off run ends as soon as it is called off.
-      if (poll(&pfd, 1, gated ? 5 : 50) > 0) {
+      // Behind a closed gate, quicker: a called-off run ends as soon as it is called off; and
+      // while `settled` is polled, so that an outcome is taken as soon as it is there.
+      const bool quick = gated || (spec.settled && !result.settled);
+      if (poll(&pfd, 1, quick ? 5 : 50) > 0) {
         char buf[4096];
         ssize_t n = read(progress_pipe[0], buf, sizeof buf);
         if (n <= 0) {
@@ -316,7 +318,7 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
         }
       }
     } else {
-      usleep(gated ? 5000 : 20000);
+      usleep(gated || (spec.settled && !result.settled) ? 5000 : 20000);
     }
     for (int i = 0; i < processes; ++i) {
       if (children[i].done) continue;
@@ -335,6 +337,19 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
         result.first_failed = i;
         kill_at = absl::Now() + spec.grace_after_failure;
       }
+    }
+    if (spec.settled && !result.settled && !gated && alive > 0 && !result.timed_out &&
+        !result.called_off && result.first_failed < 0) {
+      LaunchResult so_far = result;
+      so_far.elapsed = absl::Now() - start;
+      // Grouped, the group writes each rank's log under the same name.
+      const int logs = grouped ? spec.world : processes;
+      for (int i = 0; i < logs; ++i) {
+        so_far.ranks.push_back(
+            i < processes ? children[i].exit
+                          : RankExit{i, -1, 0, absl::StrCat(spec.scratch_dir, "/rank", i, ".log")});
+      }
+      result.settled = spec.settled(so_far);
     }
   }
   close(progress_pipe[0]);

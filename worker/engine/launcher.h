@@ -22,6 +22,8 @@ namespace pkb {
 // What ranks started ahead of their candidate wait for (LaunchSpec::gate).
 enum class Gate { kClosed, kOpen, kCalledOff };
 
+struct LaunchResult;
+
 struct LaunchSpec {
   std::string rank_binary;        // pkb-rank
   std::vector<std::string> args;  // common arguments of every rank
@@ -51,6 +53,13 @@ struct LaunchSpec {
   // in-process work of the caller that runs processes of its own (the compile)
   // finishes first, so that none of them is taken for an orphan of the ranks.
   std::function<void()> before_cleanup;
+  // Polled every few milliseconds once the gate is open (or from the start, without one), while
+  // no rank has failed and the limit has not passed: true once the caller has taken the run's
+  // outcome from what the ranks left before their end (every rank's report, say). It is not
+  // polled again, and the launcher goes on as before: it waits for the ranks' end, kills them at
+  // the limit, and returns their exits. `so_far`: the run until now, with every rank's log path
+  // (`ranks` has one entry per rank, mpirun's one under mpirun).
+  std::function<bool(const LaunchResult& so_far)> settled;
 };
 
 struct RankExit {
@@ -69,6 +78,7 @@ struct LaunchResult {
   // did neither.
   absl::Duration before_gate = absl::ZeroDuration();
   int first_failed = -1;  // index into ranks of the first to fail, -1 if none
+  bool settled = false;   // LaunchSpec::settled said true before the ranks ended
   std::string Describe(int index) const;
 };
 

@@ -44,6 +44,52 @@ TEST_CASE("all ranks succeed and rank 0's progress lines arrive", "[launcher]") 
   (void)RemoveTree(*dir);
 }
 
+TEST_CASE("an outcome is taken once the ranks left it, and they still end as always",
+          "[launcher]") {
+  auto dir = MakeTempDir("/tmp/pkb-test", "launch-");
+  REQUIRE(dir.ok());
+  // Each rank leaves its file, then takes a second to end (a device's teardown).
+  LaunchSpec s = ShellRanks("touch " + *dir + "/done.$PKB_RANK; sleep 1", 3, *dir);
+  int polls = 0;
+  absl::Time taken;
+  LaunchResult seen;
+  s.settled = [&](const LaunchResult& so_far) {
+    ++polls;
+    for (int r = 0; r < 3; ++r) {
+      if (access((*dir + "/done." + std::to_string(r)).c_str(), F_OK) != 0) return false;
+    }
+    taken = absl::Now();
+    seen = so_far;
+    return true;
+  };
+  auto r = RankLauncher().Run(s);
+  const absl::Time ended = absl::Now();
+  REQUIRE(r.ok());
+  CHECK(r->settled);
+  CHECK(polls >= 1);
+  CHECK(ended - taken > absl::Milliseconds(500));  // taken while the ranks were still there
+  // The run so far: no failure, every rank's log named, time counted from the launch.
+  CHECK_FALSE(seen.timed_out);
+  CHECK(seen.first_failed == -1);
+  REQUIRE(seen.ranks.size() == 3);
+  CHECK(seen.ranks[2].log_path == *dir + "/rank2.log");
+  CHECK(seen.elapsed > absl::ZeroDuration());
+  CHECK(seen.elapsed < r->elapsed);
+  // Not polled once a rank has failed: its outcome waits for the ranks' end.
+  s = ShellRanks("if [ $PKB_RANK = 1 ]; then exit 3; fi; sleep 1", 2, *dir);
+  bool after_failure = false;
+  s.settled = [&](const LaunchResult& so_far) {
+    after_failure = after_failure || so_far.first_failed >= 0;
+    return false;
+  };
+  r = RankLauncher().Run(s);
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->settled);
+  CHECK(r->first_failed == 1);
+  CHECK_FALSE(after_failure);
+  (void)RemoveTree(*dir);
+}
+
 TEST_CASE("one crashing rank brings down the ranks blocked on it", "[launcher]") {
   auto dir = MakeTempDir("/tmp/pkb-test", "launch-");
   REQUIRE(dir.ok());

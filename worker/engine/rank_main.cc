@@ -249,13 +249,15 @@ int main(int argc, char** argv) {
   report.set_report_unix_micros(absl::ToUnixMicros(absl::Now()));
   report.SerializeToString(&out);
   if (!key.empty()) out = pkb::SignReport(key, out);
-  std::ofstream f(absl::StrCat(o.report, ".", o.rank), std::ios::binary);
-  f << out;
-  f.close();
-  std::fprintf(stderr, "pkb-rank %d: report written %.1f ms after the spec\n", o.rank,
-               report.spec_seen_unix_micros() > 0
-                   ? (report.report_unix_micros() - report.spec_seen_unix_micros()) / 1e3
-                   : 0.0);
+  const absl::Status written = pkb::WriteReportFile(absl::StrCat(o.report, ".", o.rank), out);
+  if (written.ok()) {
+    std::fprintf(stderr, "pkb-rank %d: report written %.1f ms after the spec\n", o.rank,
+                 report.spec_seen_unix_micros() > 0
+                     ? (report.report_unix_micros() - report.spec_seen_unix_micros()) / 1e3
+                     : 0.0);
+  } else {
+    std::fprintf(stderr, "pkb-rank %d: %s\n", o.rank, std::string(written.message()).c_str());
+  }
   std::fflush(stdout);
   // The candidate failed here: the other ranks may be waiting for this one in a collective, so
   // leave without the orderly shutdown; the launcher (mpirun, pkb-rank-group) then ends them.
@@ -275,5 +277,5 @@ int main(int argc, char** argv) {
 #ifdef PKB_WITH_MPI
   if (under_mpirun) pkb::FinalizeCpuBackend();
 #endif
-  std::_Exit(f ? 0 : 3);
+  std::_Exit(written.ok() ? 0 : 3);
 }

@@ -28,6 +28,10 @@ StandbyRanks::StandbyRanks(std::string scratch, std::unique_ptr<RankLaunch> laun
     std::lock_guard<std::mutex> lock(mu_);
     if (adopted_ && hooks_.on_progress) hooks_.on_progress(line);
   };
+  spec.settled = [this](const LaunchResult& so_far) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return adopted_ && hooks_.settled && hooks_.settled(so_far);
+  };
   spec.before_cleanup = [this] {
     std::function<void()> hook;
     {

@@ -42,6 +42,7 @@ class StandbyRanks {
     std::function<Gate()> gate;
     std::function<void(const std::string&)> on_progress;
     std::function<void()> before_cleanup;
+    std::function<bool(const LaunchResult&)> settled;
     absl::Duration timeout;
   };
 

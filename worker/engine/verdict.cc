@@ -1,7 +1,14 @@
 #include "worker/engine/verdict.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <utility>
 
@@ -310,6 +317,64 @@ bool AwaitPeerReports(const std::string& report_base, int rank, int world, absl:
   return true;
 }
 
+absl::StatusOr<std::string> ReadReportFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    if (error == ENOENT) return absl::NotFoundError(absl::StrCat("no report at ", path));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot open ", path, ": ", strerror(error),
+                     error == ELOOP ? " (a link where the report belongs)" : ""));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a regular file"));
+  }
+  if (st.st_size > kMaxReportBytes) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " holds ", st.st_size, " bytes, more than a report's ", kMaxReportBytes));
+  }
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t have = 0;
+  while (have < out.size()) {
+    const ssize_t n = read(fd, out.data() + have, out.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    have += static_cast<size_t>(n);
+  }
+  close(fd);
+  out.resize(have);
+  return out;
+}
+
+absl::Status WriteReportFile(const std::string& path, const std::string& bytes) {
+  std::string tmp = path + ".XXXXXX";
+  const int fd = mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot create a file beside ", path, ": ", strerror(errno)));
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  // Readable by the engine, which may run as another uid than the sandbox's ranks.
+  const bool ok = done == bytes.size() && fchmod(fd, 0644) == 0;
+  const int error = errno;
+  close(fd);
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    const int why = ok ? errno : error;
+    unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", strerror(why)));
+  }
+  return absl::OkStatus();
+}
+
 void NoteRankEnds(const std::vector<v1::RankReport>& reports, absl::Time spec_written,
                   absl::Time ranks_ended, v1::EvalResult* result) {
   int64_t seen = 0, reported = 0;
@@ -318,13 +383,15 @@ void NoteRankEnds(const std::vector<v1::RankReport>& reports, absl::Time spec_wr
     seen = std::max(seen, rep.spec_seen_unix_micros());
     reported = std::max(reported, rep.report_unix_micros());
   }
-  if (reports.empty() || spec_written == absl::Time() || ranks_ended == absl::Time()) return;
+  if (reports.empty() || spec_written == absl::Time()) return;
   const double wait_s = (seen - absl::ToUnixMicros(spec_written)) / 1e6;
-  const double exit_s = (absl::ToUnixMicros(ranks_ended) - reported) / 1e6;
   auto& stages = *result->mutable_stage_seconds();
   // A rank started after the spec was written has it at once (its wait is then its own start).
   if (wait_s >= 0 && wait_s < 3600) stages["rank_spec_wait"] = wait_s;
-  if (exit_s >= 0 && exit_s < 3600) stages["rank_exit"] = exit_s;
+  if (ranks_ended != absl::Time()) {
+    const double exit_s = (absl::ToUnixMicros(ranks_ended) - reported) / 1e6;
+    if (exit_s >= 0 && exit_s < 3600) stages["rank_exit"] = exit_s;
+  }
   // The ranks' time from the spec to their reports outside verify and benchmark: their set-up
   // for the job (the host's init, communicators, the wait for an overlapped compile, the
   // candidate's load) and the report's writing. Only where both stages were judged (an OK

@@ -17,11 +17,14 @@
 #ifndef PKB_WORKER_ENGINE_VERDICT_H_
 #define PKB_WORKER_ENGINE_VERDICT_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "pkb/v1/result.pb.h"
 
@@ -75,6 +78,19 @@ std::optional<std::string> OpenSignedReport(std::string_view key, std::string_vi
 // peer's last collective meets a context being torn down. False when one did not come in time.
 bool AwaitPeerReports(const std::string& report_base, int rank, int world, absl::Duration limit);
 
+// Reads one rank's report file (`report_base`.<rank>). The file is writable by the submission
+// (docs/security.md), so only a regular file of at most kMaxReportBytes is read, opened without
+// following a link and without blocking: a FIFO, a link or a device planted in its place is an
+// error (the caller takes it for a malformed report), never a hang. NotFound when there is none.
+inline constexpr int64_t kMaxReportBytes = 64 << 20;
+absl::StatusOr<std::string> ReadReportFile(const std::string& path);
+
+// Writes a rank's report file whole: into a fresh file of its own beside it (created, never
+// opened where something stands already), then renamed into place, replacing whatever the
+// submission left under that name without following it. The engine may take the verdict as soon
+// as every rank's file is there (Evaluation::SettleEarly), so none is ever seen half written.
+absl::Status WriteReportFile(const std::string& path, const std::string& bytes);
+
 struct ParsedReports {
   std::vector<std::optional<v1::RankReport>> reports;  // by rank; nullopt: missing or malformed
   std::vector<std::string> malformed;                  // one reason per malformed report
@@ -119,11 +135,11 @@ void ApplyNodeBaseline(const std::vector<double>& node_us, v1::EvalResult* resul
 // Where the ranks' time went outside their own stages, from their reports' clock readings
 // (RankReport.spec_seen_unix_micros, report_unix_micros) and the engine's: stage_seconds.
 // rank_spec_wait, from the spec written to the last rank having it, and rank_exit, from the
-// last report written to every rank process gone; rank_other, from the last rank having the
-// spec to the last report, less the verify and benchmark stages already in `result` (the ranks'
-// set-up for the job, a wait for an overlapped compile among it, and their reports), only where
-// both are there (JudgeReports sets them for an OK verdict). Readings that make no sense are
-// left out.
+// last report written to every rank process gone (not when `ranks_ended` is absl::Time(): a
+// verdict given before they ended); rank_other, from the last rank having the spec to the last
+// report, less the verify and benchmark stages already in `result` (the ranks' set-up for the
+// job, a wait for an overlapped compile among it, and their reports), only where both are there
+// (JudgeReports sets them for an OK verdict). Readings that make no sense are left out.
 void NoteRankEnds(const std::vector<v1::RankReport>& reports, absl::Time spec_written,
                   absl::Time ranks_ended, v1::EvalResult* result);
 

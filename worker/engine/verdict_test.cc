@@ -1,7 +1,11 @@
 #include "worker/engine/verdict.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <thread>
@@ -435,6 +439,52 @@ TEST_CASE("the ranks' spec wait and exit come from their clock readings and the 
   NoteRankEnds(reports, spec, absl::FromUnixMicros(1'000'000'000), &none);
   CHECK(none.stage_seconds().count("rank_exit") == 0);
   CHECK(none.stage_seconds().count("rank_spec_wait") == 1);
+  // A verdict given before the ranks ended: no exit, the rest as before.
+  v1::EvalResult early;
+  (*early.mutable_stage_seconds())["verify"] = 0.2;
+  (*early.mutable_stage_seconds())["benchmark"] = 0.7;
+  NoteRankEnds(reports, spec, absl::Time(), &early);
+  CHECK(early.stage_seconds().count("rank_exit") == 0);
+  CHECK(early.stage_seconds().at("rank_spec_wait") == Approx(0.005));
+  CHECK(early.stage_seconds().at("rank_other") == Approx(0.095));
+}
+
+TEST_CASE("a report file is read only where it is a regular file of a report's size") {
+  absl::StatusOr<std::string> dir = MakeTempDir("/tmp/pkb-test", "report-file-");
+  REQUIRE(dir.ok());
+  const std::string path = *dir + "/report.0";
+  CHECK(ReadReportFile(path).status().code() == absl::StatusCode::kNotFound);
+  REQUIRE(WriteFileAtomic(path, std::string("signed\0report", 13)).ok());
+  absl::StatusOr<std::string> read = ReadReportFile(path);
+  REQUIRE(read.ok());
+  CHECK(*read == std::string("signed\0report", 13));
+  // What the submission could plant in its place (the scratch folder is writable by it): a FIFO
+  // that no one writes (opening it must not block), a link, a file larger than any report.
+  const std::string fifo = *dir + "/report.1";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THAT(std::string(ReadReportFile(fifo).status().message()),
+             Catch::Contains("not a regular file"));
+  const std::string link = *dir + "/report.2";
+  REQUIRE(symlink(path.c_str(), link.c_str()) == 0);
+  CHECK_THAT(std::string(ReadReportFile(link).status().message()), Catch::Contains("a link"));
+  const std::string big = *dir + "/report.3";
+  REQUIRE(truncate(path.c_str(), 0) == 0);
+  { std::ofstream(big).flush(); }
+  REQUIRE(truncate(big.c_str(), kMaxReportBytes + 1) == 0);
+  CHECK_THAT(std::string(ReadReportFile(big).status().message()),
+             Catch::Contains("more than a report's"));
+  CHECK(ReadReportFile(path)->empty());
+  // The judge's own write replaces each of them, and follows no link: the link's target stays.
+  for (const std::string& planted : {fifo, link, big}) {
+    REQUIRE(WriteReportFile(planted, "the report").ok());
+    CHECK(*ReadReportFile(planted) == "the report");
+  }
+  CHECK(ReadReportFile(path)->empty());
+  // Nothing of its temporary files is left beside them.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(*dir)) files += e.exists() ? 1 : 0;
+  CHECK(files == 4);
+  (void)RemoveTree(*dir);
 }
 
 TEST_CASE("progress lines: only what the harness writes is understood") {
