@@ -361,6 +361,37 @@ TEST_CASE("a draining worker finishes its job and leaves", "[service]") {
   CHECK(w->WaitExit(absl::Seconds(10)));
 }
 
+TEST_CASE("a verdict reaches its client while its engine still ends; the next job waits for it",
+          "[service]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  const std::string log = c.dir + "/engine_runs.log";  // the test double's, one line a run
+  c.StartWorker("w1");
+  auto submit = [&](const std::string& source) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    auto reader = c.stub->Submit(&ctx, c.Request(source));
+    grpc::Status st;
+    return ReadAll(reader.get(), &st);
+  };
+  // The engine gives its verdict, then takes 2 s to end (its ranks' teardown).
+  auto first = submit("FAKE_OK FAKE_LINGER=2 first");
+  REQUIRE(!first.empty());
+  CHECK(first.back().result().status() == v1::OK);
+  CHECK(Slurp(log).find("ended") == std::string::npos);  // the verdict came first
+  // The worker's slot is free at once, but its next engine starts only after that one ended.
+  auto second = submit("FAKE_OK second");
+  REQUIRE(!second.empty());
+  CHECK(second.back().result().status() == v1::OK);
+  const std::string ran = Slurp(log);
+  INFO(ran);
+  const size_t ended = ran.find("ended");
+  const size_t next = ran.find("source=", ran.find("\n") + 1);
+  REQUIRE(ended != std::string::npos);
+  REQUIRE(next != std::string::npos);
+  CHECK(ended < next);
+}
+
 TEST_CASE("a worker whose health check fails after a job takes no more jobs", "[service]") {
   Cluster c;
   c.StartCoordinator(PKB_FAKE_ENGINE);

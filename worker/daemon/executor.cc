@@ -58,11 +58,12 @@ pid_t PidOfLine(const std::string& line) {
 }
 
 // What the engine writes on stdout for one job: its events (JSON lines), DONE last with the
-// result.
+// result, which goes to `on_verdict` at once (the engine exits after its ranks have ended).
 class EngineOutput {
  public:
-  EngineOutput(const Executor::EventCallback& on_event, CancelToken* cancel)
-      : on_event_(on_event), cancel_(cancel) {}
+  EngineOutput(const Executor::EventCallback& on_event, const Executor::VerdictCallback& on_verdict,
+               CancelToken* cancel)
+      : on_event_(on_event), on_verdict_(on_verdict), cancel_(cancel) {}
 
   void Line(const std::string& line) {
     if (pid_t pid = PidOfLine(line); pid > 0) {
@@ -78,7 +79,9 @@ class EngineOutput {
       return;
     }
     if (event.stage() == v1::DONE) {
+      if (final_result_) return;  // the engine gives one verdict; a second line is not one
       final_result_ = event.result();
+      if (on_verdict_ && !cancel_->cancelled()) on_verdict_(*final_result_);
     } else {
       on_event_(event);
     }
@@ -115,6 +118,7 @@ class EngineOutput {
 
  private:
   const Executor::EventCallback& on_event_;
+  const Executor::VerdictCallback& on_verdict_;
   CancelToken* cancel_;
   std::optional<v1::EvalResult> final_result_;
   std::string bad_lines_;
@@ -250,6 +254,7 @@ std::vector<std::string> EngineExecutor::SettleArgs(const v1::EvalSpec& spec) co
 
 std::optional<v1::EvalResult> EngineExecutor::RunOnStandby(Standby& sb, const v1::Lease& lease,
                                                            const EventCallback& on_event,
+                                                           const VerdictCallback& on_verdict,
                                                            CancelToken* cancel,
                                                            absl::Duration timeout) {
   const std::string file_name = SourceFileName(lease.spec().language());
@@ -264,7 +269,7 @@ std::optional<v1::EvalResult> EngineExecutor::RunOnStandby(Standby& sb, const v1
   for (std::string& a : SettleArgs(lease.spec())) args.push_back(std::move(a));
   nlohmann::json line = args;
   const std::string text = line.dump() + "\n";
-  EngineOutput out(on_event, cancel);
+  EngineOutput out(on_event, on_verdict, cancel);
   pid_t pgid = 0;
   {
     absl::MutexLock lock(&sb.mu);
@@ -313,7 +318,7 @@ std::optional<v1::EvalResult> EngineExecutor::RunOnStandby(Standby& sb, const v1
 }
 
 v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& on_event,
-                                   CancelToken* cancel) {
+                                   const VerdictCallback& on_verdict, CancelToken* cancel) {
   const absl::Duration timeout =
       lease.deadline_ms() > 0 ? absl::Milliseconds(lease.deadline_ms()) : absl::Minutes(30);
   std::unique_ptr<Standby> sb;
@@ -322,11 +327,11 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
     sb = std::move(standby_);
   }
   std::optional<v1::EvalResult> r;
-  if (sb) r = RunOnStandby(*sb, lease, on_event, cancel, timeout);
+  if (sb) r = RunOnStandby(*sb, lease, on_event, on_verdict, cancel, timeout);
   sb.reset();  // an engine that did not take the job is killed
   if (!r) {
     r = RunEngine(lease.spec(), lease.source(), lease.job_key(), SettleArgs(lease.spec()), "job-",
-                  "evaluation", /*background=*/false, timeout, on_event, cancel);
+                  "evaluation", /*background=*/false, timeout, on_event, on_verdict, cancel);
   }
   if (options_.standby) StartStandby(lease.spec());
   return *r;
@@ -338,14 +343,15 @@ v1::EvalResult EngineExecutor::Compile(const v1::CompileTask& task, CancelToken*
       task.spec(), task.source(), "", {"--compile-only"}, "compile-", "compile",
       /*background=*/true,
       task.deadline_ms() > 0 ? absl::Milliseconds(task.deadline_ms()) : absl::Minutes(2),
-      [](const v1::EvalEvent&) {}, cancel);
+      [](const v1::EvalEvent&) {}, VerdictCallback(), cancel);
 }
 
 v1::EvalResult EngineExecutor::RunEngine(const v1::EvalSpec& spec_message,
                                          const std::string& source_text, const std::string& job_key,
                                          const std::vector<std::string>& extra, const char* prefix,
                                          const char* what, bool background, absl::Duration timeout,
-                                         const EventCallback& on_event, CancelToken* cancel) {
+                                         const EventCallback& on_event,
+                                         const VerdictCallback& on_verdict, CancelToken* cancel) {
   const std::string& language = spec_message.language();
   const std::string file_name = SourceFileName(language);
   if (file_name.empty()) {
@@ -380,7 +386,7 @@ v1::EvalResult EngineExecutor::RunEngine(const v1::EvalSpec& spec_message,
   opts.cwd = *dir;
   opts.timeout = timeout;
   opts.max_output_bytes = 16 << 20;
-  EngineOutput out(on_event, cancel);
+  EngineOutput out(on_event, on_verdict, cancel);
   opts.on_stdout_line = [&](const std::string& line) { out.Line(line); };
   absl::StatusOr<SubprocessResult> r = RunSubprocess(opts);
   cancel->SetProcessGroup(0);

@@ -56,10 +56,15 @@ class CancelToken {
 class Executor {
  public:
   using EventCallback = std::function<void(const v1::EvalEvent&)>;
+  using VerdictCallback = std::function<void(const v1::EvalResult&)>;
   virtual ~Executor() = default;
-  // Streams the job's non-final events to `on_event`; returns the verdict.
+  // Streams the job's non-final events to `on_event`; returns the verdict once the job's
+  // processes are gone. The engine's verdict also goes to `on_verdict` (when set) the moment the
+  // engine gives it, once: the engine may give it before its rank processes have ended (their
+  // devices' teardown), and Run returns after that. Run's verdict is the same one, unless the
+  // engine then failed (INTERNAL) or the job was cut short (TIMEOUT, CANCELLED).
   virtual v1::EvalResult Run(const v1::Lease& lease, const EventCallback& on_event,
-                             CancelToken* cancel) = 0;
+                             const VerdictCallback& on_verdict, CancelToken* cancel) = 0;
   // Compiles the task's source, nothing more. This default answers INTERNAL: an executor that
   // cannot compile (a worker that has none advertises no compile slots).
   virtual v1::EvalResult Compile(const v1::CompileTask& task, CancelToken* cancel);
@@ -86,7 +91,7 @@ class EngineExecutor : public Executor {
   explicit EngineExecutor(EngineExecutorOptions options);
   ~EngineExecutor() override;
   v1::EvalResult Run(const v1::Lease& lease, const EventCallback& on_event,
-                     CancelToken* cancel) override;
+                     const VerdictCallback& on_verdict, CancelToken* cancel) override;
   v1::EvalResult Compile(const v1::CompileTask& task, CancelToken* cancel) override;
   // Whether an engine started ahead waits for the next job (options.standby).
   bool standby_waiting();
@@ -100,7 +105,8 @@ class EngineExecutor : public Executor {
   // The job on the engine started ahead; nullopt when it could not take it (it died, or its FIFO
   // never opened): the job then runs on an engine of its own.
   std::optional<v1::EvalResult> RunOnStandby(Standby& standby, const v1::Lease& lease,
-                                             const EventCallback& on_event, CancelToken* cancel,
+                                             const EventCallback& on_event,
+                                             const VerdictCallback& on_verdict, CancelToken* cancel,
                                              absl::Duration timeout);
 
   // pkb-eval on the spec and source, in a fresh scratch folder (`prefix`XXXXXX), killed after
@@ -110,7 +116,7 @@ class EngineExecutor : public Executor {
                            const std::string& job_key, const std::vector<std::string>& extra,
                            const char* prefix, const char* what, bool background,
                            absl::Duration timeout, const EventCallback& on_event,
-                           CancelToken* cancel);
+                           const VerdictCallback& on_verdict, CancelToken* cancel);
 
   EngineExecutorOptions options_;
   absl::Mutex standby_mu_;

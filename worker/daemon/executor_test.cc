@@ -47,16 +47,54 @@ TEST_CASE("the engine's events are streamed and its verdict returned", "[executo
   EngineExecutor exec({PKB_FAKE_ENGINE, s.dir});
   CancelToken cancel;
   std::vector<v1::EvalEvent> events;
+  std::vector<v1::EvalResult> verdicts;
   v1::EvalResult r = exec.Run(
-      Lease("FAKE_OK"), [&](const v1::EvalEvent& e) { events.push_back(e); }, &cancel);
+      Lease("FAKE_OK"), [&](const v1::EvalEvent& e) { events.push_back(e); },
+      [&](const v1::EvalResult& v) { verdicts.push_back(v); }, &cancel);
   CHECK(r.status() == v1::OK);
+  REQUIRE(verdicts.size() == 1);  // the DONE line, once, and never among the events
+  CHECK(verdicts[0].status() == v1::OK);
   CHECK(r.speedup() == 1.5);
   REQUIRE(events.size() == 7);  // COMPILING, 5 x VERIFYING, BENCHMARKING
   CHECK(events[0].stage() == v1::COMPILING);
   CHECK(events[1].trial_ok());
   CHECK(exec.Run(
-                Lease("FAKE_COMPILE_ERROR"), [](const v1::EvalEvent&) {}, &cancel)
+                Lease("FAKE_COMPILE_ERROR"), [](const v1::EvalEvent&) {}, {}, &cancel)
             .status() == v1::COMPILE_ERROR);
+}
+
+TEST_CASE("the verdict is passed on when the engine gives it, before the engine has ended",
+          "[executor]") {
+  Scratch s;
+  CancelToken cancel;
+  const std::string done =
+      R"({"sequence":"1","stage":"DONE","result":{"status":"OK","message":"fine"}})";
+  // Its verdict first, then a second of its ranks' ending.
+  EngineExecutor slow({s.Script("slow.sh", "echo '" + done + "'\nsleep 1\n"), s.dir});
+  absl::Time given;
+  std::vector<v1::EvalResult> verdicts;
+  v1::EvalResult r = slow.Run(
+      Lease("x"), [](const v1::EvalEvent&) {},
+      [&](const v1::EvalResult& v) {
+        given = absl::Now();
+        verdicts.push_back(v);
+      },
+      &cancel);
+  const absl::Time ended = absl::Now();
+  CHECK(r.status() == v1::OK);
+  REQUIRE(verdicts.size() == 1);
+  CHECK(verdicts[0].message() == "fine");
+  CHECK(ended - given > absl::Milliseconds(500));
+  // An engine that fails after its verdict: the verdict went on as given, Run says INTERNAL.
+  EngineExecutor failing({s.Script("failing.sh", "echo '" + done + "'\nexit 3\n"), s.dir});
+  verdicts.clear();
+  r = failing.Run(
+      Lease("x"), [](const v1::EvalEvent&) {},
+      [&](const v1::EvalResult& v) { verdicts.push_back(v); }, &cancel);
+  REQUIRE(verdicts.size() == 1);
+  CHECK(verdicts[0].status() == v1::OK);
+  CHECK(r.status() == v1::INTERNAL);
+  CHECK(r.message().find("the engine exited with exit code 3") != std::string::npos);
 }
 
 TEST_CASE("a compile task runs the engine with --compile-only and a deadline", "[executor]") {
@@ -103,7 +141,7 @@ TEST_CASE("cancel kills the engine's process group", "[executor]") {
     cancel.Cancel();
   });
   v1::EvalResult r = exec.Run(
-      Lease("FAKE_HANG"), [](const v1::EvalEvent&) {}, &cancel);
+      Lease("FAKE_HANG"), [](const v1::EvalEvent&) {}, {}, &cancel);
   t.join();
   CHECK(r.status() == v1::CANCELLED);
   CHECK(absl::Now() - start < absl::Seconds(10));
@@ -116,7 +154,7 @@ TEST_CASE("an engine past the lease's deadline is killed: TIMEOUT", "[executor]"
   v1::Lease l = Lease("FAKE_HANG");
   l.set_deadline_ms(300);
   CHECK(exec.Run(
-                l, [](const v1::EvalEvent&) {}, &cancel)
+                l, [](const v1::EvalEvent&) {}, {}, &cancel)
             .status() == v1::TIMEOUT);
 }
 
@@ -125,18 +163,18 @@ TEST_CASE("an engine that fails is INTERNAL, with its stderr", "[executor]") {
   CancelToken cancel;
   EngineExecutor crash({s.Script("crash.sh", "echo 'boom: no problems' >&2\nexit 3\n"), s.dir});
   v1::EvalResult r = crash.Run(
-      Lease("x"), [](const v1::EvalEvent&) {}, &cancel);
+      Lease("x"), [](const v1::EvalEvent&) {}, {}, &cancel);
   CHECK(r.status() == v1::INTERNAL);
   CHECK(r.failed_rank_log().find("boom") != std::string::npos);
   EngineExecutor garbage({s.Script("garbage.sh", "echo not json\n"), s.dir});
   CHECK(garbage
             .Run(
-                Lease("x"), [](const v1::EvalEvent&) {}, &cancel)
+                Lease("x"), [](const v1::EvalEvent&) {}, {}, &cancel)
             .status() == v1::INTERNAL);
   EngineExecutor missing({s.dir + "/no-such-engine", s.dir});
   CHECK(missing
             .Run(
-                Lease("x"), [](const v1::EvalEvent&) {}, &cancel)
+                Lease("x"), [](const v1::EvalEvent&) {}, {}, &cancel)
             .status() == v1::INTERNAL);
 }
 
@@ -170,7 +208,7 @@ TEST_CASE("with standby the engine for the next job is started ahead and takes i
     auto run = [&](const v1::Lease& l) {
       events.clear();
       return exec.Run(
-          l, [&](const v1::EvalEvent& e) { events.push_back(e); }, &cancel);
+          l, [&](const v1::EvalEvent& e) { events.push_back(e); }, {}, &cancel);
     };
     CHECK(run(Lease("FAKE_OK")).status() == v1::OK);
     AwaitStandby(exec);
@@ -237,7 +275,7 @@ TEST_CASE("a standby engine that died does not lose the job", "[executor][standb
   CancelToken cancel;
   for (int i = 0; i < 2; ++i) {
     CHECK(exec.Run(
-                  Lease("FAKE_OK"), [](const v1::EvalEvent&) {}, &cancel)
+                  Lease("FAKE_OK"), [](const v1::EvalEvent&) {}, {}, &cancel)
               .status() == v1::OK);
     // The standby dies at once: the next job finds it dead.
     const absl::Time end = absl::Now() + absl::Seconds(10);
@@ -265,7 +303,7 @@ TEST_CASE("a worker's share of the node's GPUs reaches every engine it starts as
     auto run = [&] {
       return exec
           .Run(
-              Lease("FAKE_OK"), [](const v1::EvalEvent&) {}, &cancel)
+              Lease("FAKE_OK"), [](const v1::EvalEvent&) {}, {}, &cancel)
           .status();
     };
     CHECK(run() == v1::OK);  // an engine of its own

@@ -1,6 +1,7 @@
 #include "worker/daemon/worker_daemon.h"
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -248,7 +249,6 @@ void WorkerDaemon::HeartbeatLoop(absl::Duration interval, std::atomic<bool>* sto
 }
 
 void WorkerDaemon::StartJob(const v1::Lease& lease) {
-  if (job_thread_.joinable()) job_thread_.join();  // the previous job has posted its DONE
   auto cancel = std::make_shared<CancelToken>();
   {
     absl::MutexLock lock(&mu_);
@@ -262,7 +262,11 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
   }
   spdlog::info("job {} (attempt {}): problem {} at W={}", lease.job_id(), lease.attempt(),
                lease.spec().problem_id(), lease.spec().world_size());
-  job_thread_ = std::thread([this, lease, cancel] {
+  // The last job's verdict may be out while its engine still ends (its ranks' teardown): this job
+  // starts once that engine is gone. The wait is the new thread's, not the stream reader's.
+  std::thread previous = std::move(job_thread_);
+  job_thread_ = std::thread([this, lease, cancel, previous = std::move(previous)]() mutable {
+    if (previous.joinable()) previous.join();
     LogScope log_scope(lease.job_id());
     auto post = [&](const v1::EvalEvent& e) {
       v1::JobEvent je;
@@ -271,22 +275,28 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
       *je.mutable_event() = e;
       Post(std::move(je));
     };
-    if (options_.observer) options_.observer->JobStarted();
-    const absl::Time started = absl::Now();
-    v1::EvalResult result = executor_->Run(lease, post, cancel.get());
-    if (options_.observer) options_.observer->JobFinished(result, absl::Now() - started);
-    spdlog::info("job {}: {} {}", lease.job_id(), v1::Status_Name(result.status()),
-                 result.message());
-    v1::EvalEvent done;
-    done.set_stage(v1::DONE);
-    done.set_message(result.message());
-    *done.mutable_result() = std::move(result);
-    const v1::Status status = done.result().status();
-    const bool failed = status == v1::RUNTIME_ERROR || status == v1::TIMEOUT ||
-                        status == v1::INTERNAL;
-    const auto& check = failed && options_.failure_health_check ? options_.failure_health_check
-                                                                 : options_.health_check;
-    if (check && options_.healthy) {
+    // The health check a verdict calls for, run before its DONE (which frees the slot) so that
+    // no job lands on a sick node; none: the DONE goes out as soon as the verdict is there.
+    auto check_for = [&](v1::Status status) -> const std::function<absl::Status()>* {
+      const bool failed =
+          status == v1::RUNTIME_ERROR || status == v1::TIMEOUT || status == v1::INTERNAL;
+      const auto& check = failed && options_.failure_health_check ? options_.failure_health_check
+                                                                  : options_.health_check;
+      return check && options_.healthy ? &check : nullptr;
+    };
+    auto finish = [&](v1::EvalResult result) {
+      v1::EvalEvent done;
+      done.set_stage(v1::DONE);
+      done.set_message(result.message());
+      *done.mutable_result() = std::move(result);
+      {
+        absl::MutexLock lock(&mu_);
+        job_running_ = false;
+        cancel_.reset();
+      }
+      post(done);
+    };
+    auto check_health = [&](const std::function<absl::Status()>& check) {
       absl::Status health = check();
       if (options_.observer) options_.observer->HealthChecked(health.ok());
       if (!health.ok())
@@ -296,20 +306,39 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
       healthy_ = health.ok();
       unhealthy_reason_ = std::string(health.message());
       if (stream_ != nullptr && !health.ok()) {
-        // Tell the coordinator before the DONE frees the slot, so no job lands on a sick node.
+        // Tell the coordinator before a DONE frees the slot, so no job lands on a sick node.
         v1::WorkerMessage m;
         m.mutable_heartbeat()->set_healthy(false);
         m.mutable_heartbeat()->set_unhealthy_reason(unhealthy_reason_);
-        m.mutable_heartbeat()->add_running_job_ids(job_id_);
+        if (!job_id_.empty()) m.mutable_heartbeat()->add_running_job_ids(job_id_);
         stream_->Write(m);
       }
+    };
+    if (options_.observer) options_.observer->JobStarted();
+    const absl::Time started = absl::Now();
+    std::optional<v1::Status> sent;  // the verdict's status, once its DONE went out early
+    auto on_verdict = [&](const v1::EvalResult& verdict) {
+      if (sent || check_for(verdict.status()) != nullptr) return;
+      spdlog::info("job {}: {} {} (the engine is still ending)", lease.job_id(),
+                   v1::Status_Name(verdict.status()), verdict.message());
+      sent = verdict.status();
+      finish(verdict);
+    };
+    v1::EvalResult result = executor_->Run(lease, post, on_verdict, cancel.get());
+    if (options_.observer) options_.observer->JobFinished(result, absl::Now() - started);
+    if (sent) {
+      // The verdict went out; what the engine did after it is the node's concern only.
+      if (result.status() != *sent) {
+        spdlog::error("job {}: the engine failed after its verdict: {}", lease.job_id(),
+                      result.message());
+        if (const auto* check = check_for(result.status())) check_health(*check);
+      }
+      return;
     }
-    {
-      absl::MutexLock lock(&mu_);
-      job_running_ = false;
-      cancel_.reset();
-    }
-    post(done);
+    spdlog::info("job {}: {} {}", lease.job_id(), v1::Status_Name(result.status()),
+                 result.message());
+    if (const auto* check = check_for(result.status())) check_health(*check);
+    finish(std::move(result));
   });
 }
 
