@@ -259,9 +259,10 @@ class Scheduler {
     absl::Time last_heard;
     bool healthy = true;
     bool draining = false;
-    std::string job_id;  // the lease it holds, empty when idle
+    bool finishing = false;  // its last job's DONE is in, its engine or health check not yet done
+    std::string job_id;      // the lease it holds, empty when idle
     int32_t attempt = 0;
-    bool indexed = false;  // in idle_ (healthy, not draining, no lease)
+    bool indexed = false;  // in idle_ (healthy, not draining, not finishing, no lease)
     int compiles = 0;      // compile tasks sent and not answered
   };
   struct CompileTaskState {

@@ -253,6 +253,52 @@ TEST_CASE("heartbeat loss expires the lease, the job is re-leased to another wor
   CHECK(f.scheduler->OnJobEvent(1, v1::JobEvent()).code() == absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_CASE("a finishing worker gets no lease until a heartbeat says it is done", "[scheduler]") {
+  Fixture f;
+  auto first = f.scheduler->Submit(Fixture::Request("first"));
+  auto w1 = f.AddWorker(1, "w1");
+  REQUIRE(w1->Leases().size() == 1);
+  auto second = f.scheduler->Submit(Fixture::Request("second"));
+  f.scheduler->Flush();
+  // The verdict goes out while the job's engine still ends: the heartbeat before its DONE says so.
+  v1::Heartbeat hb;
+  hb.set_healthy(true);
+  hb.set_finishing(true);
+  hb.add_running_job_ids(first->job_id);
+  REQUIRE(f.scheduler->OnHeartbeat(1, hb).ok());
+  f.SendDone(1, w1->Leases()[0], v1::MISMATCH);  // (an OK one would queue its confirmation run)
+  CHECK(f.scheduler->Get(first->job_id)->stage() == v1::DONE);
+  CHECK(w1->Leases().size() == 1);  // the second job waits
+  CHECK(f.scheduler->Get(second->job_id)->stage() == v1::QUEUED);
+  // Done: the next heartbeat without it brings the next lease at once.
+  hb.clear_running_job_ids();
+  hb.set_finishing(false);
+  REQUIRE(f.scheduler->OnHeartbeat(1, hb).ok());
+  f.scheduler->Flush();
+  REQUIRE(w1->Leases().size() == 2);
+  CHECK(w1->Leases()[1].job_id() == second->job_id);
+  // A worker that registers while finishing (a reconnect) waits the same way.
+  auto third = f.scheduler->Submit(Fixture::Request("third"));
+  f.scheduler->Flush();
+  auto c = std::make_shared<RecordingConnection>();
+  v1::Register reg;
+  reg.set_worker_id("w2");
+  reg.set_healthy(true);
+  reg.set_finishing(true);
+  reg.mutable_capabilities()->set_gpu_class("h200");
+  reg.mutable_capabilities()->set_max_world_size(8);
+  reg.mutable_capabilities()->set_gpu_count(8);
+  reg.mutable_capabilities()->set_harness_version("h1");
+  REQUIRE(f.scheduler->Connect(2, reg, c).ok());
+  f.scheduler->Flush();
+  CHECK(c->Leases().empty());
+  hb.set_finishing(false);
+  REQUIRE(f.scheduler->OnHeartbeat(2, hb).ok());
+  f.scheduler->Flush();
+  REQUIRE(c->Leases().size() == 1);
+  CHECK(c->Leases()[0].job_id() == third->job_id);
+}
+
 TEST_CASE("attempts are capped: a job that keeps losing workers ends WORKER_LOST", "[scheduler]") {
   Fixture f;  // max_attempts = 2
   auto out = f.scheduler->Submit(Fixture::Request("k"));

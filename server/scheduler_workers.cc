@@ -103,7 +103,7 @@ std::optional<uint64_t> Scheduler::PickIdle(const JobState& js) const {
 }
 
 void Scheduler::Reindex(uint64_t connection_id, WorkerState& w) {
-  const bool idle = w.healthy && !w.draining && w.job_id.empty();
+  const bool idle = w.healthy && !w.draining && !w.finishing && w.job_id.empty();
   if (idle == w.indexed) return;
   const CapsKey key = KeyOf(w.caps);
   const std::pair<int32_t, uint64_t> entry{w.caps.max_world_size(), connection_id};
@@ -183,6 +183,7 @@ absl::Status Scheduler::Connect(uint64_t connection_id, const v1::Register& reg,
   w.connection = std::move(connection);
   w.last_heard = now;
   w.healthy = reg.healthy();
+  w.finishing = reg.finishing();
   connection_of_worker_[w.worker_id] = connection_id;
   connected_[KeyOf(w.caps)].insert(
       {w.caps.max_world_size(), MaxWorld(w.caps, /*functional=*/true)});
@@ -225,14 +226,15 @@ absl::Status Scheduler::OnHeartbeat(uint64_t connection_id, const v1::Heartbeat&
     return absl::FailedPreconditionError("not registered (or expired): reconnect");
   WorkerState& w = it->second;
   w.last_heard = clock_->Now();
-  bool was_healthy = w.healthy;
+  const bool was_idle = w.indexed;
   w.healthy = heartbeat.healthy();
+  w.finishing = heartbeat.finishing();
   Reindex(connection_id, w);
   v1::CoordinatorMessage m;
   m.mutable_heartbeat_ack()->set_deadline_unix_micros(
       absl::ToUnixMicros(w.last_heard + options_.lease_timeout));
   w.connection->Send(m);
-  if (!was_healthy && w.healthy) Dispatch();
+  if (!was_idle && w.indexed) Dispatch();
   return absl::OkStatus();
 }
 

@@ -152,6 +152,7 @@ void WorkerDaemon::Session() {
     absl::MutexLock lock(&mu_);
     reg->set_healthy(healthy_);
     reg->set_unhealthy_reason(unhealthy_reason_);
+    reg->set_finishing(finishing_);
     if (!job_id_.empty()) reg->add_running_job_ids(job_id_);
   }
   if (!stream->Write(reg_msg)) {
@@ -243,6 +244,7 @@ void WorkerDaemon::HeartbeatLoop(absl::Duration interval, std::atomic<bool>* sto
     v1::WorkerMessage m;
     m.mutable_heartbeat()->set_healthy(healthy_);
     m.mutable_heartbeat()->set_unhealthy_reason(unhealthy_reason_);
+    m.mutable_heartbeat()->set_finishing(finishing_);
     if (!job_id_.empty()) m.mutable_heartbeat()->add_running_job_ids(job_id_);
     if (!stream_->Write(m)) return;
   }
@@ -262,8 +264,9 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
   }
   spdlog::info("job {} (attempt {}): problem {} at W={}", lease.job_id(), lease.attempt(),
                lease.spec().problem_id(), lease.spec().world_size());
-  // The last job's verdict may be out while its engine still ends (its ranks' teardown): this job
-  // starts once that engine is gone. The wait is the new thread's, not the stream reader's.
+  // The last job's verdict may be out while its engine still ends and its health check runs:
+  // this job starts once both are over (a coordinator leases none meanwhile: `finishing`). The
+  // wait is the new thread's, not the stream reader's.
   std::thread previous = std::move(job_thread_);
   job_thread_ = std::thread([this, lease, cancel, previous = std::move(previous)]() mutable {
     if (previous.joinable()) previous.join();
@@ -275,71 +278,91 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
       *je.mutable_event() = e;
       Post(std::move(je));
     };
-    // The health check a verdict calls for, run before its DONE (which frees the slot) so that
-    // no job lands on a sick node; none: the DONE goes out as soon as the verdict is there.
-    auto check_for = [&](v1::Status status) -> const std::function<absl::Status()>* {
-      const bool failed =
-          status == v1::RUNTIME_ERROR || status == v1::TIMEOUT || status == v1::INTERNAL;
-      const auto& check = failed && options_.failure_health_check ? options_.failure_health_check
-                                                                  : options_.health_check;
-      return check && options_.healthy ? &check : nullptr;
-    };
-    auto finish = [&](v1::EvalResult result) {
+    // The DONE goes out as soon as the verdict is there; the slot stays taken (`finishing`, told
+    // the coordinator before the DONE) until the engine has ended and the health check passed.
+    std::optional<v1::Status> sent;
+    auto send_done = [&](const v1::EvalResult& result) {
+      sent = result.status();
       v1::EvalEvent done;
       done.set_stage(v1::DONE);
       done.set_message(result.message());
-      *done.mutable_result() = std::move(result);
+      *done.mutable_result() = result;
       {
         absl::MutexLock lock(&mu_);
         job_running_ = false;
+        finishing_ = true;
         cancel_.reset();
+        SendHeartbeatLocked();
       }
       post(done);
     };
-    auto check_health = [&](const std::function<absl::Status()>& check) {
-      absl::Status health = check();
-      if (options_.observer) options_.observer->HealthChecked(health.ok());
-      if (!health.ok())
-        spdlog::error("health check failed: {}; taking no more jobs",
-                      std::string(health.message()));
-      absl::MutexLock lock(&mu_);
-      healthy_ = health.ok();
-      unhealthy_reason_ = std::string(health.message());
-      if (stream_ != nullptr && !health.ok()) {
-        // Tell the coordinator before a DONE frees the slot, so no job lands on a sick node.
-        v1::WorkerMessage m;
-        m.mutable_heartbeat()->set_healthy(false);
-        m.mutable_heartbeat()->set_unhealthy_reason(unhealthy_reason_);
-        if (!job_id_.empty()) m.mutable_heartbeat()->add_running_job_ids(job_id_);
-        stream_->Write(m);
-      }
-    };
     if (options_.observer) options_.observer->JobStarted();
     const absl::Time started = absl::Now();
-    std::optional<v1::Status> sent;  // the verdict's status, once its DONE went out early
-    auto on_verdict = [&](const v1::EvalResult& verdict) {
-      if (sent || check_for(verdict.status()) != nullptr) return;
-      spdlog::info("job {}: {} {} (the engine is still ending)", lease.job_id(),
-                   v1::Status_Name(verdict.status()), verdict.message());
-      sent = verdict.status();
-      finish(verdict);
-    };
-    v1::EvalResult result = executor_->Run(lease, post, on_verdict, cancel.get());
-    if (options_.observer) options_.observer->JobFinished(result, absl::Now() - started);
-    if (sent) {
-      // The verdict went out; what the engine did after it is the node's concern only.
-      if (result.status() != *sent) {
-        spdlog::error("job {}: the engine failed after its verdict: {}", lease.job_id(),
-                      result.message());
-        if (const auto* check = check_for(result.status())) check_health(*check);
-      }
-      return;
+    v1::EvalResult result;
+    bool runnable;
+    std::string sick;
+    {
+      absl::MutexLock lock(&mu_);
+      runnable = healthy_;
+      sick = unhealthy_reason_;
     }
-    spdlog::info("job {}: {} {}", lease.job_id(), v1::Status_Name(result.status()),
-                 result.message());
-    if (const auto* check = check_for(result.status())) check_health(*check);
-    finish(std::move(result));
+    if (runnable) {
+      result = executor_->Run(
+          lease, post,
+          [&](const v1::EvalResult& verdict) {
+            spdlog::info("job {}: {} {}", lease.job_id(), v1::Status_Name(verdict.status()),
+                         verdict.message());
+            send_done(verdict);
+          },
+          cancel.get());
+    } else {
+      // Leased by a coordinator that did not wait for the last job's health check.
+      result.set_status(v1::INTERNAL);
+      result.set_message(
+          absl::StrCat("not run: this worker failed its health check after its last job: ", sick));
+    }
+    if (options_.observer) options_.observer->JobFinished(result, absl::Now() - started);
+    if (!sent) {
+      spdlog::info("job {}: {} {}", lease.job_id(), v1::Status_Name(result.status()),
+                   result.message());
+      send_done(result);
+    } else if (result.status() != *sent) {
+      spdlog::error("job {}: the engine failed after its verdict ({}): {}", lease.job_id(),
+                    v1::Status_Name(result.status()), result.message());
+    }
+    // A crash, a fault or a hang may have left the GPU unusable: known-good work on it first.
+    const v1::Status status = result.status();
+    const bool failed =
+        status == v1::RUNTIME_ERROR || status == v1::TIMEOUT || status == v1::INTERNAL;
+    const auto& check = failed && options_.failure_health_check ? options_.failure_health_check
+                                                                : options_.health_check;
+    std::optional<absl::Status> health;
+    if (check && options_.healthy && runnable) {
+      health = check();
+      if (options_.observer) options_.observer->HealthChecked(health->ok());
+      if (!health->ok()) {
+        spdlog::error("health check failed: {}; taking no more jobs",
+                      std::string(health->message()));
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    if (health) {
+      healthy_ = health->ok();
+      unhealthy_reason_ = std::string(health->message());
+    }
+    finishing_ = false;
+    SendHeartbeatLocked();
   });
+}
+
+void WorkerDaemon::SendHeartbeatLocked() {
+  if (stream_ == nullptr) return;  // the next Register says it
+  v1::WorkerMessage m;
+  m.mutable_heartbeat()->set_healthy(healthy_);
+  m.mutable_heartbeat()->set_unhealthy_reason(unhealthy_reason_);
+  m.mutable_heartbeat()->set_finishing(finishing_);
+  if (!job_id_.empty()) m.mutable_heartbeat()->add_running_job_ids(job_id_);
+  stream_->Write(m);
 }
 
 }  // namespace pkb

@@ -52,8 +52,9 @@ struct WorkerDaemonOptions {
   v1::WorkerCapabilities capabilities;
   bool healthy = true;
   std::string unhealthy_reason;
-  // Run after every job, before its DONE is sent (which frees the slot): an error marks the node
-  // unhealthy: it stays connected but takes no more leases (restart it once fixed). Empty: none.
+  // Run after every job, its DONE sent already but its slot still taken (Heartbeat.finishing): an
+  // error marks the node unhealthy: it stays connected but takes no more leases (restart it once
+  // fixed). Empty: none.
   std::function<absl::Status()> health_check;
   // Run instead after a job that ended RUNTIME_ERROR, TIMEOUT or INTERNAL (a crash, a fault or a
   // hang may have left the GPU unusable): known-good work on the GPUs (pkb-eval --gpu-selftest).
@@ -83,9 +84,12 @@ class WorkerDaemon {
   void Post(v1::JobEvent event);
   void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartJob(const v1::Lease& lease);
-  // No job, nothing to send, and no compile task queued or running (a drain waits for them).
+  // Tells the coordinator the worker's state now (healthy, finishing, its job) when a stream is up.
+  void SendHeartbeatLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // No job (nor the end of the last one), nothing to send, and no compile task queued or running
+  // (a drain waits for them).
   bool IdleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !job_running_ && outbox_.empty() && compiles_busy_ == 0;
+    return !job_running_ && !finishing_ && outbox_.empty() && compiles_busy_ == 0;
   }
   // Queues a compile task for the compile threads (or answers at once when the queue is full).
   void QueueCompile(v1::CompileTask task);
@@ -110,6 +114,8 @@ class WorkerDaemon {
   std::shared_ptr<CancelToken> cancel_ ABSL_GUARDED_BY(mu_);
   bool drain_sent_ ABSL_GUARDED_BY(mu_) = false;
   bool healthy_ ABSL_GUARDED_BY(mu_);
+  // The job's DONE is out, its engine's end or the health check after it not yet over.
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   std::string unhealthy_reason_ ABSL_GUARDED_BY(mu_);
   std::thread job_thread_;
 
