@@ -11,21 +11,27 @@
 # baseline is keyed by them), e.g. "--min-window-ms 100".
 BIN=$1; OUT=$2
 read -r -a FLAGS <<<"${PKB_REPRO_FLAGS:-}"
-# PKB_REPRO_EXAMPLES: which of the three examples (default all).
+# PKB_REPRO_EXAMPLES: which of the three examples (default all); an entry with a slash is a source
+# path (its name says the problem, pNNN_...), e.g. tests/engine/gpu_candidates/p001_many_launches.cu.
 EXAMPLES=${PKB_REPRO_EXAMPLES:-p001_allreduce_symm p002_allgather_symm p013_gemm_allreduce_symm}
+# The source of an entry, and its name in the logs.
+source_of() { if [[ $1 == */* ]]; then echo "$1"; else echo "problems/examples/$1.cu"; fi; }
+name_of() { basename "$1" .cu; }
 echo "flags: ${FLAGS[*]:-(none)}"
-for ex in $EXAMPLES; do
+for entry in $EXAMPLES; do
+  ex=$(name_of "$entry")
   p=$((10#${ex:1:3}))
   for i in $(seq "${PKB_REPRO_BASELINES:-15}"); do
     "$BIN/pkb-eval" -p "$p" -w 1 ${FLAGS[@]+"${FLAGS[@]}"} --baseline-only --json 2>/dev/null | python3 -c \
       'import json,sys; r=json.load(sys.stdin); print("baseline-only p'"$p"'", r["status"], "%.2f us" % r["baseline"]["wall_per_iter_us"], [round(x,2) for x in r["baseline"].get("round_wall_per_iter_us",[])])'
   done
 done
-for ex in $EXAMPLES; do
+for entry in $EXAMPLES; do
+  ex=$(name_of "$entry")
   p=$((10#${ex:1:3}))
   for i in 1 2 3 4 5; do
     t0=$(date +%s.%N)
-    "$BIN/pkb-eval" -p "$p" -w 1 ${FLAGS[@]+"${FLAGS[@]}"} --json "problems/examples/$ex.cu" 2>"$OUT/repro-$ex-$i.err" \
+    "$BIN/pkb-eval" -p "$p" -w 1 ${FLAGS[@]+"${FLAGS[@]}"} --json "$(source_of "$entry")" 2>"$OUT/repro-$ex-$i.err" \
       > "$OUT/repro-$ex-$i.json"
     t1=$(date +%s.%N)
     python3 - "$OUT/repro-$ex-$i.json" "$ex" "$(python3 -c "print($t1 - $t0)")" <<'PY'
@@ -43,7 +49,7 @@ print("%-26s %-8s speedup %6.3f [%6.3f, %6.3f] in-job %6.3f events %6.3f graph %
 PY
   done
 done
-python3 - "$OUT" "$EXAMPLES" <<'PY'
+python3 - "$OUT" "$(for e in $EXAMPLES; do name_of "$e"; done | paste -sd' ' -)" <<'PY'
 import glob, json, statistics, sys
 
 def spread(ex, what, values, fmt):
