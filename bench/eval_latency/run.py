@@ -19,8 +19,9 @@ again). Printed: one line per run and a table of medians; every result is kept a
   the worker passes on at once: it may come before the rank processes have ended;
 - wall: pkb-eval from exec to exit, when the worker can start its next job;
 - compile: the compiler (cache lookup on warm runs);
-- ranks: the launcher's run of the W rank processes, start to end (with the overlap, the part
-  spent while the source compiled is `during compile`);
+- ranks: the launcher's run of the W rank processes, from their start to the verdict (to their
+  end where the verdict waited for it; with the overlap, the part spent while the source compiled
+  is `during compile`);
 - start+end: ranks less verify and benchmark: process starts, libtorch, devices, communicators,
   the candidate's load, teardown;
 - device, comms, host_ready, host_load (within start+end, the slowest rank's): the judge's device

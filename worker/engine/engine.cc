@@ -120,6 +120,12 @@ Evaluation::Evaluation(const EvalOptions& options, const EvalEventCallback& sink
 }
 
 Evaluation::~Evaluation() {
+  if (standby_ && !standby_waited_) {
+    // Adopted, then given up before they ran (RunRanks failed before its spec): their launcher
+    // calls this job's hooks until it ends.
+    standby_->Discard();
+    (void)standby_->Wait();
+  }
   JoinCompile();  // it writes into the scratch folder
   gpus_.Release();
   if (!scratch_.empty() && !o_.keep_scratch) (void)RemoveTree(scratch_);
@@ -268,8 +274,12 @@ bool Evaluation::OverlapCompile() const {
          !(backend_ == "cuda" && (cpu_candidate_ || gpu_count_ == 0));
 }
 
-v1::EvalResult RunEvaluation(const EvalOptions& options, const EvalEventCallback& sink) {
-  return Evaluation(options, sink).Run();
+v1::EvalResult RunEvaluation(const EvalOptions& options, const EvalEventCallback& sink,
+                             std::string* after_verdict) {
+  Evaluation evaluation(options, sink);
+  v1::EvalResult r = evaluation.Run();
+  if (after_verdict) *after_verdict = evaluation.after_verdict();
+  return r;
 }
 
 }  // namespace pkb

@@ -116,7 +116,12 @@ absl::StatusOr<std::unique_ptr<StandbyRanks>> StartStandby(const EvalOptions& op
 // thing: a watcher of a job).
 using EvalEventCallback = std::function<void(const v1::EvalEvent&)>;
 
-v1::EvalResult RunEvaluation(const EvalOptions& options, const EvalEventCallback& sink);
+// The verdict is given (DONE) once every rank's report is in, while the rank processes still end;
+// RunEvaluation returns once they have. Where they then failed (one died, or the limit passed),
+// the verdict stands, and `after_verdict` (when given) says what happened: the node's GPU may
+// need a check.
+v1::EvalResult RunEvaluation(const EvalOptions& options, const EvalEventCallback& sink,
+                             std::string* after_verdict = nullptr);
 
 // Whether a CUDA job of `world` ranks fits a node with `gpu_count` usable GPUs (what
 // `pkb-rank --probe` counts: CUDA_VISIBLE_DEVICES applies), one GPU per rank. OK when it fits,

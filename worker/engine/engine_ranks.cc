@@ -169,6 +169,7 @@ std::optional<Verdict> Evaluation::RunRanks(bool gated) {
   absl::StatusOr<LaunchResult> launched;
   if (standby_) {
     launched = standby_->Wait();
+    standby_waited_ = true;
   } else {
     launch->spec.timeout = hooks.timeout;
     launch->spec.gate = hooks.gate;
@@ -177,7 +178,24 @@ std::optional<Verdict> Evaluation::RunRanks(bool gated) {
     launch->spec.settled = hooks.settled;
     launched = RankLauncher().Run(launch->spec);
   }
-  if (early_) return std::nullopt;  // the verdict is out (SettleEarly); the ranks have ended now
+  if (early_) {
+    // The verdict is out (SettleEarly) and stands; the ranks have ended now, and how is the
+    // node's concern (a rank that died or hung after its report may have left the GPU unwell).
+    if (!launched.ok()) {
+      after_verdict_ = std::string(launched.status().message());
+    } else if (launched->timed_out) {
+      after_verdict_ =
+          absl::StrCat("the rank processes did not end within ", absl::FormatDuration(run_timeout_),
+                       " after their reports and were killed");
+    } else if (launched->first_failed >= 0 && early_->status() != v1::RUNTIME_ERROR) {
+      // (A rank whose candidate failed leaves at once, and its peers are ended after it: that is
+      // the verdict's own way.)
+      after_verdict_ =
+          absl::StrCat("rank process ", launched->first_failed, " ",
+                       launched->Describe(launched->first_failed), " after its report");
+    }
+    return std::nullopt;
+  }
   ranks_ended_ = absl::Now();
   if (!launched.ok()) return End(v1::INTERNAL, std::string(launched.status().message()));
   launched_ = std::move(*launched);
@@ -210,6 +228,9 @@ bool Evaluation::SettleEarly(const LaunchResult& so_far) {
   for (int rank = 0; rank < run_.world_size(); ++rank) {
     struct stat st;
     if (lstat(absl::StrCat(report_base_, ".", rank).c_str(), &st) != 0) return false;
+    // What is not a report as the judges write it waits for the end; so does what would be
+    // expensive to read again and again while the ranks still time (a submission's plant).
+    if (!S_ISREG(st.st_mode) || st.st_size > kMaxEarlyReportBytes) return false;
     files.push_back({static_cast<int64_t>(st.st_ino), static_cast<int64_t>(st.st_size),
                      st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec});
   }
@@ -231,7 +252,7 @@ bool Evaluation::SettleEarly(const LaunchResult& so_far) {
   }
   launched_ = so_far;
   NoteLaunch();
-  early_ = Finish(Judge(std::move(parsed)));
+  early_ = Finish(Judge(std::move(parsed), /*early=*/true));
   return true;
 }
 
@@ -282,7 +303,7 @@ VerdictContext Evaluation::MakeVerdictContext() const {
   return vctx;
 }
 
-Verdict Evaluation::Judge(ParsedReports parsed) {
+Verdict Evaluation::Judge(ParsedReports parsed, bool early) {
   const VerdictContext vctx = MakeVerdictContext();
   const int first_failed = launched_.first_failed;
   auto first_log_tail = [&] { return LogTail(first_failed >= 0 ? first_failed : 0); };
@@ -342,7 +363,9 @@ Verdict Evaluation::Judge(ParsedReports parsed) {
         store.Record(key, r_.baseline().wall_per_iter_us());
     if (recent.ok() && !o_.baseline_only) {
       const int have = static_cast<int>(recent->size());
-      if (have < o_.settle_baseline) {
+      // Not while the ranks still end (SettleEarly checked the store; it changed since): the
+      // measurements there are, as when the settling stops.
+      if (have < o_.settle_baseline && !early) {
         // A thin baseline (a node's first jobs of this shape): settled first (engine.h).
         events_.Emit(
             v1::BENCHMARKING,

@@ -13,7 +13,8 @@
 //   pkb-eval --problem 13 --dump-inputs out/ --world-size 2   inputs and reference outputs
 //
 // Exit code: 0 when a verdict was produced (whatever it is; --strict: only for OK),
-// 2 for usage errors, 3 for the engine's own failures.
+// 2 for usage errors, 3 for the engine's own failures, 4 when the rank processes failed after a
+// verdict given before their end (it stands; stderr says how: the node may need a check).
 #include <unistd.h>
 
 #include <cmath>
@@ -344,8 +345,15 @@ int Main(int argc, char** argv, pkb::StandbyRanks* standby) {
                    e.message().c_str());
     }
   };
-  pkb::v1::EvalResult r = pkb::RunEvaluation(o, sink);
+  std::string after_verdict;
+  pkb::v1::EvalResult r = pkb::RunEvaluation(o, sink, &after_verdict);
   if (!printed) print(r);
+  if (!after_verdict.empty()) {
+    // The verdict stands; the exit says the node may need a look (the worker runs its GPU
+    // selftest).
+    std::fprintf(stderr, "pkb-eval: after the verdict, %s\n", after_verdict.c_str());
+    return 4;
+  }
   if (r.status() == pkb::v1::INTERNAL) return 3;
   if (strict && r.status() != pkb::v1::OK) return 1;
   return 0;

@@ -37,8 +37,10 @@ class StandbyRanks;  // standby.h
 class EventEmitter {
  public:
   explicit EventEmitter(const EvalEventCallback& sink) : sink_(sink) {}
+  // Nothing after the DONE (a progress line the ranks wrote before their reports, read after).
   void Emit(v1::Stage stage, const std::string& message, int trial = -1, bool trial_ok = false) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
     v1::EvalEvent e;
     e.set_sequence(++seq_);
     e.set_stage(stage);
@@ -50,6 +52,7 @@ class EventEmitter {
   }
   void Done(const v1::EvalResult& r) {
     std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
     v1::EvalEvent e;
     e.set_sequence(++seq_);
     e.set_stage(v1::DONE);
@@ -62,7 +65,8 @@ class EventEmitter {
  private:
   const EvalEventCallback& sink_;
   std::mutex mu_;
-  int64_t seq_ = 0;  // guarded by mu_
+  int64_t seq_ = 0;    // guarded by mu_
+  bool done_ = false;  // guarded by mu_
 };
 
 // One evaluation on its way through the stages, one method each: CheckJob, OpenScratch, Compile,
@@ -76,6 +80,9 @@ class Evaluation {
   ~Evaluation();
 
   v1::EvalResult Run();
+
+  // After a verdict given before the ranks ended (SettleEarly): how they then failed, if they did.
+  const std::string& after_verdict() const { return after_verdict_; }
 
  private:
   static Verdict End(v1::Status status, std::string message);
@@ -171,8 +178,13 @@ class Evaluation {
   // The tail of a rank's log; the CPU backend has one, mpirun's.
   std::string LogTail(int rank) const;
 
-  // Every rank's signed report → the verdict; an OK one joins the node's baseline.
-  Verdict Judge(ParsedReports parsed);
+  // Every rank's signed report → the verdict; an OK one joins the node's baseline. `early`: given
+  // before the ranks ended (SettleEarly), when the node's baseline is not settled first.
+  Verdict Judge(ParsedReports parsed, bool early = false);
+
+  // The early verdict reads report files of at most this size; larger ones wait for the ranks'
+  // end (a real report is far smaller: its timings are at most one per timed iteration).
+  static constexpr int64_t kMaxEarlyReportBytes = 4 << 20;
 
   const absl::Time start_;
   absl::Time spec_written_, ranks_ended_;  // RunRanks: the spec for the ranks, their exit
@@ -199,6 +211,8 @@ class Evaluation {
   CompileOutcome outcome_;
   // OpenScratch: the standby ranks this job adopted (not owned)
   StandbyRanks* standby_ = nullptr;
+  // Its Wait has run: its launcher thread, which calls this job's hooks, is over.
+  bool standby_waited_ = false;
   // RunRanks
   std::string report_base_;
   std::vector<std::string> report_keys_;
@@ -212,6 +226,7 @@ class Evaluation {
   // SettleEarly: the report files as last tried (inode, size, mtime), and the verdict it gave.
   std::vector<std::array<int64_t, 3>> reports_tried_;
   std::optional<v1::EvalResult> early_;
+  std::string after_verdict_;
 };
 
 }  // namespace pkb

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,13 +34,28 @@ std::string LaunchResult::Describe(int index) const {
 }
 
 std::string TailOfFile(const std::string& path, size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return "";
-  std::streamoff size = in.tellg();
-  std::streamoff from = size > static_cast<std::streamoff>(max_bytes) ? size - max_bytes : 0;
-  in.seekg(from);
+  // Rank logs lie in the submission's scratch folder: a FIFO, a device or a link planted there
+  // must not block or mislead the engine, so only a regular file is read.
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::StrCat("[pkb: ", path, " is not a regular file; not read]\n");
+  }
+  const off_t size = st.st_size;
+  const off_t from =
+      size > static_cast<off_t>(max_bytes) ? size - static_cast<off_t>(max_bytes) : 0;
   std::string s(static_cast<size_t>(size - from), '\0');
-  in.read(s.data(), s.size());
+  size_t have = 0;
+  while (have < s.size()) {
+    const ssize_t n = pread(fd, s.data() + have, s.size() - have, from + static_cast<off_t>(have));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    have += static_cast<size_t>(n);
+  }
+  close(fd);
+  s.resize(have);
   return s;
 }
 
@@ -290,8 +306,9 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
     if (pipe_open) {
       pollfd pfd{progress_pipe[0], POLLIN, 0};
       // Behind a closed gate, quicker: a called-off run ends as soon as it is called off; and
-      // while `settled` is polled, so that an outcome is taken as soon as it is there.
-      const bool quick = gated || (spec.settled && !result.settled);
+      // with `settled`, so that an outcome is taken as soon as it is there, and the ranks' end
+      // after it (the next job waits for it) seen as soon as it comes.
+      const bool quick = gated || spec.settled;
       if (poll(&pfd, 1, quick ? 5 : 50) > 0) {
         char buf[4096];
         ssize_t n = read(progress_pipe[0], buf, sizeof buf);
@@ -318,7 +335,7 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
         }
       }
     } else {
-      usleep(gated || (spec.settled && !result.settled) ? 5000 : 20000);
+      usleep(gated || spec.settled ? 5000 : 20000);
     }
     for (int i = 0; i < processes; ++i) {
       if (children[i].done) continue;

@@ -1,6 +1,7 @@
 #include "worker/engine/launcher.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,6 +88,25 @@ TEST_CASE("an outcome is taken once the ranks left it, and they still end as alw
   CHECK_FALSE(r->settled);
   CHECK(r->first_failed == 1);
   CHECK_FALSE(after_failure);
+  (void)RemoveTree(*dir);
+}
+
+TEST_CASE("a log's tail is read from regular files only, never blocking", "[launcher]") {
+  auto dir = MakeTempDir("/tmp/pkb-test", "tail-");
+  REQUIRE(dir.ok());
+  const std::string log = *dir + "/rank0.log";
+  REQUIRE(WriteFileAtomic(log, "first line\nthe last line\n").ok());
+  CHECK(TailOfFile(log, 14) == "the last line\n");
+  CHECK(TailOfFile(log, 1000) == "first line\nthe last line\n");
+  CHECK(TailOfFile(*dir + "/none.log", 100).empty());
+  // What a submission may plant where a log was (the scratch folder is its to write): a FIFO
+  // that no one writes, a link.
+  const std::string fifo = *dir + "/rank1.log";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(TailOfFile(fifo, 100).find("not a regular file") != std::string::npos);
+  const std::string link = *dir + "/rank2.log";
+  REQUIRE(symlink(log.c_str(), link.c_str()) == 0);
+  CHECK(TailOfFile(link, 100).empty());
   (void)RemoveTree(*dir);
 }
 
