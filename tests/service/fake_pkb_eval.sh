@@ -9,8 +9,8 @@
 #   FAKE_HANG           -> sleeps 600 s after COMPILING (for cancel and kill tests)
 #   FAKE_MISMATCH       -> MISMATCH on rank 1, trial 2
 #   FAKE_HARDCODED_M=k  -> MISMATCH when the spec's m is not k (a candidate tuned for one shape)
-#   FAKE_LINGER=s       -> with FAKE_OK: the engine ends s seconds after its verdict (its ranks'
-#                          teardown), then logs "ended"
+#   FAKE_LINGER=s       -> with FAKE_OK or FAKE_MISMATCH: the engine ends s seconds after its
+#                          verdict (its ranks' teardown), then logs "ended"
 #   FAKE_CRASH          -> the engine dies mid-run without a verdict, by SIGSEGV (FAKE_CRASH=exit:
 #                          exit status 3); the worker reports INTERNAL
 #   otherwise           -> NO_DEVICE after compiling, like the real engine on a GPU-less node
@@ -147,6 +147,17 @@ done_with() {
   [[ -n "$leak" ]] && said=",\"message\":\"$(say done)\""
   emit "\"stage\":\"DONE\"$said,\"result\":{\"status\":\"$1\",\"message\":\"$(say "$2")\",\"problemId\":$problem,\"worldSize\":$world,\"dtype\":\"$dtype\",\"harnessVersion\":\"pkb-harness-6\"$key_field$3}"
 }
+# FAKE_LINGER=s: the engine ends s seconds after its verdict, as the real one does while its rank
+# processes end; the log says when.
+linger_after_verdict() {
+  local linger
+  linger=$(grep -o 'FAKE_LINGER=[0-9.]*' "$source" | head -1 | cut -d= -f2 || true)
+  if [[ -n "$linger" ]]; then
+    pause "$linger"
+    [[ -n "${FAKE_PKB_EVAL_LOG:-}" ]] && echo "ended pid=$$ source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
+  fi
+  return 0
+}
 emit "\"stage\":\"COMPILING\",\"message\":\"$(say "nvcc (test double)")\""
 pause "$delay"
 if grep -q FAKE_COMPILE_ERROR "$source"; then
@@ -183,6 +194,7 @@ if grep -q FAKE_MISMATCH "$source"; then
   emit "\"stage\":\"VERIFYING\",\"trial\":2,\"trialOk\":false,\"message\":\"$(say "rank 1 wrong")\""
   extra=""; [[ -n "$leak" ]] && extra=",\"failedRankLog\":\"rank 1 stderr: $leak\""
   done_with MISMATCH "rank 1 is wrong (test double)" "$(compile_report true '')$(rank_trials false)$extra"
+  linger_after_verdict
   exit 0
 fi
 # A candidate that hard-codes M: wrong at any other shape (what shape runs catch).
@@ -215,13 +227,7 @@ if grep -q FAKE_OK "$source"; then
   kname="fake_kernel"; [[ -n "$leak" ]] && kname="$leak"
   profile="\"profiles\":[{\"candidate\":{\"records\":[{\"kind\":\"KERNEL\",\"name\":\"$kname\",\"startUs\":0,\"durationUs\":$cand,\"grid\":[132,1,1],\"block\":[512,1,1]},{\"kind\":\"MEMCPY\",\"name\":\"copy peer to peer\",\"startUs\":1,\"durationUs\":2,\"bytes\":4096,\"stream\":7}],\"spanUs\":$cand,\"busyUs\":$cand},\"reference\":{\"records\":[{\"kind\":\"KERNEL\",\"name\":\"ncclDevKernel_AllReduce_Sum_bf16_RING_LL\",\"startUs\":0,\"durationUs\":12,\"grid\":[2,1,1],\"block\":[640,1,1]}],\"spanUs\":15,\"busyUs\":12}}],"
   done_with OK "correct on every rank; ${speedup}x faster than the baseline (test double)" ",$profile\"speedup\":$speedup,\"problemSlug\":\"$slug\",\"gpu\":\"test double\",\"candidate\":{\"medianUs\":$cand,\"wallPerIterUs\":$cand,\"perRankMedianUs\":[$cand,$cand]},\"baseline\":{\"medianUs\":15,\"wallPerIterUs\":15},\"roofline\":{\"floorUs\":5,\"percentOfRoofline\":$pct},\"totalSeconds\":0.5,\"stageSeconds\":{$stages}$extra"
-  # FAKE_LINGER=s: the engine ends s seconds after its verdict, as the real one does while its
-  # rank processes end; the log says when.
-  linger=$(grep -o 'FAKE_LINGER=[0-9.]*' "$source" | head -1 | cut -d= -f2 || true)
-  if [[ -n "$linger" ]]; then
-    pause "$linger"
-    [[ -n "${FAKE_PKB_EVAL_LOG:-}" ]] && echo "ended pid=$$ source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
-  fi
+  linger_after_verdict
   exit 0
 fi
 done_with NO_DEVICE "compiled; this node has no GPU, so nothing ran (test double)" "$(compile_report true '')$(leak_fields)"

@@ -361,8 +361,9 @@ TEST_CASE("a draining worker finishes its job and leaves", "[service]") {
   CHECK(w->WaitExit(absl::Seconds(10)));
 }
 
-TEST_CASE("a verdict reaches its client while its engine still ends; the next job waits for it",
-          "[service]") {
+TEST_CASE(
+    "a verdict reaches its client while its engine still ends and the next job waits for that",
+    "[service]") {
   Cluster c;
   c.StartCoordinator(PKB_FAKE_ENGINE);
   const std::string log = c.dir + "/engine_runs.log";  // the test double's, one line a run
@@ -374,15 +375,23 @@ TEST_CASE("a verdict reaches its client while its engine still ends; the next jo
     grpc::Status st;
     return ReadAll(reader.get(), &st);
   };
-  // The engine gives its verdict, then takes 2 s to end (its ranks' teardown).
-  auto first = submit("FAKE_OK FAKE_LINGER=2 first");
+  // The engine gives its verdict, then takes 2 s to end (its ranks' teardown). A MISMATCH: an OK
+  // verdict would queue its confirmation run, a job of its own on this worker.
+  auto first = submit("FAKE_MISMATCH FAKE_LINGER=2 first");
   REQUIRE(!first.empty());
-  CHECK(first.back().result().status() == v1::OK);
+  CHECK(first.back().result().status() == v1::MISMATCH);
   CHECK(Slurp(log).find("ended") == std::string::npos);  // the verdict came first
-  // The worker's slot is free at once, but its next engine starts only after that one ended.
+  // The worker stays taken (its heartbeat says finishing) until that engine has ended: the next
+  // job is leased only then, not at the DONE.
   auto second = submit("FAKE_OK second");
   REQUIRE(!second.empty());
   CHECK(second.back().result().status() == v1::OK);
+  int64_t leased = 0;
+  for (const auto& e : second) {
+    if (e.message().rfind("leased to worker", 0) == 0) leased = e.unix_micros();
+  }
+  REQUIRE(leased > 0);
+  CHECK(leased - first.back().unix_micros() > 1'500'000);
   const std::string ran = Slurp(log);
   INFO(ran);
   const size_t ended = ran.find("ended");

@@ -87,6 +87,8 @@ class EngineOutput {
     }
   }
 
+  bool has_verdict() const { return final_result_.has_value(); }
+
   // The verdict, from the engine's result and how its process ended. `what` names the work.
   v1::EvalResult Conclude(const absl::StatusOr<SubprocessResult>& r, bool timed_out,
                           absl::Duration timeout, const char* what) const {
@@ -165,6 +167,7 @@ struct EngineExecutor::Standby {
   absl::Mutex mu;
   pid_t pgid ABSL_GUARDED_BY(mu) = 0;
   EngineOutput* job ABSL_GUARDED_BY(mu) = nullptr;  // the job's output, once one took it
+  bool verdict ABSL_GUARDED_BY(mu) = false;         // the job's DONE came
   bool done ABSL_GUARDED_BY(mu) = false;
   absl::StatusOr<SubprocessResult> result ABSL_GUARDED_BY(mu) = absl::UnknownError("running");
 
@@ -235,6 +238,7 @@ void EngineExecutor::StartStandby(const v1::EvalSpec& last) {
       self->pgid = pid;
     } else if (self->job) {
       self->job->Line(line);
+      self->verdict = self->job->has_verdict();
     }
   };
   sb->thread = std::thread([self, opts = std::move(opts)] {
@@ -255,6 +259,7 @@ std::vector<std::string> EngineExecutor::SettleArgs(const v1::EvalSpec& spec) co
 std::optional<v1::EvalResult> EngineExecutor::RunOnStandby(Standby& sb, const v1::Lease& lease,
                                                            const EventCallback& on_event,
                                                            const VerdictCallback& on_verdict,
+                                                           const std::function<void()>& next,
                                                            CancelToken* cancel,
                                                            absl::Duration timeout) {
   const std::string file_name = SourceFileName(lease.spec().language());
@@ -302,13 +307,29 @@ std::optional<v1::EvalResult> EngineExecutor::RunOnStandby(Standby& sb, const v1
   }
   cancel->SetProcessGroup(pgid);
   bool timed_out = false;
-  {
-    absl::MutexLock lock(&sb.mu);
-    if (!sb.mu.AwaitWithTimeout(absl::Condition(&sb.done), timeout)) {
-      timed_out = true;
-      KillProcessGroup(pgid, SIGKILL);
-      sb.mu.Await(absl::Condition(&sb.done));
+  const absl::Time deadline = absl::Now() + timeout;
+  bool next_started = false;
+  for (;;) {
+    {
+      absl::MutexLock lock(&sb.mu);
+      // The engine's end, or its verdict before it (then `next` runs, outside the lock).
+      const bool ended = next_started ? sb.mu.AwaitWithDeadline(absl::Condition(&sb.done), deadline)
+                                      : sb.mu.AwaitWithDeadline(
+                                            absl::Condition(
+                                                +[](Standby* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                                  return s->done || s->verdict;
+                                                },
+                                                &sb),
+                                            deadline);
+      if (!ended) {
+        timed_out = true;
+        KillProcessGroup(pgid, SIGKILL);
+        sb.mu.Await(absl::Condition(&sb.done));
+      }
+      if (sb.done) break;
     }
+    next_started = true;
+    next();
   }
   sb.thread.join();
   cancel->SetProcessGroup(0);
@@ -326,14 +347,25 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
     absl::MutexLock lock(&standby_mu_);
     sb = std::move(standby_);
   }
+  // The next job's engine starts as soon as this one's verdict is out: its own start (libtorch)
+  // overlaps this engine's end (its ranks' teardown), and its ranks take the node's GPU lock for
+  // their early set-up once this engine has let it go.
+  const std::function<void()> next = [&] {
+    if (options_.standby) StartStandby(lease.spec());
+  };
+  const VerdictCallback verdict_then_standby = [&](const v1::EvalResult& v) {
+    if (on_verdict) on_verdict(v);
+    next();
+  };
   std::optional<v1::EvalResult> r;
-  if (sb) r = RunOnStandby(*sb, lease, on_event, on_verdict, cancel, timeout);
+  if (sb) r = RunOnStandby(*sb, lease, on_event, on_verdict, next, cancel, timeout);
   sb.reset();  // an engine that did not take the job is killed
   if (!r) {
     r = RunEngine(lease.spec(), lease.source(), lease.job_key(), SettleArgs(lease.spec()), "job-",
-                  "evaluation", /*background=*/false, timeout, on_event, on_verdict, cancel);
+                  "evaluation", /*background=*/false, timeout, on_event, verdict_then_standby,
+                  cancel);
   }
-  if (options_.standby) StartStandby(lease.spec());
+  if (options_.standby) StartStandby(lease.spec());  // where no verdict came (it started none)
   return *r;
 }
 

@@ -73,7 +73,8 @@ class Executor {
 struct EngineExecutorOptions {
   std::string engine;   // the pkb-eval binary
   std::string scratch;  // a fresh folder per job is made under it
-  // After each job, start the engine for the next one (pkb-eval --standby) with rank processes
+  // As soon as a job's verdict is out (or after a job that gave none), start the engine for the
+  // next one (pkb-eval --standby) with rank processes
   // for the same W and backend: their process start, libraries and host processes are ready
   // when the job comes, which then only writes its spec. A job of another shape still saves
   // the engine's start (its ranks are replaced). Nothing of a job is reused by the next.
@@ -103,10 +104,12 @@ class EngineExecutor : public Executor {
   // The engine's --settle-baseline for a job of `spec` (options.settle_baseline; GPU jobs only).
   std::vector<std::string> SettleArgs(const v1::EvalSpec& spec) const;
   // The job on the engine started ahead; nullopt when it could not take it (it died, or its FIFO
-  // never opened): the job then runs on an engine of its own.
+  // never opened): the job then runs on an engine of its own. `next` runs once its verdict is in
+  // (no lock held), while the engine still ends.
   std::optional<v1::EvalResult> RunOnStandby(Standby& standby, const v1::Lease& lease,
                                              const EventCallback& on_event,
-                                             const VerdictCallback& on_verdict, CancelToken* cancel,
+                                             const VerdictCallback& on_verdict,
+                                             const std::function<void()>& next, CancelToken* cancel,
                                              absl::Duration timeout);
 
   // pkb-eval on the spec and source, in a fresh scratch folder (`prefix`XXXXXX), killed after

@@ -177,6 +177,9 @@ void WorkerDaemon::Session() {
     for (const std::string& id : ack.cancel_job_ids()) {
       if (id == job_id_ && cancel_) cancel_->Cancel();
     }
+    // What changed since the Register was written (a verdict that came meanwhile: finishing)
+    // goes before the events it queued.
+    SendHeartbeatLocked();
     FlushLocked();
   }
   if (options_.observer) options_.observer->Connected(true);
@@ -280,9 +283,9 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
     };
     // The DONE goes out as soon as the verdict is there; the slot stays taken (`finishing`, told
     // the coordinator before the DONE) until the engine has ended and the health check passed.
-    std::optional<v1::Status> sent;
+    std::optional<v1::EvalResult> sent;
     auto send_done = [&](const v1::EvalResult& result) {
-      sent = result.status();
+      sent = result;
       v1::EvalEvent done;
       done.set_stage(v1::DONE);
       done.set_message(result.message());
@@ -296,40 +299,49 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
       }
       post(done);
     };
-    if (options_.observer) options_.observer->JobStarted();
-    const absl::Time started = absl::Now();
-    v1::EvalResult result;
-    bool runnable;
-    std::string sick;
     {
       absl::MutexLock lock(&mu_);
-      runnable = healthy_;
-      sick = unhealthy_reason_;
+      if (!healthy_) {
+        // Leased by a coordinator that did not wait for the last job's health check, which
+        // failed: the lease goes back. The stream ends, and the worker registers again without
+        // the job, which the coordinator then queues again for another worker.
+        spdlog::error(
+            "job {}: not run, this worker failed its health check ({}); handing the "
+            "lease back",
+            lease.job_id(), unhealthy_reason_);
+        job_running_ = false;
+        job_id_.clear();
+        cancel_.reset();
+        if (context_ != nullptr) context_->TryCancel();
+        return;
+      }
     }
-    if (runnable) {
-      result = executor_->Run(
-          lease, post,
-          [&](const v1::EvalResult& verdict) {
-            spdlog::info("job {}: {} {}", lease.job_id(), v1::Status_Name(verdict.status()),
-                         verdict.message());
-            send_done(verdict);
-          },
-          cancel.get());
-    } else {
-      // Leased by a coordinator that did not wait for the last job's health check.
-      result.set_status(v1::INTERNAL);
-      result.set_message(
-          absl::StrCat("not run: this worker failed its health check after its last job: ", sick));
-    }
-    if (options_.observer) options_.observer->JobFinished(result, absl::Now() - started);
+    if (options_.observer) options_.observer->JobStarted();
+    const absl::Time started = absl::Now();
+    // The verdict as the engine gives it, but an INTERNAL one as Run concludes it (with the
+    // engine's exit and its stderr's tail).
+    v1::EvalResult result = executor_->Run(
+        lease, post,
+        [&](const v1::EvalResult& verdict) {
+          if (verdict.status() == v1::INTERNAL) return;
+          spdlog::info("job {}: {} {}", lease.job_id(), v1::Status_Name(verdict.status()),
+                       verdict.message());
+          send_done(verdict);
+        },
+        cancel.get());
     if (!sent) {
       spdlog::info("job {}: {} {}", lease.job_id(), v1::Status_Name(result.status()),
                    result.message());
       send_done(result);
-    } else if (result.status() != *sent) {
-      spdlog::error("job {}: the engine failed after its verdict ({}): {}", lease.job_id(),
-                    v1::Status_Name(result.status()), result.message());
+    } else if (result.status() != sent->status()) {
+      // Its rank processes died or hung after their reports (pkb-eval's exit 4), or the engine
+      // failed: the verdict stands, the GPU gets its check below.
+      const std::string& log = result.failed_rank_log();
+      spdlog::error("job {}: after its verdict: {}: {}", lease.job_id(),
+                    v1::Status_Name(result.status()),
+                    log.substr(log.size() > 400 ? log.size() - 400 : 0));
     }
+    if (options_.observer) options_.observer->JobFinished(*sent, absl::Now() - started);
     // A crash, a fault or a hang may have left the GPU unusable: known-good work on it first.
     const v1::Status status = result.status();
     const bool failed =
@@ -337,7 +349,7 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
     const auto& check = failed && options_.failure_health_check ? options_.failure_health_check
                                                                 : options_.health_check;
     std::optional<absl::Status> health;
-    if (check && options_.healthy && runnable) {
+    if (check && options_.healthy) {
       health = check();
       if (options_.observer) options_.observer->HealthChecked(health->ok());
       if (!health->ok()) {
