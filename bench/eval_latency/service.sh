@@ -9,7 +9,10 @@
 # Default: 5 submissions of docs/examples/p001_allreduce_host.cc (problem 1, W = 2, 256 x 256,
 # a host-only candidate, so that it runs on a CPU machine). Needs a build in ./build
 # ($PKB_BUILD_DIR). PKB_LATENCY_GAP (default 1): seconds between a verdict and the next submission,
-# the worker's time between jobs, in which it starts the next engine.
+# the worker's time between jobs, in which it starts the next engine. PKB_LATENCY_COLD=1: each
+# submission's source gets a comment line of its own at the end, so that its compile misses the
+# node's compile cache (a cold job); the first submission of each mode primes the node and is
+# not counted in the median.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "${PKB_BUILD_DIR:-$root/build}" && pwd)"
@@ -46,16 +49,24 @@ for mode in standby no-standby; do
   sleep 2
   walls=()
   for i in $(seq "$n"); do
+    if [[ "${PKB_LATENCY_COLD:-}" == 1 ]]; then
+      src="${args[-1]}"
+      cold="$work/cold-$mode-$i-$(basename "$src")"
+      { cat "$src"; echo "// cold run $mode $i $$"; } > "$cold"
+      run_args=("${args[@]:0:${#args[@]}-1}" "$cold")
+    else
+      run_args=("${args[@]}")
+    fi
     t0=$(date +%s.%N)
     # The verdict's line (DONE), else the last line.
-    all=$("$build/client/pkb" --coordinator "$address" submit "${args[@]}" --no-cache 2>&1)
+    all=$("$build/client/pkb" --coordinator "$address" submit "${run_args[@]}" --no-cache 2>&1)
     out=$(grep -m1 " DONE " <<<"$all" || tail -1 <<<"$all")
     t1=$(date +%s.%N)
     wall=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
-    walls+=("$wall")
+    [[ "${PKB_LATENCY_COLD:-}" == 1 && $i == 1 ]] || walls+=("$wall")
     echo "$mode $i: ${wall} s  ${out:0:100}"
     sleep "${PKB_LATENCY_GAP:-1}"  # the worker's time between jobs
   done
-  echo "$mode: median $(printf '%s\n' "${walls[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') s of $n"
+  echo "$mode: median $(printf '%s\n' "${walls[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') s of ${#walls[@]}"
   kill -TERM "$wpid"; wait "$wpid" 2>/dev/null || true
 done

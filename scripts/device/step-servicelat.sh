@@ -5,5 +5,7 @@
 BIN=$1; OUT=$2
 layout=/tmp/pkb-layout-latency
 bash scripts/device/make-layout.sh "$BIN" $layout || { echo "SKIPPED"; exit 0; }
-PKB_BUILD_DIR=$layout PKB_LATENCY_GAP=${PKB_LATENCY_GAP:-3} bash bench/eval_latency/service.sh 5 -- \
-  --problem 1 --world-size 1 --practice problems/examples/p001_allreduce_symm.cu
+# PKB_SERVICELAT_RUNS (default 5): submissions per mode; PKB_LATENCY_COLD=1: cold ones (each
+# source new to the compile cache, service.sh).
+PKB_BUILD_DIR=$layout PKB_LATENCY_GAP=${PKB_LATENCY_GAP:-3} bash bench/eval_latency/service.sh \
+  "${PKB_SERVICELAT_RUNS:-5}" -- --problem 1 --world-size 1 --practice problems/examples/p001_allreduce_symm.cu
