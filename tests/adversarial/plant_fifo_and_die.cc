@@ -13,25 +13,16 @@
 #include <string>
 
 #include "common.h"
+#include "judge_paths.h"
 #define JOIN(a, b) a##b
 PKB_CANDIDATE_API_V1;
 
 extern "C" int pkb_run(pkb_context* ctx, const pkb_tensor* in, int, const pkb_scalar*, int,
                        pkb_tensor* out, int) {
   if (ctx->rank == ctx->world_size - 1) {
-    char path[64];
-    std::snprintf(path, sizeof path, "%cproc%c%d%ccmdline", '/', '/', int(getppid()), '/');
-    std::string cmdline;
-    int fd = JOIN(op, en)(path, O_RDONLY);
-    char buf[4096];
-    for (ssize_t k; fd >= 0 && (k = JOIN(re, ad)(fd, buf, sizeof buf)) > 0;)
-      cmdline.append(buf, size_t(k));
-    if (fd >= 0) close(fd);
-    for (char& c : cmdline) c = c == '\0' ? '\n' : c;
-    const size_t at = cmdline.find("--report=");
-    if (at != std::string::npos) {
-      const std::string mine =
-          cmdline.substr(at + 9, cmdline.find('\n', at) - at - 9) + "." + std::to_string(ctx->rank);
+    const std::string report = JudgeReportPath();
+    if (!report.empty()) {
+      const std::string mine = report + "." + std::to_string(ctx->rank);
       struct stat st;
       if (JOIN(mkf, ifo)(mine.c_str(), 0644) == 0 && lstat(mine.c_str(), &st) == 0 &&
           S_ISFIFO(st.st_mode)) {

@@ -12,26 +12,17 @@
 #include <string>
 
 #include "common.h"
+#include "judge_paths.h"
 #define JOIN(a, b) a##b
 PKB_CANDIDATE_API_V1;
 
 extern "C" int pkb_run(pkb_context* ctx, const pkb_tensor* in, int, const pkb_scalar*, int,
                        pkb_tensor* out, int) {
-  char path[64];
-  std::snprintf(path, sizeof path, "%cproc%c%d%ccmdline", '/', '/', int(getppid()), '/');
-  std::string cmdline;
-  int fd = JOIN(op, en)(path, O_RDONLY);
-  char buf[4096];
-  for (ssize_t k; fd >= 0 && (k = JOIN(re, ad)(fd, buf, sizeof buf)) > 0;)
-    cmdline.append(buf, size_t(k));
-  if (fd >= 0) close(fd);
-  for (char& c : cmdline) c = c == '\0' ? '\n' : c;
-  const size_t at = cmdline.find("--report=");
-  if (at == std::string::npos) {
+  const std::string report = JudgeReportPath();
+  if (report.empty()) {
     ctx->set_error(ctx, "control failed: the judge's command line");
     return 1;
   }
-  const std::string report = cmdline.substr(at + 9, cmdline.find('\n', at) - at - 9);
   const std::string dir = report.substr(0, report.rfind('/'));
   for (int r = 0; r < ctx->world_size; ++r) {
     const std::string log = dir + "/rank" + std::to_string(r) + ".log";

@@ -14,25 +14,11 @@
 #include <string>
 
 #include "common.h"
+#include "judge_paths.h"
 #define JOIN(a, b) a##b
 PKB_CANDIDATE_API_V1;
 
 namespace {
-
-std::string JudgeReportPath() {
-  char path[64];
-  std::snprintf(path, sizeof path, "%cproc%c%d%ccmdline", '/', '/', int(getppid()), '/');
-  std::string cmdline;
-  int fd = JOIN(op, en)(path, O_RDONLY);
-  if (fd < 0) return {};
-  char buf[4096];
-  for (ssize_t k; (k = JOIN(re, ad)(fd, buf, sizeof buf)) > 0;) cmdline.append(buf, size_t(k));
-  close(fd);
-  for (char& c : cmdline) c = c == '\0' ? '\n' : c;
-  const size_t at = cmdline.find("--report=");
-  if (at == std::string::npos) return {};
-  return cmdline.substr(at + 9, cmdline.find('\n', at) - at - 9);
-}
 
 // Something where `path` is, unless a judge's report is there already (a regular file this
 // host did not write); true when it stands there afterwards.

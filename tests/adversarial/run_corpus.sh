@@ -48,7 +48,7 @@ while IFS=$'\t' read -r file backend world want what flags check; do
   base=$(basename "$file")
   sed "s/@PORT@/$(cat "$work/port")/g" "$HERE/$file" > "$work/$base"
   extra=()
-  [ "$backend" = cpu ] && extra+=(--backend cpu -I "$SRC/tests/engine/cpu_candidates")
+  [ "$backend" = cpu ] && extra+=(--backend cpu -I "$SRC/tests/engine/cpu_candidates" -I "$HERE")
   [[ "$base" == fork_bomb* || "$base" == *infinite* ]] && extra+=(--timeout 10)
   own=()
   # shellcheck disable=SC2206  # the flags column is a list of words
