@@ -5,6 +5,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "spdlog/spdlog.h"
 
@@ -284,8 +285,10 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
     // The DONE goes out as soon as the verdict is there; the slot stays taken (`finishing`, told
     // the coordinator before the DONE) until the engine has ended and the health check passed.
     std::optional<v1::EvalResult> sent;
+    absl::Time done_at;
     auto send_done = [&](const v1::EvalResult& result) {
       sent = result;
+      done_at = absl::Now();
       v1::EvalEvent done;
       done.set_stage(v1::DONE);
       done.set_message(result.message());
@@ -341,7 +344,8 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
                     v1::Status_Name(result.status()),
                     log.substr(log.size() > 400 ? log.size() - 400 : 0));
     }
-    if (options_.observer) options_.observer->JobFinished(*sent, absl::Now() - started);
+    const absl::Time engine_ended = absl::Now();
+    if (options_.observer) options_.observer->JobFinished(*sent, engine_ended - started);
     // A crash, a fault or a hang may have left the GPU unusable: known-good work on it first.
     const v1::Status status = result.status();
     const bool failed =
@@ -357,6 +361,16 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
                       std::string(health->message()));
       }
     }
+    // What keeps the slot after the DONE, for whoever tunes a node's turnaround.
+    const absl::Time free_at = absl::Now();
+    spdlog::info(
+        "job {}: slot free {:.3f} s after the DONE (the engine's end {:.3f} s{})", lease.job_id(),
+        absl::ToDoubleSeconds(free_at - done_at), absl::ToDoubleSeconds(engine_ended - done_at),
+        health ? absl::StrFormat(", %s %.3f s",
+                                 failed && options_.failure_health_check ? "the GPU selftest"
+                                                                         : "the health check",
+                                 absl::ToDoubleSeconds(free_at - engine_ended))
+               : "");
     absl::MutexLock lock(&mu_);
     if (health) {
       healthy_ = health->ok();
