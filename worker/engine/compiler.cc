@@ -1,5 +1,11 @@
 #include "worker/engine/compiler.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -19,6 +25,31 @@
 namespace pkb {
 
 namespace {
+
+// Stands for the submission's file name in a log the cache keeps.
+constexpr char kSourceToken[] = "@PKB_SOURCE@";
+
+// An exclusive flock(2) of one cache key's lock file, held until destroyed (or the process
+// ends). Without a lock file (an unwritable cache folder) nothing is held: the two compiles then
+// both run, as they would without a cache.
+class KeyLock {
+ public:
+  KeyLock() = default;
+  KeyLock(const KeyLock&) = delete;
+  KeyLock& operator=(const KeyLock&) = delete;
+  ~KeyLock() {
+    if (fd_ >= 0) close(fd_);  // releases the lock
+  }
+  void Lock(const std::string& path) {
+    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return;
+    while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
 
 // The installation a compiler belongs to (/opt/cuda for /opt/cuda/bin/nvcc): it must be visible in
 // the sandbox. Empty when it is not found or lies under /usr, which is always visible.
@@ -174,19 +205,29 @@ absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& sour
   CompileOutput out;
   out.report.set_command(
       absl::StrCat(tool, " ", absl::StrJoin(flags, " "), " -o candidate.so ", name));
-  std::string cached_so, cached_log;
+  std::string cached_so, cached_log, cached_error;
+  KeyLock key_lock;
   if (!options_.cache_dir.empty()) {
     cached_so = absl::StrCat(options_.cache_dir, "/", key, ".so");
     cached_log = absl::StrCat(options_.cache_dir, "/", key, ".log");
-    if (std::filesystem::exists(cached_so)) {
-      out.report.set_ok(true);
+    cached_error = absl::StrCat(options_.cache_dir, "/", key, ".error");
+    std::error_code ec;
+    std::filesystem::create_directories(options_.cache_dir, ec);
+    // One compile of a key at a time on this node: a second one (a job whose source the worker
+    // is compiling ahead of it) waits for the first and takes its outcome from the cache.
+    key_lock.Lock(absl::StrCat(options_.cache_dir, "/", key, ".lock"));
+    const bool built = std::filesystem::exists(cached_so);
+    if (built || std::filesystem::exists(cached_error)) {
+      out.report.set_ok(built);
       out.report.set_cache_hit(true);
-      auto log = ReadFile(cached_log);
-      if (log.ok()) {
-        out.report.set_log(*log);
-        for (auto& d : ParseDiagnostics(*log, "", name)) *out.report.add_diagnostics() = d;
+      auto kept = ReadFile(built ? cached_log : cached_error);
+      if (kept.ok()) {
+        // In this submission's name, whatever the name of the one that compiled it.
+        const std::string log = absl::StrReplaceAll(*kept, {{kSourceToken, name}});
+        out.report.set_log(log);
+        for (auto& d : ParseDiagnostics(log, "", name)) *out.report.add_diagnostics() = d;
       }
-      out.library_path = cached_so;
+      if (built) out.library_path = cached_so;
       out.report.set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
       return out;
     }
@@ -226,6 +267,9 @@ absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& sour
   }
   PKB_ASSIGN_OR_RETURN(SubprocessResult r, RunSubprocess(o));
   std::string log = absl::StrReplaceAll(r.out, {{src_path, name}, {dir + "/", ""}});
+  // The cache keeps the log with a token for the source's name (another submission of the same
+  // source may name it otherwise).
+  const std::string kept = absl::StrReplaceAll(r.out, {{src_path, kSourceToken}, {dir + "/", ""}});
   out.report.set_log(log);
   for (auto& d : ParseDiagnostics(log, src_path, name)) *out.report.add_diagnostics() = d;
   if (r.timed_out) {
@@ -236,7 +280,7 @@ absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& sour
     if (!cached_so.empty()) {
       std::error_code ec;
       std::filesystem::create_directories(options_.cache_dir, ec);
-      PKB_RETURN_IF_ERROR(WriteFileAtomic(cached_log, log));
+      PKB_RETURN_IF_ERROR(WriteFileAtomic(cached_log, kept));
       std::string tmp = absl::StrCat(cached_so, ".tmp.", getpid());
       std::filesystem::copy_file(so_path, tmp, std::filesystem::copy_options::overwrite_existing,
                                  ec);
@@ -247,6 +291,15 @@ absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& sour
     }
   } else {
     out.report.set_ok(false);
+    // A compiler that ran to its end and named an error fails the same way every time: kept, so
+    // that a job compiled ahead (or submitted again) is answered from the cache. A crash, a
+    // signal or a limit is not the source's to answer for, and is never kept.
+    const bool named_error =
+        std::any_of(out.report.diagnostics().begin(), out.report.diagnostics().end(),
+                    [](const v1::Diagnostic& d) { return d.severity() == "error"; });
+    if (!cached_error.empty() && !r.signaled && r.exit_code != 0 && named_error) {
+      (void)WriteFileAtomic(cached_error, kept);
+    }
   }
   if (out.library_path != so_path) (void)RemoveTree(dir);
   out.report.set_seconds(absl::ToDoubleSeconds(absl::Now() - start));

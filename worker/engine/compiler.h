@@ -4,7 +4,12 @@
 // headers, so a change of any of them compiles again. Diagnostics keep their file:line, with the
 // scratch path replaced by the submission's name.
 //
-// Thread-safety: Compile() may run concurrently; cache entries are published by rename.
+// A compile error the compiler named is kept too (key.error, its log): the same source fails the
+// same way. A timeout, a signal or a compiler that failed without naming an error is not kept.
+//
+// Thread-safety: Compile() may run concurrently, in threads or processes; cache entries are
+// published by rename. Compiles of one key take turns (flock of key.lock in the cache folder):
+// the second finds the first's outcome in the cache.
 #ifndef PKB_WORKER_ENGINE_COMPILER_H_
 #define PKB_WORKER_ENGINE_COMPILER_H_
 

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <thread>
 
 #include "common/files.h"
 
@@ -70,6 +71,63 @@ TEST_CASE("a broken source gives COMPILE diagnostics with the submission's name"
   CHECK(r->report.diagnostics(0).line() == 14);
   CHECK(r->report.diagnostics(0).message().find("undeclared_status") != std::string::npos);
   CHECK(r->report.log().find("/tmp/") == std::string::npos);  // no scratch paths leak
+  // Kept: the same source is answered from the cache, with the same diagnostics, in the name
+  // this submission gives it.
+  auto again = c.Compile(*src, "other_name.cu");
+  REQUIRE(again.ok());
+  CHECK(again->report.cache_hit());
+  CHECK_FALSE(again->report.ok());
+  CHECK(again->library_path.empty());
+  REQUIRE(again->report.diagnostics_size() == r->report.diagnostics_size());
+  CHECK(again->report.diagnostics(0).line() == 14);
+  CHECK(again->report.diagnostics(0).file() == "other_name.cu");
+  CHECK(again->report.log().find("other_name.cu(14)") != std::string::npos);
+  CHECK(again->report.log().find("broken.cu") == std::string::npos);
+  (void)RemoveTree(*dir);
+}
+
+TEST_CASE("host compiles: an error is kept, a timeout is not, and one key compiles at a time",
+          "[compiler]") {
+  auto dir = MakeTempDir("/tmp/pkb-test", "compiler-");
+  REQUIRE(dir.ok());
+  CandidateCompiler c(Options(*dir));
+  const std::string broken = "int pkb_init() { return undeclared; }\n";
+  auto first = c.Compile(broken, "k.cc");
+  REQUIRE(first.ok());
+  CHECK_FALSE(first->report.ok());
+  CHECK_FALSE(first->report.cache_hit());
+  auto second = c.Compile(broken, "k.cc");
+  REQUIRE(second.ok());
+  CHECK_FALSE(second->report.ok());
+  CHECK(second->report.cache_hit());
+  REQUIRE(second->report.diagnostics_size() >= 1);
+  CHECK(second->report.diagnostics(0).severity() == "error");
+
+  // A compiler stopped by its limit says nothing about the source: compiled again next time.
+  CompilerOptions slow_options = Options(*dir);
+  slow_options.timeout = absl::Milliseconds(1);
+  CandidateCompiler slow(slow_options);
+  const std::string fine = "extern \"C\" int answer() { return 42; }\n";
+  auto cut = slow.Compile(fine, "fine.cc");
+  REQUIRE(cut.ok());
+  CHECK_FALSE(cut->report.ok());
+  auto full = c.Compile(fine, "fine.cc");
+  REQUIRE(full.ok());
+  CHECK(full->report.ok());
+  CHECK_FALSE(full->report.cache_hit());
+
+  // Two compiles of one new source at once: one compiles, the other waits and hits the cache.
+  const std::string other = "extern \"C\" int other() { return 7; }\n";
+  absl::StatusOr<CompileOutput> a, b;
+  std::thread ta([&] { a = c.Compile(other, "other.cc"); });
+  std::thread tb([&] { b = c.Compile(other, "other.cc"); });
+  ta.join();
+  tb.join();
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->report.ok());
+  CHECK(b->report.ok());
+  CHECK(a->report.cache_hit() != b->report.cache_hit());
   (void)RemoveTree(*dir);
 }
 
