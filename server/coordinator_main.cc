@@ -64,6 +64,10 @@ int main(int argc, char** argv) {
   app.add_option("--queue-deadline", queue_deadline_s,
                  "seconds a job may wait for a worker before it ends CANCELLED")
       ->capture_default_str();
+  app.add_option("--compile-ahead", o.scheduler.compile_ahead,
+                 "compile queued jobs' sources on busy workers that could run them, one per "
+                 "worker, which then takes that job first (true or false)")
+      ->capture_default_str();
   app.add_option("--harness-version", o.scheduler.harness_version, "harness version jobs require")
       ->capture_default_str();
   app.add_option("--tls-cert", o.tls_cert, "PEM certificate chain: serve TLS only");

@@ -99,6 +99,7 @@ void Scheduler::DropUnstoredJob(const std::string& job_id, const absl::Status& s
   auto k = inflight_by_key_.find(js.job.job_key());
   if (k != inflight_by_key_.end() && k->second == job_id) inflight_by_key_.erase(k);
   queue_.erase(std::remove(queue_.begin(), queue_.end(), job_id), queue_.end());
+  ClearAhead(js);
   jobs_.erase(it);
 }
 
@@ -614,6 +615,7 @@ void Scheduler::Finish(const std::string& job_id, v1::EvalResult result,
   JobState& js = it->second;
   js.finished = true;
   js.orphan_deadline = absl::InfiniteFuture();
+  ClearAhead(js);
   // The engine reports the key its lease gave it; a verdict of the coordinator's own (cancelled,
   // expired, worker lost) has none yet.
   if (result.job_key().empty()) result.set_job_key(js.job.job_key());

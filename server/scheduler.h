@@ -37,6 +37,17 @@
 // UNAVAILABLE, and Tick answers DEADLINE_EXCEEDED for one past compile_deadline, so every
 // StartCompile is answered exactly once.
 //
+// Compile ahead (SchedulerOptions.compile_ahead): a queued job's source is compiled while it waits,
+// on a busy worker that could run it (its job running or finishing, healthy, undrained, a compile
+// slot free): a compile task with no caller, one per worker at a time, for the oldest queued jobs
+// (at most kAheadLookahead looked at per Dispatch). The node's compile cache keeps the library (or
+// the compile error). When that worker next becomes idle, it takes that job first if it is still
+// queued, even where an older job waits that it could run (a worker has one such job at a time, so
+// each job is passed over at most once per worker); any other idle worker takes jobs in queue
+// order as before, marked or not, and the job then compiles where it runs. The mark is dropped when
+// the job is leased or finished or the worker lost. Nothing of it is stored: a coordinator restart
+// forgets it.
+//
 // Shape runs (docs/leaderboard.md, "Shape runs"): a ranked original that gets a confirmation also
 // gets up to two shape runs, queued right after it and before the DONE that names them: the same
 // request at (m, n) drawn by DrawRankedShapes, each keyed for its own spec. They are confirmation
@@ -101,6 +112,8 @@ struct SchedulerOptions {
   // Tasks in flight per compile slot of a worker (the rest wait on the worker); past it for every
   // worker that could compile, StartCompile answers UNAVAILABLE (busy).
   int compile_tasks_per_slot = 4;
+  // Compile queued jobs ahead on busy workers that could run them (above).
+  bool compile_ahead = true;
 };
 
 // Receives one job's events, history first, the last one DONE.
@@ -179,6 +192,8 @@ class Scheduler {
  public:
   // Shape runs a ranked result gets (fewer where its range has fewer other shapes).
   static constexpr int kShapeRuns = 2;
+  // Queued jobs a Dispatch looks at for a compile ahead, oldest first.
+  static constexpr int kAheadLookahead = 64;
 
   // `store`, `clock` and `catalog` must outlive the scheduler.
   Scheduler(JobStore* store, Clock* clock, const ProblemCatalogIndex* catalog,
@@ -251,6 +266,8 @@ class Scheduler {
     std::vector<std::string> followers;
     // A confirmation run: the worker that reported its original, avoided while another can run it.
     std::string avoid_worker;
+    // Queued, its source compiled ahead on this connection's worker (0: none).
+    uint64_t ahead_conn = 0;
   };
   struct WorkerState {
     std::string worker_id;
@@ -264,6 +281,8 @@ class Scheduler {
     int32_t attempt = 0;
     bool indexed = false;  // in idle_ (healthy, not draining, not finishing, no lease)
     int compiles = 0;      // compile tasks sent and not answered
+    std::string ahead_job;       // the queued job whose source it compiles ahead (its first pick)
+    bool ahead_indexed = false;  // in ahead_free_
   };
   struct CompileTaskState {
     uint64_t connection_id;
@@ -273,6 +292,8 @@ class Scheduler {
   };
   // Workers that can serve the same jobs: (harness version, gpu class).
   using CapsKey = std::pair<std::string, std::string>;
+  // Workers by what they serve, then by (max world size, connection id).
+  using WorkerIndex = std::map<CapsKey, std::set<std::pair<int32_t, uint64_t>>>;
   static CapsKey KeyOf(const v1::WorkerCapabilities& caps) {
     return {caps.harness_version(), caps.gpu_class()};
   }
@@ -363,13 +384,27 @@ class Scheduler {
   static bool Matches(const v1::WorkerCapabilities& caps, const v1::Job& job);
   // Whether any connected worker could ever run the job (from the capability counts).
   bool AnyConnectedCanRun(const v1::Job& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // An idle worker that can run the job, the one with the smallest sufficient max world size
+  // A worker of `index` that can run the job, the one with the smallest sufficient max world size
   // (for a confirmation, not the worker it avoids while another connected one could run it).
-  std::optional<uint64_t> PickIdle(const JobState& js) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<uint64_t> Pick(const WorkerIndex& index, const JobState& js) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leases the queued job (already out of queue_) to the idle worker of `connection_id`.
+  void LeaseTo(JobState& js, uint64_t connection_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Workers just idle with a job compiled ahead take it, if it is still queued.
+  void LeaseAheadJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends compile tasks ahead for the oldest queued jobs without one, to free busy workers.
+  void CompileAhead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the job's compile-ahead mark and its worker's.
+  void ClearAhead(JobState& js) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends one compile task to the worker of `connection_id` (its count goes up); its id.
+  std::string SendCompile(uint64_t connection_id, WorkerState& w, const v1::EvalSpec& spec,
+                          const std::string& source, bool ahead, CompileDone done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether connected workers other than `worker_id` could run the job (from the counts).
   bool AnotherConnectedCanRun(const v1::Job& job, const std::string& worker_id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Puts the worker in or out of idle_ after a change of its health, drain or lease.
+  // Puts the worker in or out of idle_ and ahead_free_ after a change of its health, drain, lease,
+  // compile tasks or compile-ahead mark.
   void Reindex(uint64_t connection_id, WorkerState& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropWorker(uint64_t connection_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends a compile task in flight with `answer` (its worker's count goes down).
@@ -389,8 +424,12 @@ class Scheduler {
   std::map<std::string, std::string> inflight_by_key_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, WorkerState> workers_ ABSL_GUARDED_BY(mu_);  // by connection id
   std::map<std::string, uint64_t> connection_of_worker_ ABSL_GUARDED_BY(mu_);
-  // Idle workers by what they serve, then by (max world size, connection id).
-  std::map<CapsKey, std::set<std::pair<int32_t, uint64_t>>> idle_ ABSL_GUARDED_BY(mu_);
+  WorkerIndex idle_ ABSL_GUARDED_BY(mu_);  // idle workers
+  // Busy workers (a lease or finishing) that take a compile ahead: healthy, undrained, with no
+  // mark and a compile slot free.
+  WorkerIndex ahead_free_ ABSL_GUARDED_BY(mu_);
+  // Workers that became idle holding a mark, for the next Dispatch (LeaseAheadJobs).
+  std::vector<uint64_t> ahead_ready_ ABSL_GUARDED_BY(mu_);
   int idle_count_ ABSL_GUARDED_BY(mu_) = 0;
   // (max world size, max functional world size) of every connected worker, by what they serve.
   std::map<CapsKey, std::multiset<std::pair<int32_t, int32_t>>> connected_ ABSL_GUARDED_BY(mu_);

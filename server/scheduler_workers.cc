@@ -69,7 +69,7 @@ bool Scheduler::AnotherConnectedCanRun(const v1::Job& job, const std::string& wo
   return capable >= 2;
 }
 
-std::optional<uint64_t> Scheduler::PickIdle(const JobState& js) const {
+std::optional<uint64_t> Scheduler::Pick(const WorkerIndex& index, const JobState& js) const {
   const v1::Job& job = js.job;
   const auto& r = job.request().spec();
   const bool avoid = !js.avoid_worker.empty() && AnotherConnectedCanRun(job, js.avoid_worker);
@@ -90,11 +90,11 @@ std::optional<uint64_t> Scheduler::PickIdle(const JobState& js) const {
     if (w != idle.end() && (!best || *w < *best)) best = *w;
   };
   if (r.gpu_class() != "any") {
-    auto it = idle_.find({job.harness_version(), r.gpu_class()});
-    if (it != idle_.end()) consider(it->second);
+    auto it = index.find({job.harness_version(), r.gpu_class()});
+    if (it != index.end()) consider(it->second);
   } else {
-    for (auto it = idle_.lower_bound({job.harness_version(), ""});
-         it != idle_.end() && it->first.first == job.harness_version(); ++it) {
+    for (auto it = index.lower_bound({job.harness_version(), ""});
+         it != index.end() && it->first.first == job.harness_version(); ++it) {
       consider(it->second);
     }
   }
@@ -103,57 +103,128 @@ std::optional<uint64_t> Scheduler::PickIdle(const JobState& js) const {
 }
 
 void Scheduler::Reindex(uint64_t connection_id, WorkerState& w) {
-  const bool idle = w.healthy && !w.draining && !w.finishing && w.job_id.empty();
-  if (idle == w.indexed) return;
   const CapsKey key = KeyOf(w.caps);
   const std::pair<int32_t, uint64_t> entry{w.caps.max_world_size(), connection_id};
-  if (idle) {
-    idle_[key].insert(entry);
-    ++idle_count_;
-  } else {
-    auto it = idle_.find(key);
-    it->second.erase(entry);
-    if (it->second.empty()) idle_.erase(it);
-    --idle_count_;
+  auto place = [&](WorkerIndex& index, bool in, bool& indexed) {
+    if (in == indexed) return;
+    if (in) {
+      index[key].insert(entry);
+    } else {
+      auto it = index.find(key);
+      it->second.erase(entry);
+      if (it->second.empty()) index.erase(it);
+    }
+    indexed = in;
+  };
+  const bool was_idle = w.indexed;
+  const bool idle = w.healthy && !w.draining && !w.finishing && w.job_id.empty();
+  place(idle_, idle, w.indexed);
+  if (idle != was_idle) idle_count_ += idle ? 1 : -1;
+  if (idle && !was_idle && !w.ahead_job.empty()) ahead_ready_.push_back(connection_id);
+  const bool takes_ahead = options_.compile_ahead && w.healthy && !w.draining &&
+                           (w.finishing || !w.job_id.empty()) && w.ahead_job.empty() &&
+                           w.caps.compile_slots() > 0 &&
+                           w.compiles < w.caps.compile_slots() * options_.compile_tasks_per_slot;
+  place(ahead_free_, takes_ahead, w.ahead_indexed);
+}
+
+void Scheduler::LeaseTo(JobState& js, uint64_t connection_id) {
+  WorkerState* chosen = &workers_.at(connection_id);
+  ClearAhead(js);
+  v1::Job& job = js.job;
+  job.set_attempts(job.attempts() + 1);
+  job.set_worker_id(chosen->worker_id);
+  job.set_gpu_class(chosen->caps.gpu_class());
+  chosen->job_id = job.job_id();
+  chosen->attempt = job.attempts();
+  Reindex(connection_id, *chosen);
+  Emit(js, v1::QUEUED,
+       absl::StrCat("leased to worker ", chosen->worker_id, " (", chosen->caps.gpu_class(),
+                    ", attempt ", job.attempts(), ")"),
+       {});
+  v1::CoordinatorMessage m;
+  v1::Lease* lease = m.mutable_lease();
+  const auto& r = job.request().spec();
+  lease->set_job_id(job.job_id());
+  lease->set_attempt(job.attempts());
+  *lease->mutable_spec() = r;
+  if (r.ranked()) {
+    lease->mutable_spec()->set_set_offset(JobSetOffset(options_.secret_set_offset, job.job_id()));
   }
-  w.indexed = idle;
+  lease->set_source(job.request().source());
+  lease->set_job_key(job.job_key());
+  lease->set_deadline_ms(absl::ToInt64Milliseconds(options_.job_deadline));
+  chosen->connection->Send(m);
+}
+
+void Scheduler::LeaseAheadJobs() {
+  std::vector<uint64_t> ready;
+  ready.swap(ahead_ready_);
+  for (uint64_t conn : ready) {
+    auto w = workers_.find(conn);
+    if (w == workers_.end() || !w->second.indexed || w->second.ahead_job.empty()) continue;
+    auto j = jobs_.find(w->second.ahead_job);
+    // The mark holds both ways while the job is queued (ClearAhead drops both).
+    if (j == jobs_.end() || j->second.ahead_conn != conn) continue;
+    auto q = std::find(queue_.begin(), queue_.end(), j->first);
+    if (q == queue_.end()) continue;
+    // Marked where this worker could run it; a confirmation's avoided worker is never marked.
+    queue_.erase(q);
+    spdlog::info("job {}: leased to worker {}, which compiled it ahead", j->first,
+                 w->second.worker_id);
+    LeaseTo(j->second, conn);
+  }
+}
+
+void Scheduler::ClearAhead(JobState& js) {
+  if (js.ahead_conn == 0) return;
+  auto w = workers_.find(js.ahead_conn);
+  js.ahead_conn = 0;
+  if (w == workers_.end() || w->second.ahead_job != js.job.job_id()) return;
+  w->second.ahead_job.clear();
+  Reindex(w->first, w->second);
+}
+
+void Scheduler::CompileAhead() {
+  int looked = 0;
+  for (auto q = queue_.begin();
+       q != queue_.end() && !ahead_free_.empty() && looked < kAheadLookahead; ++q, ++looked) {
+    JobState& js = jobs_.at(*q);
+    if (js.ahead_conn != 0) continue;
+    std::optional<uint64_t> conn = Pick(ahead_free_, js);
+    if (!conn) continue;
+    WorkerState& w = workers_.at(*conn);
+    const std::string job_id = js.job.job_id();
+    w.ahead_job = job_id;
+    js.ahead_conn = *conn;
+    const std::string task_id =
+        SendCompile(*conn, w, js.job.request().spec(), js.job.request().source(), /*ahead=*/true,
+                    [job_id](CompileAnswer answer) {
+                      // Nobody waits for it: the cache keeps what it made, and the job's own
+                      // compile says the rest.
+                      if (!answer.status.ok()) {
+                        spdlog::info("job {}: its compile ahead did not run: {}", job_id,
+                                     std::string(answer.status.message()));
+                      }
+                    });
+    spdlog::info("job {}: compiled ahead on worker {} (compile task {}) while it waits", job_id,
+                 w.worker_id, task_id);
+  }
 }
 
 void Scheduler::Dispatch() {
+  LeaseAheadJobs();
   for (auto q = queue_.begin(); q != queue_.end() && idle_count_ > 0;) {
     JobState& js = jobs_.at(*q);
-    std::optional<uint64_t> conn = PickIdle(js);
+    std::optional<uint64_t> conn = Pick(idle_, js);
     if (!conn) {
       ++q;
       continue;
     }
-    WorkerState* chosen = &workers_.at(*conn);
-    v1::Job& job = js.job;
-    job.set_attempts(job.attempts() + 1);
-    job.set_worker_id(chosen->worker_id);
-    job.set_gpu_class(chosen->caps.gpu_class());
-    chosen->job_id = job.job_id();
-    chosen->attempt = job.attempts();
-    Reindex(*conn, *chosen);
     q = queue_.erase(q);
-    Emit(js, v1::QUEUED,
-         absl::StrCat("leased to worker ", chosen->worker_id, " (", chosen->caps.gpu_class(),
-                      ", attempt ", job.attempts(), ")"),
-         {});
-    v1::CoordinatorMessage m;
-    v1::Lease* lease = m.mutable_lease();
-    const auto& r = job.request().spec();
-    lease->set_job_id(job.job_id());
-    lease->set_attempt(job.attempts());
-    *lease->mutable_spec() = r;
-    if (r.ranked()) {
-      lease->mutable_spec()->set_set_offset(JobSetOffset(options_.secret_set_offset, job.job_id()));
-    }
-    lease->set_source(job.request().source());
-    lease->set_job_key(job.job_key());
-    lease->set_deadline_ms(absl::ToInt64Milliseconds(options_.job_deadline));
-    chosen->connection->Send(m);
+    LeaseTo(js, *conn);
   }
+  if (options_.compile_ahead) CompileAhead();
 }
 
 absl::Status Scheduler::Connect(uint64_t connection_id, const v1::Register& reg,
@@ -313,6 +384,11 @@ void Scheduler::DropWorker(uint64_t connection_id) {
     }
     t = next;
   }
+  if (!w.ahead_job.empty()) {
+    auto j = jobs_.find(w.ahead_job);
+    if (j != jobs_.end() && j->second.ahead_conn == connection_id) j->second.ahead_conn = 0;
+    w.ahead_job.clear();
+  }
   w.healthy = false;
   Reindex(connection_id, w);
   auto caps = connected_.find(KeyOf(w.caps));
@@ -421,6 +497,11 @@ void Scheduler::StartCompile(const v1::EvalSpec& spec, const std::string& source
           ""});
     return;
   }
+  SendCompile(best_conn, *best, spec, source, /*ahead=*/false, std::move(done));
+}
+
+std::string Scheduler::SendCompile(uint64_t connection_id, WorkerState& w, const v1::EvalSpec& spec,
+                                   const std::string& source, bool ahead, CompileDone done) {
   const std::string task_id = absl::StrFormat("c%x-%06x-%04x", NowMicros(),
                                               ++compile_counter_ & 0xffffff, id_salt_ & 0xffff);
   v1::CoordinatorMessage m;
@@ -429,11 +510,14 @@ void Scheduler::StartCompile(const v1::EvalSpec& spec, const std::string& source
   *task->mutable_spec() = spec;
   task->set_source(source);
   task->set_deadline_ms(absl::ToInt64Milliseconds(options_.compile_deadline));
-  ++best->compiles;
-  compile_tasks_[task_id] = {best_conn, best->worker_id, clock_->Now() + options_.compile_deadline,
+  task->set_ahead(ahead);
+  ++w.compiles;
+  Reindex(connection_id, w);
+  compile_tasks_[task_id] = {connection_id, w.worker_id, clock_->Now() + options_.compile_deadline,
                              std::move(done)};
-  spdlog::info("compile task {} ({}) sent to worker {}", task_id, spec.language(), best->worker_id);
-  best->connection->Send(m);
+  spdlog::info("compile task {} ({}) sent to worker {}", task_id, spec.language(), w.worker_id);
+  w.connection->Send(m);
+  return task_id;
 }
 
 absl::Status Scheduler::OnCompileResult(uint64_t connection_id,
@@ -453,6 +537,7 @@ absl::Status Scheduler::OnCompileResult(uint64_t connection_id,
     if (r.message().empty()) r.set_message("the worker answered a compile task without a verdict");
   }
   AnswerCompile(t, {absl::OkStatus(), std::move(r), wit->second.worker_id});
+  if (options_.compile_ahead) CompileAhead();  // a slot it held may take a job ahead now
   return absl::OkStatus();
 }
 
@@ -468,7 +553,10 @@ void Scheduler::AbandonCompiles(const std::string& reason) {
 void Scheduler::AnswerCompile(std::map<std::string, CompileTaskState>::iterator task,
                               CompileAnswer answer) {
   auto w = workers_.find(task->second.connection_id);
-  if (w != workers_.end()) --w->second.compiles;
+  if (w != workers_.end()) {
+    --w->second.compiles;
+    Reindex(w->first, w->second);
+  }
   CompileDone done = std::move(task->second.done);
   compile_tasks_.erase(task);
   done(std::move(answer));

@@ -234,6 +234,108 @@ TEST_CASE("check with compile: a worker lost mid-compile answers NOT_COMPILED at
   CHECK(a.compiled_by() == "w1");
 }
 
+// The source of tests/engine/cpu_candidates/`name`, made one file (a submission is one source).
+std::string HostCandidate(const std::string& name) {
+  const std::string cpu_dir = std::string(PKB_SOURCE_DIR) + "/tests/engine/cpu_candidates/";
+  std::string common = ReadFile(cpu_dir + "common.h").value();
+  common.replace(common.find("#pragma once"), strlen("#pragma once"), "");
+  std::string host = ReadFile(cpu_dir + name).value();
+  host.replace(host.find("#include \"common.h\""), strlen("#include \"common.h\""), common);
+  return host;
+}
+
+TEST_CASE("compile ahead: a queued job compiles while the worker runs another, then hits the cache",
+          "[service][ahead]") {
+  if (std::string(PKB_REAL_ENGINE).empty()) {
+    WARN("pkb-eval is not built: the compile cache is the real engine's");
+    return;
+  }
+  Cluster c;
+  c.StartCoordinator(PKB_REAL_ENGINE);
+  c.StartWorker("w1");  // gpu class cpu, the real engine, 2 compile slots
+  AwaitCompiler(c);
+  // A source no earlier run can have left in the node's compile cache.
+  const std::string nonce = absl::StrCat("// compile ahead ", absl::ToUnixNanos(absl::Now()), "\n");
+  v1::SubmitRequest busy = c.Request(nonce + HostCandidate("p001_hang.cc"));
+  busy.set_language("cpp");
+  v1::SubmitRequest next = c.Request(nonce + HostCandidate("p001_correct.cc"));
+  next.set_language("cpp");
+  next.mutable_spec()->set_m(64);
+  next.mutable_spec()->set_n(64);
+  grpc::Status st;
+  grpc::ClientContext busy_ctx;
+  auto busy_reader = c.stub->Submit(&busy_ctx, busy);
+  const std::string busy_id = FirstEvent(busy_reader.get());
+  REQUIRE(!busy_id.empty());
+  grpc::ClientContext next_ctx;
+  auto next_reader = c.stub->Submit(&next_ctx, next);
+  const std::string next_id = FirstEvent(next_reader.get());
+  REQUIRE(!next_id.empty());
+  // The second job compiles ahead on the worker that runs the first, and is done with it.
+  const std::string said =
+      absl::StrCat("job ", next_id, ": compiled ahead on worker w1 (compile task ");
+  AwaitLog(c, said);
+  const std::string log = Slurp(c.dir + "/coordinator.log");
+  const size_t at = log.find(said) + said.size();
+  const std::string task = log.substr(at, log.find(')', at) - at);
+  bool compiled = false;
+  for (int i = 0; i < 1200 && !compiled; ++i) {
+    compiled =
+        Slurp(c.dir + "/worker-w1.log")
+            .find(absl::StrCat("compile task ", task, ": COMPILED in ")) != std::string::npos;
+    if (!compiled) absl::SleepFor(absl::Milliseconds(50));
+  }
+  INFO(Slurp(c.dir + "/worker-w1.log"));
+  REQUIRE(compiled);
+  {
+    grpc::ClientContext ctx;
+    v1::CancelRequest cancel;
+    cancel.set_job_id(busy_id);
+    v1::Job cancelled;
+    REQUIRE(c.stub->Cancel(&ctx, cancel, &cancelled).ok());
+  }
+  std::vector<v1::EvalEvent> events = ReadAll(next_reader.get(), &st);
+  REQUIRE(st.ok());
+  REQUIRE(!events.empty());
+  const v1::EvalResult& r = events.back().result();
+  INFO(r.DebugString());
+  CHECK(r.status() == v1::OK);
+  CHECK(r.compile().ok());
+  CHECK(r.compile().cache_hit());  // compiled once, ahead
+  CHECK(
+      Slurp(c.dir + "/coordinator.log")
+          .find(absl::StrCat("job ", next_id, ": leased to worker w1, which compiled it ahead")) !=
+      std::string::npos);
+}
+
+TEST_CASE("compile ahead: a draining worker stops a compile nobody waits for", "[service][ahead]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  Process* w = c.StartWorker("w1");
+  AwaitCompiler(c);
+  // The test double runs the first job for 3 s; the second's compile (FAKE_HANG) would take
+  // 600 s.
+  grpc::ClientContext first_ctx;
+  auto first = c.stub->Submit(&first_ctx, c.Request("FAKE_DELAY=3\n"));
+  REQUIRE(!FirstEvent(first.get()).empty());
+  grpc::ClientContext hang_ctx;
+  auto hang = c.stub->Submit(&hang_ctx, c.Request("FAKE_HANG\n"));
+  const std::string hang_id = FirstEvent(hang.get());
+  AwaitLog(c, absl::StrCat("job ", hang_id, ": compiled ahead on worker w1"));
+  absl::SleepFor(absl::Milliseconds(500));  // the compile runs
+  const absl::Time asked = absl::Now();
+  w->Terminate();
+  CHECK(w->WaitExit(absl::Seconds(60)));
+  INFO(Slurp(c.dir + "/worker-w1.log"));
+  CHECK(absl::Now() - asked < absl::Seconds(30));
+  grpc::Status st;
+  std::vector<v1::EvalEvent> events = ReadAll(first.get(), &st);
+  REQUIRE(!events.empty());
+  CHECK(events.back().stage() == v1::DONE);  // the job it ran ended first
+  CHECK(Slurp(c.dir + "/worker-w1.log").find("draining: 1 compile(s) ahead stopped") !=
+        std::string::npos);
+}
+
 }  // namespace
 }  // namespace service_test
 }  // namespace pkb

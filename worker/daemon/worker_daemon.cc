@@ -36,7 +36,7 @@ WorkerDaemon::~WorkerDaemon() {
   {
     absl::MutexLock lock(&compile_mu_);
     compile_stop_ = true;
-    for (auto& c : compiles_running_) c->Cancel();
+    for (auto& c : compiles_running_) c.cancel->Cancel();
   }
   for (std::thread& t : compile_threads_) t.join();
   if (job_thread_.joinable()) job_thread_.join();
@@ -45,6 +45,11 @@ WorkerDaemon::~WorkerDaemon() {
 void WorkerDaemon::QueueCompile(v1::CompileTask task) {
   // The coordinator sends a worker a few tasks per slot at most; this bounds a confused one.
   constexpr size_t kMaxQueued = 64;
+  if (task.ahead() && drain_requested_) {
+    spdlog::info("draining: compile task {} (ahead) not run", task.task_id());
+    AnswerCompileTask(task.task_id(), v1::CANCELLED, "the worker drains: no compile ahead");
+    return;
+  }
   {
     absl::MutexLock lock(&compile_mu_);
     if (!compile_threads_.empty() && compile_queue_.size() < kMaxQueued) {
@@ -53,13 +58,48 @@ void WorkerDaemon::QueueCompile(v1::CompileTask task) {
       return;
     }
   }
+  AnswerCompileTask(task.task_id(), v1::INTERNAL,
+                    compile_threads_.empty()
+                        ? "this worker takes no compile tasks (--compile-slots 0)"
+                        : "this worker's compile queue is full");
+}
+
+void WorkerDaemon::AnswerCompileTask(const std::string& task_id, v1::Status status,
+                                     const std::string& message) {
   v1::WorkerMessage m;
-  m.mutable_compile_result()->set_task_id(task.task_id());
-  m.mutable_compile_result()->mutable_result()->set_status(v1::INTERNAL);
-  m.mutable_compile_result()->mutable_result()->set_message(
-      compile_threads_.empty() ? "this worker takes no compile tasks (--compile-slots 0)"
-                               : "this worker's compile queue is full");
+  m.mutable_compile_result()->set_task_id(task_id);
+  m.mutable_compile_result()->mutable_result()->set_status(status);
+  m.mutable_compile_result()->mutable_result()->set_message(message);
   Send(m);
+}
+
+void WorkerDaemon::StopAheadCompiles() {
+  std::vector<std::string> dropped;
+  int stopped = 0;
+  {
+    absl::MutexLock lock(&compile_mu_);
+    for (auto t = compile_queue_.begin(); t != compile_queue_.end();) {
+      if (!t->ahead()) {
+        ++t;
+        continue;
+      }
+      dropped.push_back(t->task_id());
+      t = compile_queue_.erase(t);
+    }
+    for (auto& c : compiles_running_) {
+      if (!c.ahead) continue;
+      c.cancel->Cancel();  // its answer, CANCELLED, goes out as any other
+      ++stopped;
+    }
+  }
+  if (stopped > 0 || !dropped.empty()) {
+    spdlog::info("draining: {} compile(s) ahead stopped, {} queued one(s) dropped", stopped,
+                 dropped.size());
+  }
+  for (const std::string& id : dropped) {
+    AnswerCompileTask(id, v1::CANCELLED, "the worker drains: no compile ahead");
+    --compiles_busy_;
+  }
 }
 
 void WorkerDaemon::CompileLoop() {
@@ -72,7 +112,7 @@ void WorkerDaemon::CompileLoop() {
       if (compile_stop_) return;
       task = std::move(compile_queue_.front());
       compile_queue_.pop_front();
-      compiles_running_.push_back(cancel);
+      compiles_running_.push_back({task.ahead(), cancel});
     }
     LogScope log_scope(task.task_id());
     const absl::Time started = absl::Now();
@@ -82,7 +122,8 @@ void WorkerDaemon::CompileLoop() {
     {
       absl::MutexLock lock(&compile_mu_);
       compiles_running_.erase(
-          std::find(compiles_running_.begin(), compiles_running_.end(), cancel));
+          std::find_if(compiles_running_.begin(), compiles_running_.end(),
+                       [&](const RunningCompile& c) { return c.cancel == cancel; }));
     }
     v1::WorkerMessage m;
     m.mutable_compile_result()->set_task_id(task.task_id());
@@ -230,8 +271,13 @@ void WorkerDaemon::Session() {
 
 void WorkerDaemon::HeartbeatLoop(absl::Duration interval, std::atomic<bool>* stop) {
   absl::Time next = absl::Now() + interval;
+  bool ahead_stopped = false;
   while (!*stop) {
     absl::SleepFor(absl::Milliseconds(20));
+    if (drain_requested_ && !ahead_stopped) {
+      StopAheadCompiles();
+      ahead_stopped = true;
+    }
     absl::MutexLock lock(&mu_);
     if (stream_ == nullptr) return;
     if (drain_requested_ && !drain_sent_) {

@@ -93,6 +93,11 @@ class WorkerDaemon {
   }
   // Queues a compile task for the compile threads (or answers at once when the queue is full).
   void QueueCompile(v1::CompileTask task);
+  // Draining: compiles ahead (nobody waits for them) are stopped, queued ones answered CANCELLED.
+  void StopAheadCompiles() ABSL_LOCKS_EXCLUDED(mu_, compile_mu_);
+  // Answers a compile task that will not run.
+  void AnswerCompileTask(const std::string& task_id, v1::Status status, const std::string& message)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // One compile thread: takes tasks until the daemon ends.
   void CompileLoop();
   bool CompileReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(compile_mu_) {
@@ -123,7 +128,11 @@ class WorkerDaemon {
   std::deque<v1::CompileTask> compile_queue_ ABSL_GUARDED_BY(compile_mu_);
   bool compile_stop_ ABSL_GUARDED_BY(compile_mu_) = false;
   // The running compiles' tokens, so that the daemon's end kills them.
-  std::vector<std::shared_ptr<CancelToken>> compiles_running_ ABSL_GUARDED_BY(compile_mu_);
+  struct RunningCompile {
+    bool ahead;
+    std::shared_ptr<CancelToken> cancel;
+  };
+  std::vector<RunningCompile> compiles_running_ ABSL_GUARDED_BY(compile_mu_);
   std::vector<std::thread> compile_threads_;
   std::atomic<int> compiles_busy_{0};  // tasks queued or running, until their answer is sent
 };

@@ -1,0 +1,196 @@
+// Compile ahead (server/scheduler.h): queued jobs' sources compiled on busy workers that could run
+// them, and the worker's first pick when it becomes idle. Fixture: server/scheduler_fixture.h.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "server/scheduler.h"
+#include "server/scheduler_fixture.h"
+
+namespace pkb {
+namespace {
+
+using testing::AddCompiler;
+using testing::Fixture;
+using testing::RecordingConnection;
+using testing::Tasks;
+
+std::string Submit(Fixture& f, const std::string& source, const std::string& submitter = "") {
+  v1::SubmitRequest r = Fixture::Request(source, 1);
+  r.set_submitter(submitter);
+  auto out = f.scheduler->Submit(r);
+  REQUIRE(out.ok());
+  return out->job_id;
+}
+
+std::vector<std::string> Sources(const RecordingConnection& c) {
+  std::vector<std::string> out;
+  for (const auto& t : Tasks(c)) out.push_back(t.source());
+  return out;
+}
+
+// The worker's job ends (not OK: no confirmation run), and it is idle at once.
+void Finish(Fixture& f, uint64_t conn, const RecordingConnection& c) {
+  f.SendDone(conn, c.Leases().back(), v1::MISMATCH);
+}
+
+TEST_CASE("a queued job compiles ahead on a busy worker, which takes it first when idle",
+          "[scheduler][ahead]") {
+  Fixture f;
+  auto x = AddCompiler(f, 1, "x", "h200", 1);
+  auto y = AddCompiler(f, 2, "y", "h200", 1);
+  const std::string a = Submit(f, "A"), b = Submit(f, "B");
+  REQUIRE(x->Leases().size() == 1);
+  REQUIRE(y->Leases().size() == 1);
+  CHECK(x->Leases()[0].job_id() == a);
+  CHECK(y->Leases()[0].job_id() == b);
+  CHECK(Tasks(*x).empty());  // nothing waits yet
+  const std::string c = Submit(f, "C"), d = Submit(f, "D"), e = Submit(f, "E");
+  // One job ahead per worker, the oldest first; E waits without one.
+  CHECK(Sources(*x) == std::vector<std::string>{"C"});
+  CHECK(Sources(*y) == std::vector<std::string>{"D"});
+  // The task is the job's: its spec as leased, with the coordinator's deadline.
+  CHECK(Tasks(*x)[0].spec().problem_id() == 1);
+  CHECK(Tasks(*x)[0].spec().world_size() == 1);
+  CHECK(Tasks(*x)[0].deadline_ms() == 120000);
+  CHECK(Tasks(*x)[0].ahead());  // nobody waits for it: a draining worker may stop it
+  // A compile's answer leaves the mark: the worker still takes the job it compiled.
+  v1::CompileTaskResult compiled;
+  compiled.set_task_id(Tasks(*y)[0].task_id());
+  compiled.mutable_result()->set_status(v1::COMPILED);
+  REQUIRE(f.scheduler->OnCompileResult(2, compiled).ok());
+
+  // y is idle first: it takes D, which it compiled, though C is older.
+  Finish(f, 2, *y);
+  REQUIRE(y->Leases().size() == 2);
+  CHECK(y->Leases()[1].job_id() == d);
+  CHECK(y->Leases()[1].source() == "D");
+  // Busy again, unmarked: the next job without one (E) compiles ahead on it.
+  CHECK(Sources(*y) == (std::vector<std::string>{"D", "E"}));
+  CHECK(Sources(*x) == std::vector<std::string>{"C"});
+  // x takes C, then y E: nothing is left to compile ahead.
+  Finish(f, 1, *x);
+  REQUIRE(x->Leases().size() == 2);
+  CHECK(x->Leases()[1].job_id() == c);
+  Finish(f, 2, *y);
+  REQUIRE(y->Leases().size() == 3);
+  CHECK(y->Leases()[2].job_id() == e);
+  CHECK(Tasks(*x).size() == 1);
+  CHECK(Tasks(*y).size() == 2);
+  CHECK(f.scheduler->Stats().queued == 0);
+}
+
+TEST_CASE(
+    "an idle worker takes the oldest job, compiled ahead elsewhere or not, and marks go "
+    "with a cancel and a lost worker",
+    "[scheduler][ahead]") {
+  Fixture f;
+  auto x = AddCompiler(f, 1, "x", "h200", 1);
+  auto y = AddCompiler(f, 2, "y", "h200", 1);
+  Submit(f, "A");
+  Submit(f, "B");
+  const std::string c = Submit(f, "C"), d = Submit(f, "D"), e = Submit(f, "E");
+  REQUIRE(Sources(*x) == std::vector<std::string>{"C"});
+  REQUIRE(Sources(*y) == std::vector<std::string>{"D"});
+  // A new worker takes the head, C, compiled ahead on x; x is free for E.
+  auto z = AddCompiler(f, 3, "z", "h200", 1);
+  REQUIRE(z->Leases().size() == 1);
+  CHECK(z->Leases()[0].job_id() == c);
+  CHECK(Sources(*x) == (std::vector<std::string>{"C", "E"}));
+  // E cancelled while queued: x's mark goes with it, and a new job takes the place.
+  REQUIRE(f.scheduler->Cancel(e, "test").ok());
+  const std::string g = Submit(f, "G");
+  CHECK(Sources(*x) == (std::vector<std::string>{"C", "E", "G"}));
+  // y is lost (its compile task with it): D goes ahead on z, busy and unmarked.
+  f.scheduler->Disconnect(2, "test");
+  f.scheduler->Flush();
+  CHECK(Sources(*z) == std::vector<std::string>{"D"});
+  Finish(f, 3, *z);
+  REQUIRE(z->Leases().size() == 2);
+  CHECK(z->Leases()[1].job_id() == d);
+  Finish(f, 1, *x);
+  REQUIRE(x->Leases().size() == 2);
+  CHECK(x->Leases()[1].job_id() == g);
+}
+
+TEST_CASE(
+    "no compile ahead when off, without compile slots, past them, or on the worker a "
+    "confirmation avoids",
+    "[scheduler][ahead]") {
+  SECTION("off") {
+    Fixture f;
+    f.options.compile_ahead = false;
+    f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+    auto x = AddCompiler(f, 1, "x", "h200", 1);
+    Submit(f, "A");
+    Submit(f, "B");
+    CHECK(Tasks(*x).empty());
+    Finish(f, 1, *x);
+    CHECK(x->Leases().back().source() == "B");
+  }
+  SECTION("a worker without compile slots") {
+    Fixture f;
+    auto x = AddCompiler(f, 1, "x", "h200", 0);
+    Submit(f, "A");
+    Submit(f, "B");
+    CHECK(Tasks(*x).empty());
+  }
+  SECTION("its compile slots full, then one answered") {
+    Fixture f;
+    f.options.compile_tasks_per_slot = 2;
+    f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+    auto x = AddCompiler(f, 1, "x", "h200", 1);
+    Submit(f, "A");
+    std::vector<CompileAnswer> answers;
+    for (int i = 0; i < 2; ++i) {
+      v1::EvalSpec spec;
+      spec.set_problem_id(1);
+      spec.set_world_size(1);
+      spec.set_gpu_class("h200");
+      f.scheduler->StartCompile(spec, "check", [&](CompileAnswer a) { answers.push_back(a); });
+    }
+    REQUIRE(Tasks(*x).size() == 2);
+    CHECK_FALSE(Tasks(*x)[0].ahead());  // a Check's: its caller waits
+    Submit(f, "B");
+    CHECK(Tasks(*x).size() == 2);  // both slots' tasks in flight: B waits without one
+    v1::CompileTaskResult compiled;
+    compiled.set_task_id(Tasks(*x)[0].task_id());
+    compiled.mutable_result()->set_status(v1::COMPILED);
+    REQUIRE(f.scheduler->OnCompileResult(1, compiled).ok());
+    REQUIRE(answers.size() == 1);
+    CHECK(Sources(*x) == (std::vector<std::string>{"check", "check", "B"}));
+  }
+  SECTION("a confirmation") {
+    Fixture f;
+    auto x = AddCompiler(f, 1, "x", "h200", 1);
+    auto y = AddCompiler(f, 2, "y", "h200", 1);
+    const std::string a = Submit(f, "A", "alice");
+    Submit(f, "B", "bob");
+    REQUIRE(x->Leases().size() == 1);
+    REQUIRE(x->Leases()[0].job_id() == a);
+    // x's verdict is OK, its engine still ending (`finishing`): busy, but not for A's
+    // confirmation, which avoids x while y could run it.
+    v1::Heartbeat finishing;
+    finishing.set_healthy(true);
+    finishing.set_finishing(true);
+    REQUIRE(f.scheduler->OnHeartbeat(1, finishing).ok());
+    v1::JobEvent je;
+    je.set_job_id(a);
+    je.set_attempt(1);
+    je.mutable_event()->set_stage(v1::DONE);
+    je.mutable_event()->mutable_result()->set_status(v1::OK);
+    je.mutable_event()->mutable_result()->set_speedup(1.5);
+    REQUIRE(f.scheduler->OnJobEvent(1, je).ok());
+    f.scheduler->Flush();
+    const std::string confirmation = f.scheduler->Get(a)->confirmation_job_id();
+    REQUIRE_FALSE(confirmation.empty());
+    CHECK(Tasks(*x).empty());
+    CHECK(Sources(*y) == std::vector<std::string>{"A"});
+    Finish(f, 2, *y);
+    REQUIRE(y->Leases().size() == 2);
+    CHECK(y->Leases()[1].job_id() == confirmation);
+  }
+}
+
+}  // namespace
+}  // namespace pkb
