@@ -9,6 +9,9 @@
 #   bench/throughput/run.sh LAYOUT [ROUNDS=3] [OUT=/tmp/pkb-throughput]
 # LAYOUT holds server/pkb-coordinator, worker/daemon/pkb-worker, worker/engine/pkb-eval and
 # client/pkb (a build folder, or the links scripts/device/step-throughput.sh makes).
+# PKB_THROUGHPUT_COLD=1: each submission's source gets a comment line of its own, so that every
+# compile is new to the node's cache (an agent's loop submits new sources). PKB_COORDINATOR_FLAGS:
+# more flags for the coordinator (e.g. --compile-ahead=false).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 layout=$(cd "$1" && pwd)
@@ -30,7 +33,8 @@ cleanup() {
 }
 trap cleanup EXIT
 "$layout/server/pkb-coordinator" --listen 127.0.0.1:0 --port-file "$work/port" \
-  --db "$work/jobs.db" --engine "$layout/worker/engine/pkb-eval" >"$work/coordinator.log" 2>&1 &
+  --db "$work/jobs.db" --engine "$layout/worker/engine/pkb-eval" ${PKB_COORDINATOR_FLAGS:-} \
+  >"$work/coordinator.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [[ -s "$work/port" ]] && break; sleep 0.1; done
 address="127.0.0.1:$(cat "$work/port")"
@@ -46,6 +50,11 @@ for round in $(seq "$rounds"); do
     name=$(basename "$src" .cu)
     problem=$((10#${name:1:3}))
     tag="$name-$round"
+    if [[ -n "${PKB_THROUGHPUT_COLD:-}" ]]; then
+      mkdir -p "$work/sources"
+      { cat "$src"; echo "// $tag $(date +%s%N)"; } > "$work/sources/$tag.cu"
+      src="$work/sources/$tag.cu"
+    fi
     (
       t0=$(date +%s.%N)
       "$layout/client/pkb" --coordinator "$address" --json submit "$src" --problem "$problem" \
@@ -64,10 +73,10 @@ end=$(date +%s.%N)
 python3 - "$out" "$start" "$end" "${gpus:-1}" "${jobs[@]}" <<'PY'
 import json, sys
 out, start, end, gpus, tags = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), max(1, int(sys.argv[4])), sys.argv[5:]
-walls, standby = [], 0
+walls, standby, hits = [], 0, 0
 for tag in tags:
     t0, t1 = map(float, open(f"{out}/{tag}.time").read().split())
-    status, ahead = "no verdict", ""
+    status, ahead, compiled = "no verdict", "", ""
     for line in open(f"{out}/{tag}.jsonl"):
         try:
             e = json.loads(line)
@@ -78,10 +87,16 @@ for tag in tags:
             status = r["status"]
             if "ranks_ahead_of_job" in r.get("stageSeconds", {}):
                 ahead = " (standby engine)"
+            c = r.get("compile")
+            if c:
+                hit = c.get("cacheHit", False)
+                hits += hit
+                compiled = f"compile {c.get('seconds', 0):6.2f} s{' (cache hit)' if hit else ''}"
     standby += bool(ahead)
     walls.append(t1 - t0)
-    print(f"{tag:32s} {status:14s} submit to verdict {t1 - t0:7.2f} s{ahead}")
+    print(f"{tag:32s} {status:14s} submit to verdict {t1 - t0:7.2f} s  {compiled:28s}{ahead}")
 total = end - start
 print(f"\n{len(tags)} jobs in {total:.1f} s on {gpus} GPU(s): {len(tags) / total * 3600 / gpus:.0f} jobs "
-      f"per hour per GPU ({total / len(tags):.2f} s a job); {standby} on a standby engine")
+      f"per hour per GPU ({total / len(tags):.2f} s a job); {standby} on a standby engine; "
+      f"{hits} compile(s) from the cache")
 PY

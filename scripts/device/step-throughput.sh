@@ -1,6 +1,22 @@
 #!/usr/bin/env bash
 # Jobs per hour per GPU through the service (issue 22): bench/throughput/run.sh on the nine worked
-# examples, PKB_THROUGHPUT_ROUNDS (default 2) rounds, W = 1.
+# examples, PKB_THROUGHPUT_ROUNDS (default 2) rounds, W = 1. PKB_THROUGHPUT_COLD=1 makes every
+# source new to the compile cache (run.sh).
+# PKB_THROUGHPUT_PRIME=1: one round first, not counted, so that the node's compile cache of the
+# examples and its settled baselines do not fall on the measured runs.
+# PKB_THROUGHPUT_AB="FLAGS": the measured run twice, first with these coordinator flags (e.g.
+# --compile-ahead=false; to $OUT/throughput-a), then with the defaults (to $OUT/throughput).
 BIN=$1; OUT=$2
 bash scripts/device/make-layout.sh "$BIN" /tmp/pkb-layout-throughput || { echo "SKIPPED"; exit 0; }
-bash bench/throughput/run.sh /tmp/pkb-layout-throughput "${PKB_THROUGHPUT_ROUNDS:-2}" "$OUT/throughput"
+ROUNDS=${PKB_THROUGHPUT_ROUNDS:-2}
+if [ -n "${PKB_THROUGHPUT_PRIME:-}" ]; then
+  echo "--- priming: one round, not counted"
+  PKB_THROUGHPUT_COLD='' bash bench/throughput/run.sh /tmp/pkb-layout-throughput 1 "$OUT/throughput-prime" | tail -1
+fi
+if [ -n "${PKB_THROUGHPUT_AB:-}" ]; then
+  echo "--- with the coordinator's $PKB_THROUGHPUT_AB"
+  PKB_COORDINATOR_FLAGS="$PKB_THROUGHPUT_AB" bash bench/throughput/run.sh /tmp/pkb-layout-throughput \
+    "$ROUNDS" "$OUT/throughput-a"
+  echo "--- with the coordinator's defaults"
+fi
+bash bench/throughput/run.sh /tmp/pkb-layout-throughput "$ROUNDS" "$OUT/throughput"
