@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/eval_spec.h"
 #include "common/files.h"
 #include "common/subprocess.h"
@@ -138,9 +139,11 @@ constexpr absl::Duration kStandbyEngineLimit = absl::Hours(2);
 // (kill -9 included) instead of holding the GPUs. `background` work runs at nice 10: beside the
 // node's job, whose ranks are timed on the host's clock, it yields the CPU to them.
 // TODO: replace the shell with a start callback in SubprocessOptions (common/ is another owner's).
-std::vector<std::string> EngineCommand(const std::string& engine, bool background) {
+std::vector<std::string> EngineCommand(const std::string& engine, bool background,
+                                       const std::vector<int>& background_cpus) {
   const bool pdeathsig = access("/usr/bin/setpriv", X_OK) == 0;
   const bool nice = background && access("/usr/bin/nice", X_OK) == 0;
+  const bool pin = background && !background_cpus.empty() && access("/usr/bin/taskset", X_OK) == 0;
   // The engine dies with this worker (PDEATHSIG), but the signal is armed only once setpriv
   // runs: a worker killed before that (a standby engine starts the moment a job ends) would leave
   // it orphaned, waiting for a job. So once armed, its parent must still be this worker.
@@ -148,10 +151,13 @@ std::vector<std::string> EngineCommand(const std::string& engine, bool backgroun
       pdeathsig ? absl::StrCat("/usr/bin/setpriv --pdeathsig KILL -- /bin/sh -c '[ \"$PPID\" = ",
                                getpid(), " ] || exit 1; exec \"$0\" \"$@\"' ")
                 : "";
-  return {"/bin/sh", "-c",
-          absl::StrCat("echo \"", kPidPrefix, "$$\"; exec ", armed,
-                       nice ? "/usr/bin/nice -n 10 " : "", "\"$0\" \"$@\""),
-          engine};
+  return {
+      "/bin/sh", "-c",
+      absl::StrCat(
+          "echo \"", kPidPrefix, "$$\"; exec ", armed, nice ? "/usr/bin/nice -n 10 " : "",
+          pin ? absl::StrCat("/usr/bin/taskset -c ", absl::StrJoin(background_cpus, ","), " ") : "",
+          "\"$0\" \"$@\""),
+      engine};
 }
 
 v1::EvalResult Executor::Compile(const v1::CompileTask& task, CancelToken* cancel) {
@@ -408,7 +414,7 @@ v1::EvalResult EngineExecutor::RunEngine(const v1::EvalSpec& spec_message,
   }
 
   SubprocessOptions opts;
-  opts.argv = EngineCommand(options_.engine, background);
+  opts.argv = EngineCommand(options_.engine, background, options_.background_cpus);
   opts.argv.insert(opts.argv.end(), {"--spec", spec,
                                      source,  // positional, as pkb-eval takes it
                                      "--events", "--scratch", *dir});

@@ -85,6 +85,10 @@ struct EngineExecutorOptions {
   // pkb-eval --gpus (gpu_select.h): the UUIDs of this worker's share of the node's GPUs,
   // comma-separated, given to every engine it starts. Empty: the whole node.
   std::string gpus;
+  // Compile tasks (a Check's, a queued job's compile ahead) run on these CPUs, off the cores a
+  // job's ranks are pinned to (core_pinning.h CpusBesideRanks), so that a compile beside a timed
+  // job shares no core with it. Empty: anywhere.
+  std::vector<int> background_cpus;
 };
 
 class EngineExecutor : public Executor {
@@ -127,10 +131,11 @@ class EngineExecutor : public Executor {
 };
 
 // The command line that starts `engine` (its own arguments follow): a shell that prints its pid,
-// then the engine at nice 10 where `background`, dying with this process (setpriv --pdeathsig),
-// and not at all where this process is no longer its parent once that signal is armed. Exposed
-// for tests.
-std::vector<std::string> EngineCommand(const std::string& engine, bool background);
+// then the engine at nice 10 where `background` (and on `background_cpus`, util-linux's taskset,
+// where given), dying with this process (setpriv --pdeathsig), and not at all where this process
+// is no longer its parent once that signal is armed. Exposed for tests.
+std::vector<std::string> EngineCommand(const std::string& engine, bool background,
+                                       const std::vector<int>& background_cpus = {});
 
 }  // namespace pkb
 

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/files.h"
 #include "common/subprocess.h"
@@ -354,6 +356,46 @@ TEST_CASE(
   CHECK(stopped->exit_code == 1);
   CHECK(stopped->out.find("PKB_WORKER_CHILD_PID") != std::string::npos);
   CHECK(stopped->out.find("the engine ran") == std::string::npos);
+}
+
+TEST_CASE("background engines run at nice 10 on the CPUs given, others as the worker does",
+          "[executor]") {
+  REQUIRE(access("/usr/bin/taskset", X_OK) == 0);
+  REQUIRE(access("/usr/bin/nice", X_OK) == 0);
+  auto status_of = [](std::vector<std::string> argv) {
+    argv.push_back("/proc/self/stat");
+    SubprocessOptions o;
+    o.argv = argv;
+    absl::StatusOr<SubprocessResult> r = RunSubprocess(o);
+    REQUIRE(r.ok());
+    REQUIRE(r->exit_code == 0);
+    return r->out;
+  };
+  // /proc/self/stat of cat: field 19 is its nice value; the allowed CPUs come from
+  // sched_getaffinity.
+  const std::string pinned = status_of(EngineCommand("/bin/cat", /*background=*/true, {0}));
+  const std::string plain = status_of(EngineCommand("/bin/cat", /*background=*/false, {0}));
+  auto nice_of = [](const std::string& out) {
+    std::vector<std::string> f = absl::StrSplit(out.substr(out.rfind(')') + 2), ' ');
+    return std::stoi(f.at(16));  // field 19 counted from the state, field 3
+  };
+  CHECK(nice_of(pinned) == 10);
+  CHECK(nice_of(plain) == 0);
+  auto cpus_of = [](std::vector<std::string> argv) {
+    argv.push_back("/proc/self/status");
+    SubprocessOptions o;
+    o.argv = argv;
+    absl::StatusOr<SubprocessResult> r = RunSubprocess(o);
+    REQUIRE(r.ok());
+    const size_t at = r->out.find("Cpus_allowed_list:");
+    REQUIRE(at != std::string::npos);
+    return std::string(
+        absl::StripAsciiWhitespace(r->out.substr(at + 18, r->out.find('\n', at) - at - 18)));
+  };
+  CHECK(cpus_of(EngineCommand("/bin/cat", /*background=*/true, {0})) == "0");
+  if (std::thread::hardware_concurrency() > 1) {
+    CHECK(cpus_of(EngineCommand("/bin/cat", /*background=*/false, {0})) != "0");
+  }
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "worker/daemon/scratch_root.h"
 #include "worker/daemon/worker_daemon.h"
 #include "worker/daemon/worker_metrics.h"
+#include "worker/engine/core_pinning.h"
 #include "worker/engine/gpu_select.h"
 
 namespace {
@@ -215,6 +216,16 @@ int main(int argc, char** argv) {
     o.healthy = false;
     o.unhealthy_reason = absl::StrCat("no runnable engine at '", e.engine, "' (give --engine)");
     spdlog::error("{}", o.unhealthy_reason);
+  }
+  // A GPU node's ranks are pinned to cores of their own (core_pinning.h); its compiles keep off
+  // them, so that a compile beside a timed job shares no core with it.
+  if (o.capabilities.gpu_count() > 0 && compile_slots > 0) {
+    std::vector<int> allowed = pkb::AllowedCpus();
+    e.background_cpus = pkb::CpusBesideRanks(
+        pkb::ReadCpuTopology(allowed, "/sys/devices/system/cpu"), o.capabilities.max_world_size());
+    spdlog::info("compile tasks run on CPUs {} of {}, off the ranks' cores",
+                 e.background_cpus.empty() ? "any" : absl::StrJoin(e.background_cpus, ","),
+                 absl::StrJoin(allowed, ","));
   }
   spdlog::info("worker {}: {} x{} ({}{}), max W {} (functional {}), {} compile slot(s), engine {}",
                o.worker_id, o.capabilities.gpu_class(), o.capabilities.gpu_count(),

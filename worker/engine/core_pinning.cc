@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -79,6 +80,25 @@ std::vector<int> RankCores(const std::vector<LogicalCpu>& cpus, int rank, int wo
   }
   std::sort(mine.begin(), mine.end());
   return mine;
+}
+
+std::vector<int> CpusBesideRanks(const std::vector<LogicalCpu>& cpus, int world, int max_cores) {
+  std::set<int> ranks;  // CPUs given to ranks
+  for (int r = 0; r < world; ++r) {
+    for (int c : RankCores(cpus, r, world, max_cores)) ranks.insert(c);
+  }
+  std::set<int> taken_cores;
+  for (const LogicalCpu& c : cpus) {
+    if (ranks.count(c.cpu)) taken_cores.insert(c.core);
+  }
+  std::vector<int> free_cores, free_threads;
+  for (const LogicalCpu& c : cpus) {
+    if (!taken_cores.count(c.core)) free_cores.push_back(c.cpu);
+    if (!ranks.count(c.cpu)) free_threads.push_back(c.cpu);
+  }
+  std::vector<int>& out = free_cores.empty() ? free_threads : free_cores;
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 absl::Status PinTo(const std::vector<int>& cpus) {

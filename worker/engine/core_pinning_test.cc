@@ -43,6 +43,27 @@ TEST_CASE("siblings numbered apart (cpu c and c+8 on one core): one thread per c
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("work beside a job keeps off its ranks' cores, siblings included, while there are others",
+          "[pinning]") {
+  // 8 cores, 16 threads, CPU c and c + 8 on core c % 8. W = 1 takes cores 4-7.
+  std::string dir = FakeCpuDir(
+      16, [](int) { return 0; }, [](int c) { return c % 8; });
+  auto cpus = ReadCpuTopology(Range(16), dir);
+  CHECK(CpusBesideRanks(cpus, 1) == std::vector<int>{0, 1, 2, 3, 8, 9, 10, 11});
+  // W = 2 takes every core: the threads beside them, then.
+  CHECK(CpusBesideRanks(cpus, 2) == std::vector<int>{8, 9, 10, 11, 12, 13, 14, 15});
+  // W = 16: every thread a rank's: nothing.
+  CHECK(CpusBesideRanks(cpus, 16).empty());
+  std::filesystem::remove_all(dir);
+  // Without hardware threads: the cores no rank has.
+  std::string flat = FakeCpuDir(
+      16, [](int) { return 0; }, [](int c) { return c; });
+  auto plain = ReadCpuTopology(Range(16), flat);
+  CHECK(CpusBesideRanks(plain, 1) == Range(12));
+  CHECK(CpusBesideRanks(plain, 2) == Range(8));
+  std::filesystem::remove_all(flat);
+}
+
 TEST_CASE("siblings numbered together (cpu 2k and 2k+1 on one core)", "[pinning]") {
   std::string dir = FakeCpuDir(
       16, [](int) { return 0; }, [](int c) { return c / 2; });
