@@ -38,15 +38,17 @@
 // StartCompile is answered exactly once.
 //
 // Compile ahead (SchedulerOptions.compile_ahead): a queued job's source is compiled while it waits,
-// on a busy worker that could run it (its job running or finishing, healthy, undrained, a compile
-// slot free): a compile task with no caller, one per worker at a time, for the oldest queued jobs
-// (at most kAheadLookahead looked at per Dispatch). The node's compile cache keeps the library (or
-// the compile error). When that worker next becomes idle, it takes that job first if it is still
-// queued, even where an older job waits that it could run (a worker has one such job at a time, so
-// each job is passed over at most once per worker); any other idle worker takes jobs in queue
-// order as before, marked or not, and the job then compiles where it runs. The mark is dropped when
-// the job is leased or finished or the worker lost. Nothing of it is stored: a coordinator restart
-// forgets it.
+// on a busy worker that could run it (its job running or finishing, healthy, undrained, fewer
+// compile tasks in flight than its compile slots, and no compile ahead of its own in flight): a
+// compile task with no caller (`ahead`), for the oldest queued jobs (at most kAheadLookahead looked
+// at per Dispatch). The node's compile cache keeps the library (or the compile error). The job is
+// marked as that worker's; when the worker next becomes idle, it takes that job first if it is
+// still queued and no older job it could run was passed over already: each queued job is passed
+// over this way once at most, then it goes first in queue order (a confirmation is never taken by
+// the worker it avoids while another could run it). Any other idle worker takes jobs in queue order
+// as before, marked or not, and the job then compiles where it runs. The mark is dropped when the
+// job is leased or finished, or the worker lost, draining or unhealthy. Nothing of it is stored: a
+// coordinator restart forgets it.
 //
 // Shape runs (docs/leaderboard.md, "Shape runs"): a ranked original that gets a confirmation also
 // gets up to two shape runs, queued right after it and before the DONE that names them: the same
@@ -268,6 +270,9 @@ class Scheduler {
     std::string avoid_worker;
     // Queued, its source compiled ahead on this connection's worker (0: none).
     uint64_t ahead_conn = 0;
+    // A worker took a newer job it had compiled ahead while this one, which it could run, waited:
+    // never again (LeaseAheadJobs).
+    bool passed_over = false;
   };
   struct WorkerState {
     std::string worker_id;
@@ -283,11 +288,13 @@ class Scheduler {
     int compiles = 0;      // compile tasks sent and not answered
     std::string ahead_job;       // the queued job whose source it compiles ahead (its first pick)
     bool ahead_indexed = false;  // in ahead_free_
+    int ahead_compiles = 0;      // compile tasks ahead sent and not answered
   };
   struct CompileTaskState {
     uint64_t connection_id;
     std::string worker_id;
     absl::Time deadline;
+    bool ahead;  // a compile ahead of a queued job
     CompileDone done;
   };
   // Workers that can serve the same jobs: (harness version, gpu class).
@@ -388,6 +395,9 @@ class Scheduler {
   // (for a confirmation, not the worker it avoids while another connected one could run it).
   std::optional<uint64_t> Pick(const WorkerIndex& index, const JobState& js) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the worker may take the job now: it matches, and a confirmation's avoided worker only
+  // where no other connected one could run it.
+  bool CanTake(const WorkerState& w, const JobState& js) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Leases the queued job (already out of queue_) to the idle worker of `connection_id`.
   void LeaseTo(JobState& js, uint64_t connection_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Workers just idle with a job compiled ahead take it, if it is still queued.
@@ -430,6 +440,8 @@ class Scheduler {
   WorkerIndex ahead_free_ ABSL_GUARDED_BY(mu_);
   // Workers that became idle holding a mark, for the next Dispatch (LeaseAheadJobs).
   std::vector<uint64_t> ahead_ready_ ABSL_GUARDED_BY(mu_);
+  // A worker joined ahead_free_ or a mark was dropped since the last CompileAhead.
+  bool ahead_dirty_ ABSL_GUARDED_BY(mu_) = false;
   int idle_count_ ABSL_GUARDED_BY(mu_) = 0;
   // (max world size, max functional world size) of every connected worker, by what they serve.
   std::map<CapsKey, std::multiset<std::pair<int32_t, int32_t>>> connected_ ABSL_GUARDED_BY(mu_);

@@ -34,6 +34,15 @@ void Finish(Fixture& f, uint64_t conn, const RecordingConnection& c) {
   f.SendDone(conn, c.Leases().back(), v1::MISMATCH);
 }
 
+// The worker answers the last compile task it was sent.
+void Answer(Fixture& f, uint64_t conn, const RecordingConnection& c) {
+  v1::CompileTaskResult compiled;
+  compiled.set_task_id(Tasks(c).back().task_id());
+  compiled.mutable_result()->set_status(v1::COMPILED);
+  REQUIRE(f.scheduler->OnCompileResult(conn, compiled).ok());
+  f.scheduler->Flush();
+}
+
 TEST_CASE("a queued job compiles ahead on a busy worker, which takes it first when idle",
           "[scheduler][ahead]") {
   Fixture f;
@@ -92,19 +101,26 @@ TEST_CASE(
   const std::string c = Submit(f, "C"), d = Submit(f, "D"), e = Submit(f, "E");
   REQUIRE(Sources(*x) == std::vector<std::string>{"C"});
   REQUIRE(Sources(*y) == std::vector<std::string>{"D"});
-  // A new worker takes the head, C, compiled ahead on x; x is free for E.
+  // A new worker takes the head, C, compiled ahead on x, and compiles E ahead (busy, free). x's
+  // mark went with C, but its compile of C still runs: one compile ahead of its own at a time.
   auto z = AddCompiler(f, 3, "z", "h200", 1);
   REQUIRE(z->Leases().size() == 1);
   CHECK(z->Leases()[0].job_id() == c);
-  CHECK(Sources(*x) == (std::vector<std::string>{"C", "E"}));
-  // E cancelled while queued: x's mark goes with it, and a new job takes the place.
+  CHECK(Sources(*z) == std::vector<std::string>{"E"});
+  CHECK(Sources(*x) == std::vector<std::string>{"C"});
+  // E cancelled while queued: z's mark goes with it. A new job waits for a free worker: x, once
+  // its compile ends.
   REQUIRE(f.scheduler->Cancel(e, "test").ok());
   const std::string g = Submit(f, "G");
-  CHECK(Sources(*x) == (std::vector<std::string>{"C", "E", "G"}));
-  // y is lost (its compile task with it): D goes ahead on z, busy and unmarked.
+  CHECK(Sources(*x) == std::vector<std::string>{"C"});
+  Answer(f, 1, *x);
+  CHECK(Sources(*x) == (std::vector<std::string>{"C", "G"}));
+  // y is lost (its compile task with it): D goes ahead on z, once z's compile of E ends.
   f.scheduler->Disconnect(2, "test");
   f.scheduler->Flush();
-  CHECK(Sources(*z) == std::vector<std::string>{"D"});
+  CHECK(Sources(*z) == std::vector<std::string>{"E"});
+  Answer(f, 3, *z);
+  CHECK(Sources(*z) == (std::vector<std::string>{"E", "D"}));
   Finish(f, 3, *z);
   REQUIRE(z->Leases().size() == 2);
   CHECK(z->Leases()[1].job_id() == d);
@@ -135,30 +151,23 @@ TEST_CASE(
     Submit(f, "B");
     CHECK(Tasks(*x).empty());
   }
-  SECTION("its compile slots full, then one answered") {
+  SECTION("its compile slots busy, then one free") {
     Fixture f;
-    f.options.compile_tasks_per_slot = 2;
-    f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
     auto x = AddCompiler(f, 1, "x", "h200", 1);
     Submit(f, "A");
     std::vector<CompileAnswer> answers;
-    for (int i = 0; i < 2; ++i) {
-      v1::EvalSpec spec;
-      spec.set_problem_id(1);
-      spec.set_world_size(1);
-      spec.set_gpu_class("h200");
-      f.scheduler->StartCompile(spec, "check", [&](CompileAnswer a) { answers.push_back(a); });
-    }
-    REQUIRE(Tasks(*x).size() == 2);
+    v1::EvalSpec spec;
+    spec.set_problem_id(1);
+    spec.set_world_size(1);
+    spec.set_gpu_class("h200");
+    f.scheduler->StartCompile(spec, "check", [&](CompileAnswer a) { answers.push_back(a); });
+    REQUIRE(Tasks(*x).size() == 1);
     CHECK_FALSE(Tasks(*x)[0].ahead());  // a Check's: its caller waits
     Submit(f, "B");
-    CHECK(Tasks(*x).size() == 2);  // both slots' tasks in flight: B waits without one
-    v1::CompileTaskResult compiled;
-    compiled.set_task_id(Tasks(*x)[0].task_id());
-    compiled.mutable_result()->set_status(v1::COMPILED);
-    REQUIRE(f.scheduler->OnCompileResult(1, compiled).ok());
+    CHECK(Tasks(*x).size() == 1);  // its one slot's task in flight: B waits without one
+    Answer(f, 1, *x);
     REQUIRE(answers.size() == 1);
-    CHECK(Sources(*x) == (std::vector<std::string>{"check", "check", "B"}));
+    CHECK(Sources(*x) == (std::vector<std::string>{"check", "B"}));
   }
   SECTION("a confirmation") {
     Fixture f;
@@ -190,6 +199,62 @@ TEST_CASE(
     REQUIRE(y->Leases().size() == 2);
     CHECK(y->Leases()[1].job_id() == confirmation);
   }
+}
+
+TEST_CASE("a job passed over once for a job compiled ahead goes first after that",
+          "[scheduler][ahead]") {
+  Fixture f;
+  auto x = AddCompiler(f, 1, "x", "h200", 1);
+  auto y = AddCompiler(f, 2, "y", "h200", 1);
+  Submit(f, "A");
+  Submit(f, "B");
+  const std::string o = Submit(f, "O"), p = Submit(f, "P"), q = Submit(f, "Q");
+  REQUIRE(Sources(*x) == std::vector<std::string>{"O"});
+  REQUIRE(Sources(*y) == std::vector<std::string>{"P"});
+  // x holds O's mark and stays busy. y takes P, which it compiled, passing O over once.
+  Answer(f, 2, *y);
+  Finish(f, 2, *y);
+  REQUIRE(y->Leases().size() == 2);
+  CHECK(y->Leases()[1].job_id() == p);
+  CHECK(Sources(*y) == (std::vector<std::string>{"P", "Q"}));
+  // Next time, though it compiled Q, y takes O: no job is passed over twice.
+  Answer(f, 2, *y);
+  Finish(f, 2, *y);
+  REQUIRE(y->Leases().size() == 3);
+  CHECK(y->Leases()[2].job_id() == o);
+  // x's mark went with O's lease; it takes the oldest left, Q.
+  Finish(f, 1, *x);
+  REQUIRE(x->Leases().size() == 2);
+  CHECK(x->Leases()[1].job_id() == q);
+}
+
+TEST_CASE("a draining or unhealthy worker's compile-ahead mark goes to another busy worker",
+          "[scheduler][ahead]") {
+  Fixture f;
+  auto x = AddCompiler(f, 1, "x", "h200", 1);
+  auto y = AddCompiler(f, 2, "y", "h200", 1);
+  Submit(f, "A");
+  Submit(f, "B");
+  const std::string c = Submit(f, "C");
+  REQUIRE(Sources(*x) == std::vector<std::string>{"C"});
+  CHECK(Tasks(*y).empty());
+  SECTION("draining") {
+    REQUIRE(f.scheduler->OnDrain(1, v1::Drain()).ok());
+    f.scheduler->Flush();
+  }
+  SECTION("unhealthy") {
+    v1::Heartbeat sick;
+    sick.set_healthy(false);
+    sick.add_running_job_ids(x->Leases()[0].job_id());
+    REQUIRE(f.scheduler->OnHeartbeat(1, sick).ok());
+    f.scheduler->Flush();
+  }
+  CHECK(Sources(*y) == std::vector<std::string>{"C"});
+  Finish(f, 1, *x);
+  CHECK(x->Leases().size() == 1);  // nothing more for it
+  Finish(f, 2, *y);
+  REQUIRE(y->Leases().size() == 2);
+  CHECK(y->Leases()[1].job_id() == c);
 }
 
 }  // namespace

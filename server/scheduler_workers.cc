@@ -116,6 +116,14 @@ void Scheduler::Reindex(uint64_t connection_id, WorkerState& w) {
     }
     indexed = in;
   };
+  if ((!w.healthy || w.draining) && !w.ahead_job.empty()) {
+    // It takes no job now: the one it compiled ahead goes back to the queue's order, free to be
+    // compiled ahead elsewhere.
+    auto j = jobs_.find(w.ahead_job);
+    if (j != jobs_.end() && j->second.ahead_conn == connection_id) j->second.ahead_conn = 0;
+    w.ahead_job.clear();
+    ahead_dirty_ = true;
+  }
   const bool was_idle = w.indexed;
   const bool idle = w.healthy && !w.draining && !w.finishing && w.job_id.empty();
   place(idle_, idle, w.indexed);
@@ -123,9 +131,14 @@ void Scheduler::Reindex(uint64_t connection_id, WorkerState& w) {
   if (idle && !was_idle && !w.ahead_job.empty()) ahead_ready_.push_back(connection_id);
   const bool takes_ahead = options_.compile_ahead && w.healthy && !w.draining &&
                            (w.finishing || !w.job_id.empty()) && w.ahead_job.empty() &&
-                           w.caps.compile_slots() > 0 &&
-                           w.compiles < w.caps.compile_slots() * options_.compile_tasks_per_slot;
+                           w.ahead_compiles == 0 && w.compiles < w.caps.compile_slots();
+  if (takes_ahead && !w.ahead_indexed) ahead_dirty_ = true;
   place(ahead_free_, takes_ahead, w.ahead_indexed);
+}
+
+bool Scheduler::CanTake(const WorkerState& w, const JobState& js) const {
+  if (!Matches(w.caps, js.job)) return false;
+  return js.avoid_worker != w.worker_id || !AnotherConnectedCanRun(js.job, w.worker_id);
 }
 
 void Scheduler::LeaseTo(JobState& js, uint64_t connection_id) {
@@ -166,9 +179,24 @@ void Scheduler::LeaseAheadJobs() {
     auto j = jobs_.find(w->second.ahead_job);
     // The mark holds both ways while the job is queued (ClearAhead drops both).
     if (j == jobs_.end() || j->second.ahead_conn != conn) continue;
-    auto q = std::find(queue_.begin(), queue_.end(), j->first);
-    if (q == queue_.end()) continue;
-    // Marked where this worker could run it; a confirmation's avoided worker is never marked.
+    // A confirmation may have been marked on the worker it avoids while no other could run it.
+    if (!CanTake(w->second, j->second)) continue;
+    // The older jobs it could run are passed over, each once at most: one that was passed over
+    // already goes first (Dispatch's queue order), whatever this worker compiled.
+    std::vector<JobState*> passed;
+    bool overdue = false;
+    auto q = queue_.begin();
+    for (; q != queue_.end() && *q != j->first; ++q) {
+      JobState& older = jobs_.at(*q);
+      if (!CanTake(w->second, older)) continue;
+      if (older.passed_over) {
+        overdue = true;
+        break;
+      }
+      passed.push_back(&older);
+    }
+    if (overdue || q == queue_.end()) continue;
+    for (JobState* older : passed) older->passed_over = true;
     queue_.erase(q);
     spdlog::info("job {}: leased to worker {}, which compiled it ahead", j->first,
                  w->second.worker_id);
@@ -186,6 +214,7 @@ void Scheduler::ClearAhead(JobState& js) {
 }
 
 void Scheduler::CompileAhead() {
+  ahead_dirty_ = false;
   int looked = 0;
   for (auto q = queue_.begin();
        q != queue_.end() && !ahead_free_.empty() && looked < kAheadLookahead; ++q, ++looked) {
@@ -305,7 +334,11 @@ absl::Status Scheduler::OnHeartbeat(uint64_t connection_id, const v1::Heartbeat&
   m.mutable_heartbeat_ack()->set_deadline_unix_micros(
       absl::ToUnixMicros(w.last_heard + options_.lease_timeout));
   w.connection->Send(m);
-  if (!was_idle && w.indexed) Dispatch();
+  if (!was_idle && w.indexed) {
+    Dispatch();
+  } else if (ahead_dirty_) {
+    CompileAhead();  // unhealthy: its compile-ahead mark went back to the queue
+  }
   return absl::OkStatus();
 }
 
@@ -365,6 +398,7 @@ absl::Status Scheduler::OnDrain(uint64_t connection_id, const v1::Drain& drain) 
   it->second.draining = true;
   it->second.last_heard = clock_->Now();
   Reindex(connection_id, it->second);
+  if (ahead_dirty_) CompileAhead();  // its compile-ahead mark went back to the queue
   spdlog::info("worker {} drains: {}", it->second.worker_id, drain.reason());
   return absl::OkStatus();
 }
@@ -457,7 +491,11 @@ void Scheduler::Tick() {
                                " went away and did not come back within ",
                                absl::FormatDuration(options_.lease_timeout)));
   }
-  if (!silent.empty() || !orphans.empty()) Dispatch();
+  if (!silent.empty() || !orphans.empty()) {
+    Dispatch();
+  } else if (ahead_dirty_) {
+    CompileAhead();  // a compile answered by its deadline, a queued job expired
+  }
 }
 
 void Scheduler::StartCompile(const v1::EvalSpec& spec, const std::string& source,
@@ -512,9 +550,10 @@ std::string Scheduler::SendCompile(uint64_t connection_id, WorkerState& w, const
   task->set_deadline_ms(absl::ToInt64Milliseconds(options_.compile_deadline));
   task->set_ahead(ahead);
   ++w.compiles;
+  if (ahead) ++w.ahead_compiles;
   Reindex(connection_id, w);
   compile_tasks_[task_id] = {connection_id, w.worker_id, clock_->Now() + options_.compile_deadline,
-                             std::move(done)};
+                             ahead, std::move(done)};
   spdlog::info("compile task {} ({}) sent to worker {}", task_id, spec.language(), w.worker_id);
   w.connection->Send(m);
   return task_id;
@@ -537,7 +576,7 @@ absl::Status Scheduler::OnCompileResult(uint64_t connection_id,
     if (r.message().empty()) r.set_message("the worker answered a compile task without a verdict");
   }
   AnswerCompile(t, {absl::OkStatus(), std::move(r), wit->second.worker_id});
-  if (options_.compile_ahead) CompileAhead();  // a slot it held may take a job ahead now
+  if (ahead_dirty_) CompileAhead();  // a slot it held may take a job ahead now
   return absl::OkStatus();
 }
 
@@ -555,6 +594,7 @@ void Scheduler::AnswerCompile(std::map<std::string, CompileTaskState>::iterator 
   auto w = workers_.find(task->second.connection_id);
   if (w != workers_.end()) {
     --w->second.compiles;
+    if (task->second.ahead) --w->second.ahead_compiles;
     Reindex(w->first, w->second);
   }
   CompileDone done = std::move(task->second.done);
