@@ -9,13 +9,17 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/eval_spec.h"
 #include "common/files.h"
 #include "common/subprocess.h"
@@ -24,6 +28,40 @@
 namespace pkb {
 
 void CancelToken::KillGroup(pid_t pgid) { KillProcessGroup(pgid, SIGKILL); }
+
+void CancelToken::SignalTree(pid_t root, int sig) {
+  // A stopped parent starts no child, so a few passes find what started meanwhile.
+  std::set<pid_t> signalled;
+  for (int pass = 0; pass < 3; ++pass) {
+    std::map<pid_t, std::vector<pid_t>> children;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+      pid_t pid = 0;
+      if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
+      std::ifstream in(entry.path() / "stat");
+      std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+      const size_t close = stat.rfind(')');
+      if (close == std::string::npos) continue;
+      std::vector<std::string> fields =
+          absl::StrSplit(stat.substr(close + 1), ' ', absl::SkipEmpty());
+      pid_t ppid = 0;
+      if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &ppid)) continue;
+      children[ppid].push_back(pid);
+    }
+    std::vector<pid_t> order{root};
+    for (size_t i = 0; i < order.size(); ++i) {
+      for (pid_t c : children[order[i]]) order.push_back(c);
+    }
+    bool any = false;
+    for (pid_t pid : order) {
+      if (!signalled.insert(pid).second) continue;
+      kill(pid, sig);
+      any = true;
+    }
+    if (!any) break;
+  }
+}
 
 namespace {
 

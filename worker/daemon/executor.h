@@ -12,6 +12,7 @@
 #ifndef PKB_WORKER_DAEMON_EXECUTOR_H_
 #define PKB_WORKER_DAEMON_EXECUTOR_H_
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <functional>
@@ -33,23 +34,40 @@ class CancelToken {
   void Cancel() {
     absl::MutexLock lock(&mu_);
     cancelled_ = true;
-    if (pgid_ > 0) KillGroup(pgid_);
+    if (pgid_ > 0) {
+      // A paused tree's processes in sessions of their own (a compile's nvcc) would stay stopped.
+      if (paused_) SignalTree(pgid_, SIGKILL);
+      KillGroup(pgid_);
+    }
   }
   bool cancelled() {
     absl::MutexLock lock(&mu_);
     return cancelled_;
   }
-  // The executor tells where the job's processes are (and learns if it was cancelled already).
+  // Stops (SIGSTOP) or resumes (SIGCONT) the run's process and everything it started, whatever
+  // their process group or session: a compile beside a job that is being timed waits meanwhile.
+  void Pause(bool paused) {
+    absl::MutexLock lock(&mu_);
+    if (paused_ == paused) return;
+    paused_ = paused;
+    if (pgid_ > 0) SignalTree(pgid_, paused ? SIGSTOP : SIGCONT);
+  }
+  // The executor tells where the job's processes are (and learns if it was cancelled or paused
+  // already).
   void SetProcessGroup(pid_t pgid) {
     absl::MutexLock lock(&mu_);
     pgid_ = pgid;
     if (cancelled_ && pgid_ > 0) KillGroup(pgid_);
+    if (paused_ && pgid_ > 0) SignalTree(pgid_, SIGSTOP);
   }
 
  private:
   static void KillGroup(pid_t pgid);
+  // `sig` to `root` and to every process descended from it (/proc's parent links), parents first.
+  static void SignalTree(pid_t root, int sig);
   absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool paused_ ABSL_GUARDED_BY(mu_) = false;
   pid_t pgid_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/files.h"
@@ -396,6 +398,63 @@ TEST_CASE("background engines run at nice 10 on the CPUs given, others as the wo
   if (std::thread::hardware_concurrency() > 1) {
     CHECK(cpus_of(EngineCommand("/bin/cat", /*background=*/false, {0})) != "0");
   }
+}
+
+// The state letter of /proc/<pid>/stat ('T' stopped), or 0 when the process is gone.
+char StateOf(pid_t pid) {
+  std::string stat;
+  auto read = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  if (!read.ok()) return 0;
+  stat = *read;
+  const size_t close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ? 0 : stat[close + 2];
+}
+
+TEST_CASE("a paused run stops its whole tree, other sessions included, and a cancel ends it",
+          "[executor]") {
+  const std::string dir = *MakeTempDir("/tmp/pkb-test", "pause-");
+  // A shell (its own process group) with a child in the group and one in a session of its own,
+  // as a compile's nvcc runs.
+  SubprocessOptions o;
+  o.argv = {"/bin/sh", "-c",
+            absl::StrCat("echo $$ > ", dir, "/root; sleep 60 & setsid sh -c 'echo $$ > ", dir,
+                         "/apart; exec sleep 60' & wait")};
+  o.timeout = absl::Seconds(60);
+  std::thread run([&] { (void)RunSubprocess(o); });
+  pid_t root = 0, apart = 0;
+  for (int i = 0; i < 500 && (root == 0 || apart == 0); ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+    auto r = ReadFile(dir + "/root");
+    auto a = ReadFile(dir + "/apart");
+    if (r.ok()) (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(*r), &root);
+    if (a.ok()) (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(*a), &apart);
+  }
+  REQUIRE(root > 0);
+  REQUIRE(apart > 0);
+  CancelToken token;
+  token.SetProcessGroup(root);
+  // Signals land asynchronously: the state is awaited, for a second at most.
+  auto await_state = [](pid_t pid, bool stopped) {
+    for (int i = 0; i < 100 && (StateOf(pid) == 'T') != stopped; ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return (StateOf(pid) == 'T') == stopped;
+  };
+  token.Pause(true);
+  CHECK(await_state(root, true));
+  CHECK(await_state(apart, true));
+  token.Pause(false);
+  CHECK(await_state(root, false));
+  CHECK(await_state(apart, false));
+  // Paused, then cancelled: nothing is left stopped, the other session's process included.
+  token.Pause(true);
+  token.Cancel();
+  run.join();
+  for (int i = 0; i < 200 && StateOf(apart) != 0 && StateOf(apart) != 'Z'; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  CHECK((StateOf(apart) == 0 || StateOf(apart) == 'Z'));
+  (void)RemoveTree(dir);
 }
 
 }  // namespace

@@ -45,18 +45,20 @@ WorkerDaemon::~WorkerDaemon() {
 void WorkerDaemon::QueueCompile(v1::CompileTask task) {
   // The coordinator sends a worker a few tasks per slot at most; this bounds a confused one.
   constexpr size_t kMaxQueued = 64;
-  if (task.ahead() && drain_requested_) {
-    spdlog::info("draining: compile task {} (ahead) not run", task.task_id());
-    AnswerCompileTask(task.task_id(), v1::CANCELLED, "the worker drains: no compile ahead");
-    return;
-  }
+  bool draining = false;
   {
     absl::MutexLock lock(&compile_mu_);
-    if (!compile_threads_.empty() && compile_queue_.size() < kMaxQueued) {
+    draining = task.ahead() && (ahead_stopped_ || drain_requested_);
+    if (!draining && !compile_threads_.empty() && compile_queue_.size() < kMaxQueued) {
       compile_queue_.push_back(std::move(task));
       ++compiles_busy_;
       return;
     }
+  }
+  if (draining) {
+    spdlog::info("draining: compile task {} (ahead) not run", task.task_id());
+    AnswerCompileTask(task.task_id(), v1::CANCELLED, "the worker drains: no compile ahead");
+    return;
   }
   AnswerCompileTask(task.task_id(), v1::INTERNAL,
                     compile_threads_.empty()
@@ -73,11 +75,19 @@ void WorkerDaemon::AnswerCompileTask(const std::string& task_id, v1::Status stat
   Send(m);
 }
 
+void WorkerDaemon::PauseCompiles(bool paused) {
+  absl::MutexLock lock(&compile_mu_);
+  if (compiles_paused_ == paused) return;
+  compiles_paused_ = paused;
+  for (auto& c : compiles_running_) c.cancel->Pause(paused);
+}
+
 void WorkerDaemon::StopAheadCompiles() {
   std::vector<std::string> dropped;
   int stopped = 0;
   {
     absl::MutexLock lock(&compile_mu_);
+    ahead_stopped_ = true;
     for (auto t = compile_queue_.begin(); t != compile_queue_.end();) {
       if (!t->ahead()) {
         ++t;
@@ -110,8 +120,12 @@ void WorkerDaemon::CompileLoop() {
       absl::MutexLock lock(&compile_mu_);
       compile_mu_.Await(absl::Condition(this, &WorkerDaemon::CompileReadyLocked));
       if (compile_stop_) return;
-      task = std::move(compile_queue_.front());
-      compile_queue_.pop_front();
+      // A Check's caller waits: its task goes before compiles ahead, which nobody waits for.
+      auto next = std::find_if(compile_queue_.begin(), compile_queue_.end(),
+                               [](const v1::CompileTask& t) { return !t.ahead(); });
+      if (next == compile_queue_.end()) next = compile_queue_.begin();
+      task = std::move(*next);
+      compile_queue_.erase(next);
       compiles_running_.push_back({task.ahead(), cancel});
     }
     LogScope log_scope(task.task_id());
@@ -142,6 +156,8 @@ void WorkerDaemon::Run() {
       absl::MutexLock lock(&mu_);
       if (drain_requested_ && IdleLocked()) break;
     }
+    // Draining without a coordinator to tell: nothing ahead is kept.
+    if (drain_requested_) StopAheadCompiles();
     absl::Time start = absl::Now();
     Session();
     {
@@ -275,8 +291,16 @@ void WorkerDaemon::HeartbeatLoop(absl::Duration interval, std::atomic<bool>* sto
   while (!*stop) {
     absl::SleepFor(absl::Milliseconds(20));
     if (drain_requested_ && !ahead_stopped) {
-      StopAheadCompiles();
-      ahead_stopped = true;
+      bool told;
+      {
+        absl::MutexLock lock(&mu_);
+        told = drain_sent_;
+      }
+      // Once the coordinator knows (it sends no more), what it sent is stopped.
+      if (told) {
+        StopAheadCompiles();
+        ahead_stopped = true;
+      }
     }
     absl::MutexLock lock(&mu_);
     if (stream_ == nullptr) return;
@@ -322,6 +346,8 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
     if (previous.joinable()) previous.join();
     LogScope log_scope(lease.job_id());
     auto post = [&](const v1::EvalEvent& e) {
+      // From the timing on to the verdict, compiles beside the job wait.
+      if (e.stage() == v1::BENCHMARKING) PauseCompiles(true);
       v1::JobEvent je;
       je.set_job_id(lease.job_id());
       je.set_attempt(lease.attempt());
@@ -335,6 +361,7 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
     auto send_done = [&](const v1::EvalResult& result) {
       sent = result;
       done_at = absl::Now();
+      PauseCompiles(false);
       v1::EvalEvent done;
       done.set_stage(v1::DONE);
       done.set_message(result.message());

@@ -95,13 +95,16 @@ class WorkerDaemon {
   void QueueCompile(v1::CompileTask task);
   // Draining: compiles ahead (nobody waits for them) are stopped, queued ones answered CANCELLED.
   void StopAheadCompiles() ABSL_LOCKS_EXCLUDED(mu_, compile_mu_);
+  // While the job is timed (BENCHMARKING, to its verdict), compile tasks wait: none starts, and
+  // the running ones are stopped, so that nothing of theirs shares the host with the timed ranks.
+  void PauseCompiles(bool paused) ABSL_LOCKS_EXCLUDED(compile_mu_);
   // Answers a compile task that will not run.
   void AnswerCompileTask(const std::string& task_id, v1::Status status, const std::string& message)
       ABSL_LOCKS_EXCLUDED(mu_);
   // One compile thread: takes tasks until the daemon ends.
   void CompileLoop();
   bool CompileReadyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(compile_mu_) {
-    return compile_stop_ || !compile_queue_.empty();
+    return compile_stop_ || (!compiles_paused_ && !compile_queue_.empty());
   }
 
   const WorkerDaemonOptions options_;
@@ -127,6 +130,10 @@ class WorkerDaemon {
   absl::Mutex compile_mu_;
   std::deque<v1::CompileTask> compile_queue_ ABSL_GUARDED_BY(compile_mu_);
   bool compile_stop_ ABSL_GUARDED_BY(compile_mu_) = false;
+  // The job is being timed: no compile task starts, and those running are stopped (SIGSTOP).
+  bool compiles_paused_ ABSL_GUARDED_BY(compile_mu_) = false;
+  // Draining: compiles ahead are answered CANCELLED instead of run.
+  bool ahead_stopped_ ABSL_GUARDED_BY(compile_mu_) = false;
   // The running compiles' tokens, so that the daemon's end kills them.
   struct RunningCompile {
     bool ahead;
