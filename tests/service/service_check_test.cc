@@ -313,16 +313,16 @@ TEST_CASE("compile ahead: a draining worker stops a compile nobody waits for", "
   c.StartCoordinator(PKB_FAKE_ENGINE);
   Process* w = c.StartWorker("w1");
   AwaitCompiler(c);
-  // The test double runs the first job for 3 s; the second's compile (FAKE_HANG) would take
+  // The test double runs the first job for 8 s; the second's compile (FAKE_HANG) would take
   // 600 s.
   grpc::ClientContext first_ctx;
-  auto first = c.stub->Submit(&first_ctx, c.Request("FAKE_DELAY=3\n"));
+  auto first = c.stub->Submit(&first_ctx, c.Request("FAKE_DELAY=8\n"));
   REQUIRE(!FirstEvent(first.get()).empty());
   grpc::ClientContext hang_ctx;
   auto hang = c.stub->Submit(&hang_ctx, c.Request("FAKE_HANG\n"));
   const std::string hang_id = FirstEvent(hang.get());
   AwaitLog(c, absl::StrCat("job ", hang_id, ": compiled ahead on worker w1"));
-  absl::SleepFor(absl::Milliseconds(500));  // the compile runs
+  absl::SleepFor(absl::Milliseconds(500));  // the compile runs, or at least waits on the worker
   const absl::Time asked = absl::Now();
   w->Terminate();
   CHECK(w->WaitExit(absl::Seconds(60)));
@@ -332,8 +332,43 @@ TEST_CASE("compile ahead: a draining worker stops a compile nobody waits for", "
   std::vector<v1::EvalEvent> events = ReadAll(first.get(), &st);
   REQUIRE(!events.empty());
   CHECK(events.back().stage() == v1::DONE);  // the job it ran ended first
-  CHECK(Slurp(c.dir + "/worker-w1.log").find("draining: 1 compile(s) ahead stopped") !=
-        std::string::npos);
+  const std::string log = Slurp(c.dir + "/worker-w1.log");
+  CHECK((log.find("draining: 1 compile(s) ahead stopped, 0") != std::string::npos ||
+         log.find("draining: 0 compile(s) ahead stopped, 1") != std::string::npos));
+}
+
+TEST_CASE("compile tasks beside a job wait while it is timed and go on at its verdict",
+          "[service][ahead]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  c.StartWorker("w1");
+  AwaitCompiler(c);
+  // The test double compiles this Check's source for 8 s; the job verifies for 3 s, then is timed
+  // for 0.6 s.
+  auto check = std::async(std::launch::async, [&] {
+    grpc::Status st;
+    v1::CheckAnswer a = CheckCompile(c, "FAKE_DELAY=8\n", "cuda", &st);
+    REQUIRE(st.ok());
+    return a;
+  });
+  AwaitLog(c, "compile task");
+  grpc::ClientContext ctx;
+  auto job = c.stub->Submit(&ctx, c.Request("FAKE_OK FAKE_DELAY=0.6\n"));
+  grpc::Status st;
+  std::vector<v1::EvalEvent> events = ReadAll(job.get(), &st);
+  REQUIRE(st.ok());
+  REQUIRE(!events.empty());
+  CHECK(events.back().result().status() == v1::OK);
+  REQUIRE(check.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+  v1::CheckAnswer a = check.get();
+  CHECK(a.compile_verdict() == v1::CheckAnswer::COMPILED);
+  const std::string log = Slurp(c.dir + "/worker-w1.log");
+  INFO(log);
+  const size_t stopped = log.find("1 compile task(s) stopped while the job is timed");
+  const size_t resumed = log.find("1 compile task(s) resumed at the verdict");
+  CHECK(stopped != std::string::npos);
+  CHECK(resumed != std::string::npos);
+  CHECK(stopped < resumed);
 }
 
 }  // namespace

@@ -80,6 +80,11 @@ void WorkerDaemon::PauseCompiles(bool paused) {
   if (compiles_paused_ == paused) return;
   compiles_paused_ = paused;
   for (auto& c : compiles_running_) c.cancel->Pause(paused);
+  if (!compiles_running_.empty() || !compile_queue_.empty()) {
+    spdlog::info("{} compile task(s) {}, {} waiting", compiles_running_.size(),
+                 paused ? "stopped while the job is timed" : "resumed at the verdict",
+                 compile_queue_.size());
+  }
 }
 
 void WorkerDaemon::StopAheadCompiles() {

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,9 +30,22 @@ namespace {
 // Stands for the submission's file name in a log the cache keeps.
 constexpr char kSourceToken[] = "@PKB_SOURCE@";
 
+// How long a kept compile error answers for its source: long enough for a job compiled ahead and
+// a resubmission, short enough that an error of the node's own (a toolchain or a sandbox mount
+// fixed since) does not outlive its fix by much.
+constexpr absl::Duration kKeptErrorLife = absl::Hours(1);
+
+// Whether `path` is a file written less than `life` ago.
+bool WrittenWithin(const std::string& path, absl::Duration life) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return false;
+  return absl::Now() - absl::FromTimeT(st.st_mtime) < life;
+}
+
 // An exclusive flock(2) of one cache key's lock file, held until destroyed (or the process
-// ends). Without a lock file (an unwritable cache folder) nothing is held: the two compiles then
-// both run, as they would without a cache.
+// ends). Without a lock file (an unwritable cache folder, a link planted there) nothing is held:
+// the two compiles then both run, as they would without a cache; likewise past `limit` (a holder
+// that stopped without dying).
 class KeyLock {
  public:
   KeyLock() = default;
@@ -40,10 +54,17 @@ class KeyLock {
   ~KeyLock() {
     if (fd_ >= 0) close(fd_);  // releases the lock
   }
-  void Lock(const std::string& path) {
-    fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  void Lock(const std::string& path, absl::Duration limit) {
+    fd_ = open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd_ < 0) return;
-    while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    const absl::Time give_up = absl::Now() + limit;
+    while (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if ((errno != EWOULDBLOCK && errno != EINTR) || absl::Now() >= give_up) {
+        close(fd_);
+        fd_ = -1;
+        return;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
     }
   }
 
@@ -215,9 +236,9 @@ absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& sour
     std::filesystem::create_directories(options_.cache_dir, ec);
     // One compile of a key at a time on this node: a second one (a job whose source the worker
     // is compiling ahead of it) waits for the first and takes its outcome from the cache.
-    key_lock.Lock(absl::StrCat(options_.cache_dir, "/", key, ".lock"));
+    key_lock.Lock(absl::StrCat(options_.cache_dir, "/", key, ".lock"), options_.timeout);
     const bool built = std::filesystem::exists(cached_so);
-    if (built || std::filesystem::exists(cached_error)) {
+    if (built || WrittenWithin(cached_error, kKeptErrorLife)) {
       out.report.set_ok(built);
       out.report.set_cache_hit(true);
       auto kept = ReadFile(built ? cached_log : cached_error);
@@ -291,12 +312,13 @@ absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& sour
     }
   } else {
     out.report.set_ok(false);
-    // A compiler that ran to its end and named an error fails the same way every time: kept, so
-    // that a job compiled ahead (or submitted again) is answered from the cache. A crash, a
-    // signal or a limit is not the source's to answer for, and is never kept.
-    const bool named_error =
-        std::any_of(out.report.diagnostics().begin(), out.report.diagnostics().end(),
-                    [](const v1::Diagnostic& d) { return d.severity() == "error"; });
+    // A compiler that ran to its end and named an error in the source fails the same way every
+    // time: kept (kKeptErrorLife), so that a job compiled ahead (or submitted again) is answered
+    // from the cache. A crash, a signal, a limit or an error elsewhere (a header of the node's) is
+    // not the source's to answer for, and is never kept.
+    const bool named_error = std::any_of(
+        out.report.diagnostics().begin(), out.report.diagnostics().end(),
+        [&](const v1::Diagnostic& d) { return d.severity() == "error" && d.file() == name; });
     if (!cached_error.empty() && !r.signaled && r.exit_code != 0 && named_error) {
       (void)WriteFileAtomic(cached_error, kept);
     }

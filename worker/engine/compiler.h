@@ -4,8 +4,9 @@
 // headers, so a change of any of them compiles again. Diagnostics keep their file:line, with the
 // scratch path replaced by the submission's name.
 //
-// A compile error the compiler named is kept too (key.error, its log): the same source fails the
-// same way. A timeout, a signal or a compiler that failed without naming an error is not kept.
+// A compile error the compiler named in the source is kept too (key.error, its log, for an hour):
+// the same source fails the same way. A timeout, a signal, or a compiler that failed without
+// naming an error in the source (a header of the node's, say) is not kept.
 //
 // Thread-safety: Compile() may run concurrently, in threads or processes; cache entries are
 // published by rename. Compiles of one key take turns (flock of key.lock in the cache folder):

@@ -1,5 +1,7 @@
 #include "worker/engine/compiler.h"
 
+#include <utime.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <thread>
@@ -102,6 +104,19 @@ TEST_CASE("host compiles: an error is kept, a timeout is not, and one key compil
   CHECK(second->report.cache_hit());
   REQUIRE(second->report.diagnostics_size() >= 1);
   CHECK(second->report.diagnostics(0).severity() == "error");
+  // A kept error answers for an hour: an older one compiles again.
+  int kept = 0;
+  for (const auto& e : std::filesystem::directory_iterator(*dir + "/cache")) {
+    if (e.path().extension() != ".error") continue;
+    const struct utimbuf old_times = {time(nullptr) - 7200, time(nullptr) - 7200};
+    REQUIRE(utime(e.path().c_str(), &old_times) == 0);
+    ++kept;
+  }
+  CHECK(kept == 1);
+  auto later = c.Compile(broken, "k.cc");
+  REQUIRE(later.ok());
+  CHECK_FALSE(later->report.ok());
+  CHECK_FALSE(later->report.cache_hit());
 
   // A compiler stopped by its limit says nothing about the source: compiled again next time.
   CompilerOptions slow_options = Options(*dir);

@@ -83,9 +83,11 @@ std::vector<int> RankCores(const std::vector<LogicalCpu>& cpus, int rank, int wo
 }
 
 std::vector<int> CpusBesideRanks(const std::vector<LogicalCpu>& cpus, int world, int max_cores) {
-  std::set<int> ranks;  // CPUs given to ranks
-  for (int r = 0; r < world; ++r) {
-    for (int c : RankCores(cpus, r, world, max_cores)) ranks.insert(c);
+  std::set<int> ranks;  // CPUs given to a rank of a job of any size up to `world`
+  for (int w = 1; w <= world; ++w) {
+    for (int r = 0; r < w; ++r) {
+      for (int c : RankCores(cpus, r, w, max_cores)) ranks.insert(c);
+    }
   }
   std::set<int> taken_cores;
   for (const LogicalCpu& c : cpus) {

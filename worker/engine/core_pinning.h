@@ -37,9 +37,10 @@ std::vector<int> RankCores(const std::vector<LogicalCpu>& cpus, int rank, int wo
                            int max_cores = 4);
 
 // The CPUs of `cpus` that a job of up to `world` ranks leaves alone: every hardware thread of a
-// physical core no rank is given (RankCores, each rank of `world`), so that work beside the job (a
-// compile) shares no core with a timed rank. Where the ranks take every core, the threads no rank
-// is given (siblings of theirs); where they take every thread, none (the caller pins nothing).
+// physical core no rank of a job of any size up to `world` is given (RankCores), so that work
+// beside the job (a compile) shares no core with a timed rank. Where the ranks may take every
+// core, the threads no rank is given (siblings of theirs); where they may take every thread, none
+// (the caller pins nothing).
 std::vector<int> CpusBesideRanks(const std::vector<LogicalCpu>& cpus, int world, int max_cores = 4);
 
 // sched_setaffinity of the calling thread (and what it starts after) to `cpus`.

@@ -61,6 +61,12 @@ TEST_CASE("work beside a job keeps off its ranks' cores, siblings included, whil
   auto plain = ReadCpuTopology(Range(16), flat);
   CHECK(CpusBesideRanks(plain, 1) == Range(12));
   CHECK(CpusBesideRanks(plain, 2) == Range(8));
+  // A job of any size up to the largest: 30 cores, W = 8 gives 3 cores a rank (24), W = 7 gives
+  // 4 (28): the 2 cores left by both.
+  std::string thirty = FakeCpuDir(
+      30, [](int) { return 0; }, [](int c) { return c; });
+  CHECK(CpusBesideRanks(ReadCpuTopology(Range(30), thirty), 8) == Range(2));
+  std::filesystem::remove_all(thirty);
   std::filesystem::remove_all(flat);
 }
 
