@@ -1,5 +1,6 @@
 // End-to-end, Check: the source policy without a job, practice runs, compile tasks on workers
 // (cluster.h).
+#include "absl/strings/str_join.h"
 #include "tests/service/cluster.h"
 
 namespace pkb {
@@ -369,6 +370,54 @@ TEST_CASE("compile tasks beside a job wait while it is timed and go on at its ve
   CHECK(stopped != std::string::npos);
   CHECK(resumed != std::string::npos);
   CHECK(stopped < resumed);
+}
+
+// Processes stopped (state T) whose environment names `dir` (what a worker of this cluster started
+// inherits).
+std::vector<std::string> StoppedProcessesOf(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = Slurp(entry.path().string() + "/stat");
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'T') continue;
+    if (Slurp(entry.path().string() + "/environ").find(dir) == std::string::npos) continue;
+    out.push_back(pid + " " + stat.substr(0, close + 1));
+  }
+  return out;
+}
+
+TEST_CASE("a worker killed while its compiles are stopped leaves none of them stopped",
+          "[service][ahead]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  Process* w = c.StartWorker("w1");
+  AwaitCompiler(c);
+  auto check = std::async(std::launch::async, [&] {
+    grpc::Status st;
+    return CheckCompile(c, "FAKE_DELAY=8\n", "cuda", &st);
+  });
+  AwaitLog(c, "compile task");
+  grpc::ClientContext ctx;
+  auto job = c.stub->Submit(&ctx, c.Request("FAKE_OK FAKE_DELAY=0.6\n"));
+  bool stopped = false;
+  for (int i = 0; i < 1500 && !stopped; ++i) {
+    stopped =
+        Slurp(c.dir + "/worker-w1.log").find("stopped while the job is timed") != std::string::npos;
+    if (!stopped) absl::SleepFor(absl::Milliseconds(10));
+  }
+  REQUIRE(stopped);
+  CHECK(!StoppedProcessesOf(c.dir).empty());  // the compile's, stopped
+  w->Kill();
+  std::vector<std::string> left = StoppedProcessesOf(c.dir);
+  for (int i = 0; i < 250 && !left.empty(); ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+    left = StoppedProcessesOf(c.dir);
+  }
+  INFO(absl::StrJoin(left, "\n"));
+  CHECK(left.empty());
+  REQUIRE(check.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ namespace pkb {
 
 void CancelToken::KillGroup(pid_t pgid) { KillProcessGroup(pgid, SIGKILL); }
 
-void CancelToken::SignalTree(pid_t root, int sig) {
+std::vector<pid_t> CancelToken::SignalTree(pid_t root, int sig) {
   // A stopped parent starts no child, so a few passes find what started meanwhile.
   std::set<pid_t> signalled;
   for (int pass = 0; pass < 3; ++pass) {
@@ -61,6 +61,7 @@ void CancelToken::SignalTree(pid_t root, int sig) {
     }
     if (!any) break;
   }
+  return {signalled.begin(), signalled.end()};
 }
 
 namespace {

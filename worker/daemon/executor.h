@@ -46,25 +46,29 @@ class CancelToken {
   }
   // Stops (SIGSTOP) or resumes (SIGCONT) the run's process and everything it started, whatever
   // their process group or session: a compile beside a job that is being timed waits meanwhile.
-  void Pause(bool paused) {
+  // The processes stopped (none when resuming, or before the run's process is known: it then
+  // runs on).
+  std::vector<pid_t> Pause(bool paused) {
     absl::MutexLock lock(&mu_);
-    if (paused_ == paused) return;
+    if (paused_ == paused) return {};
     paused_ = paused;
-    if (pgid_ > 0) SignalTree(pgid_, paused ? SIGSTOP : SIGCONT);
+    if (pgid_ <= 0) return {};
+    std::vector<pid_t> signalled = SignalTree(pgid_, paused ? SIGSTOP : SIGCONT);
+    if (!paused) signalled.clear();
+    return signalled;
   }
-  // The executor tells where the job's processes are (and learns if it was cancelled or paused
-  // already).
+  // The executor tells where the job's processes are (and learns if it was cancelled already).
   void SetProcessGroup(pid_t pgid) {
     absl::MutexLock lock(&mu_);
     pgid_ = pgid;
     if (cancelled_ && pgid_ > 0) KillGroup(pgid_);
-    if (paused_ && pgid_ > 0) SignalTree(pgid_, SIGSTOP);
   }
 
  private:
   static void KillGroup(pid_t pgid);
-  // `sig` to `root` and to every process descended from it (/proc's parent links), parents first.
-  static void SignalTree(pid_t root, int sig);
+  // `sig` to `root` and to every process descended from it (/proc's parent links), parents first;
+  // the processes signalled.
+  static std::vector<pid_t> SignalTree(pid_t root, int sig);
   absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,8 +1,14 @@
 #include "worker/daemon/worker_daemon.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <optional>
 #include <random>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -10,6 +16,42 @@
 #include "spdlog/spdlog.h"
 
 namespace pkb {
+
+namespace {
+
+// A child that waits for the end of a pipe whose write end only this process holds (close on
+// exec), then sends SIGCONT to `pids`: at the close, or at this process's death. Its write end,
+// and the child, for EndStopGuard; {-1, -1} where no child could start.
+std::pair<int, pid_t> StartStopGuard(const std::vector<pid_t>& pids) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return {-1, -1};
+  const pid_t child = fork();
+  if (child == 0) {
+    // Async-signal-safe calls only: this process has other threads.
+    close(fds[1]);
+    char byte;
+    while (read(fds[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    for (pid_t pid : pids) kill(pid, SIGCONT);
+    _exit(0);
+  }
+  close(fds[0]);
+  if (child < 0) {
+    close(fds[1]);
+    return {-1, -1};
+  }
+  return {fds[1], child};
+}
+
+void EndStopGuard(int fd, pid_t child) {
+  if (fd >= 0) close(fd);
+  if (child > 0) {
+    while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+}  // namespace
 
 WorkerDaemon::WorkerDaemon(WorkerDaemonOptions options, Executor* executor)
     : options_(std::move(options)), executor_(executor) {
@@ -37,6 +79,7 @@ WorkerDaemon::~WorkerDaemon() {
     absl::MutexLock lock(&compile_mu_);
     compile_stop_ = true;
     for (auto& c : compiles_running_) c.cancel->Cancel();
+    EndStopGuard(stop_guard_fd_, stop_guard_pid_);
   }
   for (std::thread& t : compile_threads_) t.join();
   if (job_thread_.joinable()) job_thread_.join();
@@ -79,7 +122,17 @@ void WorkerDaemon::PauseCompiles(bool paused) {
   absl::MutexLock lock(&compile_mu_);
   if (compiles_paused_ == paused) return;
   compiles_paused_ = paused;
-  for (auto& c : compiles_running_) c.cancel->Pause(paused);
+  std::vector<pid_t> stopped;
+  for (auto& c : compiles_running_) {
+    for (pid_t pid : c.cancel->Pause(paused)) stopped.push_back(pid);
+  }
+  if (paused && !stopped.empty()) {
+    std::tie(stop_guard_fd_, stop_guard_pid_) = StartStopGuard(stopped);
+  } else if (!paused) {
+    EndStopGuard(stop_guard_fd_, stop_guard_pid_);
+    stop_guard_fd_ = -1;
+    stop_guard_pid_ = -1;
+  }
   if (!compiles_running_.empty() || !compile_queue_.empty()) {
     spdlog::info("{} compile task(s) {}, {} waiting", compiles_running_.size(),
                  paused ? "stopped while the job is timed" : "resumed at the verdict",

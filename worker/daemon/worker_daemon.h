@@ -132,6 +132,11 @@ class WorkerDaemon {
   bool compile_stop_ ABSL_GUARDED_BY(compile_mu_) = false;
   // The job is being timed: no compile task starts, and those running are stopped (SIGSTOP).
   bool compiles_paused_ ABSL_GUARDED_BY(compile_mu_) = false;
+  // While some are stopped: a child of this process that sends them SIGCONT once the pipe's write
+  // end closes, at the resume or at this process's death (a kill -9 would otherwise leave them
+  // stopped for good: a compiler started in a session of its own outlives its engine).
+  pid_t stop_guard_pid_ ABSL_GUARDED_BY(compile_mu_) = -1;
+  int stop_guard_fd_ ABSL_GUARDED_BY(compile_mu_) = -1;
   // Draining: compiles ahead are answered CANCELLED instead of run.
   bool ahead_stopped_ ABSL_GUARDED_BY(compile_mu_) = false;
   // The running compiles' tokens, so that the daemon's end kills them.
