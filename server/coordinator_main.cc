@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
                  "seconds a job may wait for a worker before it ends CANCELLED")
       ->capture_default_str();
   app.add_option("--compile-ahead", o.scheduler.compile_ahead,
-                 "compile queued jobs' sources on busy workers that could run them, one per "
-                 "worker, which then takes that job first (true or false)")
+                 "compile queued jobs' sources on busy workers that could run them, which then "
+                 "take those jobs first (true or false; off by default: see docs/service.md)")
       ->capture_default_str();
   app.add_option("--harness-version", o.scheduler.harness_version, "harness version jobs require")
       ->capture_default_str();

@@ -37,11 +37,11 @@
 // UNAVAILABLE, and Tick answers DEADLINE_EXCEEDED for one past compile_deadline, so every
 // StartCompile is answered exactly once.
 //
-// Compile ahead (SchedulerOptions.compile_ahead): a queued job's source is compiled while it waits,
-// on a busy worker that could run it (its job running or finishing, healthy, undrained, fewer
-// compile tasks in flight than its compile slots, and no compile ahead of its own in flight): a
-// compile task with no caller (`ahead`), for the oldest queued jobs (at most kAheadLookahead looked
-// at per Dispatch). The node's compile cache keeps the library (or the compile error). The job is
+// Compile ahead (SchedulerOptions.compile_ahead, off by default): a queued job's source is
+// compiled while it waits, on a busy worker that could run it (its job running or finishing,
+// healthy, undrained, fewer compile tasks in flight than its compile slots, and no compile ahead
+// of its own in flight): a compile task with no caller (`ahead`), for the oldest queued jobs (at
+// most kAheadLookahead looked at per Dispatch). The node's compile cache keeps the library (or the compile error). The job is
 // marked as that worker's; when the worker next becomes idle, it takes that job first if it is
 // still queued and no older job it could run was passed over already: each queued job is passed
 // over this way once at most, then it goes first in queue order (a confirmation is never taken by
@@ -114,8 +114,10 @@ struct SchedulerOptions {
   // Tasks in flight per compile slot of a worker (the rest wait on the worker); past it for every
   // worker that could compile, StartCompile answers UNAVAILABLE (busy).
   int compile_tasks_per_slot = 4;
-  // Compile queued jobs ahead on busy workers that could run them (above).
-  bool compile_ahead = true;
+  // Compile queued jobs ahead on busy workers that could run them (above). Off by default: jobs
+  // timed with compiles ahead beside them measured the reference slower in the job, which feeds
+  // the node's baseline (docs/benchmarks.md, "Compile ahead").
+  bool compile_ahead = false;
 };
 
 // Receives one job's events, history first, the last one DONE.

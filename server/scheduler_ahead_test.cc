@@ -15,6 +15,13 @@ using testing::Fixture;
 using testing::RecordingConnection;
 using testing::Tasks;
 
+// A scheduler with compile ahead on (SchedulerOptions.compile_ahead is off by default).
+void AheadOn(Fixture& f) {
+  f.options.compile_ahead = true;
+  f.scheduler.reset();
+  f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
+}
+
 std::string Submit(Fixture& f, const std::string& source, const std::string& submitter = "") {
   v1::SubmitRequest r = Fixture::Request(source, 1);
   r.set_submitter(submitter);
@@ -46,6 +53,7 @@ void Answer(Fixture& f, uint64_t conn, const RecordingConnection& c) {
 TEST_CASE("a queued job compiles ahead on a busy worker, which takes it first when idle",
           "[scheduler][ahead]") {
   Fixture f;
+  AheadOn(f);
   auto x = AddCompiler(f, 1, "x", "h200", 1);
   auto y = AddCompiler(f, 2, "y", "h200", 1);
   const std::string a = Submit(f, "A"), b = Submit(f, "B");
@@ -94,6 +102,7 @@ TEST_CASE(
     "with a cancel and a lost worker",
     "[scheduler][ahead]") {
   Fixture f;
+  AheadOn(f);
   auto x = AddCompiler(f, 1, "x", "h200", 1);
   auto y = AddCompiler(f, 2, "y", "h200", 1);
   Submit(f, "A");
@@ -133,10 +142,8 @@ TEST_CASE(
     "no compile ahead when off, without compile slots, past them, or on the worker a "
     "confirmation avoids",
     "[scheduler][ahead]") {
-  SECTION("off") {
+  SECTION("off, the default") {
     Fixture f;
-    f.options.compile_ahead = false;
-    f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
     auto x = AddCompiler(f, 1, "x", "h200", 1);
     Submit(f, "A");
     Submit(f, "B");
@@ -146,6 +153,7 @@ TEST_CASE(
   }
   SECTION("a worker without compile slots") {
     Fixture f;
+    AheadOn(f);
     auto x = AddCompiler(f, 1, "x", "h200", 0);
     Submit(f, "A");
     Submit(f, "B");
@@ -153,6 +161,7 @@ TEST_CASE(
   }
   SECTION("its compile slots busy, then one free") {
     Fixture f;
+    AheadOn(f);
     auto x = AddCompiler(f, 1, "x", "h200", 1);
     Submit(f, "A");
     std::vector<CompileAnswer> answers;
@@ -171,6 +180,7 @@ TEST_CASE(
   }
   SECTION("a confirmation") {
     Fixture f;
+    AheadOn(f);
     auto x = AddCompiler(f, 1, "x", "h200", 1);
     auto y = AddCompiler(f, 2, "y", "h200", 1);
     const std::string a = Submit(f, "A", "alice");
@@ -204,6 +214,7 @@ TEST_CASE(
 TEST_CASE("a job passed over once for a job compiled ahead goes first after that",
           "[scheduler][ahead]") {
   Fixture f;
+  AheadOn(f);
   auto x = AddCompiler(f, 1, "x", "h200", 1);
   auto y = AddCompiler(f, 2, "y", "h200", 1);
   Submit(f, "A");
@@ -231,6 +242,7 @@ TEST_CASE("a job passed over once for a job compiled ahead goes first after that
 TEST_CASE("a draining or unhealthy worker's compile-ahead mark goes to another busy worker",
           "[scheduler][ahead]") {
   Fixture f;
+  AheadOn(f);
   auto x = AddCompiler(f, 1, "x", "h200", 1);
   auto y = AddCompiler(f, 2, "y", "h200", 1);
   Submit(f, "A");

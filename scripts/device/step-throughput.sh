@@ -4,8 +4,9 @@
 # source new to the compile cache (run.sh).
 # PKB_THROUGHPUT_PRIME=1: one round first, not counted, so that the node's compile cache of the
 # examples and its settled baselines do not fall on the measured runs.
-# PKB_THROUGHPUT_AB="FLAGS": the measured run twice, first with these coordinator flags (e.g.
-# --compile-ahead=false; to $OUT/throughput-a), then with the defaults (to $OUT/throughput).
+# PKB_THROUGHPUT_AB="FLAGS": the measured run twice, first with these coordinator flags alone (to
+# $OUT/throughput-a), then with PKB_COORDINATOR_FLAGS (to $OUT/throughput). Compile ahead against
+# none: PKB_COORDINATOR_FLAGS=--compile-ahead=true PKB_THROUGHPUT_AB=--compile-ahead=false.
 BIN=$1; OUT=$2
 bash scripts/device/make-layout.sh "$BIN" /tmp/pkb-layout-throughput || { echo "SKIPPED"; exit 0; }
 ROUNDS=${PKB_THROUGHPUT_ROUNDS:-2}

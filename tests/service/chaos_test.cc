@@ -240,7 +240,8 @@ class ChaosCluster {
                                     "--job-deadline",
                                     absl::StrCat(kJobDeadlineSeconds),
                                     "--port-file",
-                                    dir_ + "/port"};
+                                    dir_ + "/port",
+                                    "--compile-ahead=true"};
       coordinator_ = std::make_unique<Child>(argv, dir_ + "/coordinator.log", Env());
       for (int i = 0; i < 500; ++i) {
         int port = std::atoi(ReadWhole(dir_ + "/port").c_str());

@@ -252,7 +252,7 @@ TEST_CASE("compile ahead: a queued job compiles while the worker runs another, t
     return;
   }
   Cluster c;
-  c.StartCoordinator(PKB_REAL_ENGINE);
+  c.StartCoordinator(PKB_REAL_ENGINE, {"--compile-ahead=true"});
   c.StartWorker("w1");  // gpu class cpu, the real engine, 2 compile slots
   AwaitCompiler(c);
   // A source no earlier run can have left in the node's compile cache.
@@ -311,7 +311,7 @@ TEST_CASE("compile ahead: a queued job compiles while the worker runs another, t
 
 TEST_CASE("compile ahead: a draining worker stops a compile nobody waits for", "[service][ahead]") {
   Cluster c;
-  c.StartCoordinator(PKB_FAKE_ENGINE);
+  c.StartCoordinator(PKB_FAKE_ENGINE, {"--compile-ahead=true"});
   Process* w = c.StartWorker("w1");
   AwaitCompiler(c);
   // The test double runs the first job for 8 s; the second's compile (FAKE_HANG) would take
