@@ -95,6 +95,15 @@ std::string FirstEvent(grpc::ClientReader<v1::EvalEvent>* reader) {
 }
 
 // Waits until the coordinator's log says `what` (a worker connected), at most 30 s.
+std::string HostCandidate(const std::string& name) {
+  const std::string cpu_dir = std::string(PKB_SOURCE_DIR) + "/tests/engine/cpu_candidates/";
+  std::string common = ReadFile(cpu_dir + "common.h").value();
+  common.replace(common.find("#pragma once"), strlen("#pragma once"), "");
+  std::string host = ReadFile(cpu_dir + name).value();
+  host.replace(host.find("#include \"common.h\""), strlen("#include \"common.h\""), common);
+  return host;
+}
+
 void AwaitLog(Cluster& c, const std::string& what) {
   for (int i = 0; i < 1500 && Slurp(c.dir + "/coordinator.log").find(what) == std::string::npos;
        ++i)

@@ -150,6 +150,8 @@ std::vector<v1::EvalEvent> SubmitAs(Cluster& c, const std::string& token,
 std::string FirstEvent(grpc::ClientReader<v1::EvalEvent>* reader);
 // Waits until the coordinator's log says `what` (a worker connected), at most 30 s.
 void AwaitLog(Cluster& c, const std::string& what);
+// The source of tests/engine/cpu_candidates/`name`, made one file (a submission is one source).
+std::string HostCandidate(const std::string& name);
 
 }  // namespace service_test
 }  // namespace pkb

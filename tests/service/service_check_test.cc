@@ -169,12 +169,7 @@ TEST_CASE("check with compile: real nvcc and g++ on a worker and no job and neve
   CHECK(bad.compile().diagnostics(0).file() == "candidate.cu");
   CHECK((bad.compile().diagnostics(0).line() == 4 || bad.compile().diagnostics(0).line() == 5));
   // g++ for a cpp candidate.
-  const std::string cpu_dir = std::string(PKB_SOURCE_DIR) + "/tests/engine/cpu_candidates/";
-  std::string common = ReadFile(cpu_dir + "common.h").value();
-  common.replace(common.find("#pragma once"), strlen("#pragma once"), "");
-  std::string host = ReadFile(cpu_dir + "p001_correct.cc").value();
-  host.replace(host.find("#include \"common.h\""), strlen("#include \"common.h\""), common);
-  v1::CheckAnswer cpp = CheckCompile(c, host, "cpp", &st);
+  v1::CheckAnswer cpp = CheckCompile(c, HostCandidate("p001_correct.cc"), "cpp", &st);
   INFO(cpp.DebugString());
   CHECK(cpp.compile_verdict() == v1::CheckAnswer::COMPILED);
   CHECK(cpp.compile().command().find("g++") != std::string::npos);
@@ -233,16 +228,6 @@ TEST_CASE("check with compile: a worker lost mid-compile answers NOT_COMPILED at
   CHECK(a.compile_verdict() == v1::CheckAnswer::NOT_COMPILED);
   CHECK(a.compile_message().find("worker w1 was lost") != std::string::npos);
   CHECK(a.compiled_by() == "w1");
-}
-
-// The source of tests/engine/cpu_candidates/`name`, made one file (a submission is one source).
-std::string HostCandidate(const std::string& name) {
-  const std::string cpu_dir = std::string(PKB_SOURCE_DIR) + "/tests/engine/cpu_candidates/";
-  std::string common = ReadFile(cpu_dir + "common.h").value();
-  common.replace(common.find("#pragma once"), strlen("#pragma once"), "");
-  std::string host = ReadFile(cpu_dir + name).value();
-  host.replace(host.find("#include \"common.h\""), strlen("#include \"common.h\""), common);
-  return host;
 }
 
 TEST_CASE("compile ahead: a queued job compiles while the worker runs another, then hits the cache",

@@ -52,13 +52,7 @@ TEST_CASE("a C++ candidate from the CLI reaches a real verdict with timings on a
   Cluster c;
   c.StartCoordinator(PKB_REAL_ENGINE);
   c.StartWorker("w1");  // gpu class cpu, the real engine
-  // tests/engine/cpu_candidates/p001_correct.cc, made one file: a submission is one source.
-  const std::string cpu_dir = std::string(PKB_SOURCE_DIR) + "/tests/engine/cpu_candidates/";
-  std::string common = ReadFile(cpu_dir + "common.h").value();
-  common.replace(common.find("#pragma once"), strlen("#pragma once"), "");
-  std::string correct = ReadFile(cpu_dir + "p001_correct.cc").value();
-  correct.replace(correct.find("#include \"common.h\""), strlen("#include \"common.h\""), common);
-  const std::string file = c.WriteSource("p001_host.cc", correct);
+  const std::string file = c.WriteSource("p001_host.cc", HostCandidate("p001_correct.cc"));
   SubprocessOptions o;
   // No --language: the extension says cpp; no --gpu-class: the coordinator sends it to cpu.
   o.argv = {PKB_CLI_BIN,
@@ -126,12 +120,7 @@ TEST_CASE("a functional run puts 4 ranks on a worker that takes 1 and never rank
   Cluster c;
   c.StartCoordinator(PKB_REAL_ENGINE);
   c.StartWorker("w1", {}, {"--max-world-size", "1"});  // functional runs: up to 8 (the default)
-  const std::string cpu_dir = std::string(PKB_SOURCE_DIR) + "/tests/engine/cpu_candidates/";
-  std::string common = ReadFile(cpu_dir + "common.h").value();
-  common.replace(common.find("#pragma once"), strlen("#pragma once"), "");
-  std::string correct = ReadFile(cpu_dir + "p001_correct.cc").value();
-  correct.replace(correct.find("#include \"common.h\""), strlen("#include \"common.h\""), common);
-  const std::string file = c.WriteSource("p001_host.cc", correct);
+  const std::string file = c.WriteSource("p001_host.cc", HostCandidate("p001_correct.cc"));
   auto submit = [&](std::vector<std::string> more) {
     SubprocessOptions o;
     o.argv = {PKB_CLI_BIN,
