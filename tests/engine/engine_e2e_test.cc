@@ -2,14 +2,18 @@
 // for CPU test candidates), real rank processes under mpirun, real verdicts. Without a GPU the
 // .cu examples must stop at NO_DEVICE (or COMPILE_ERROR), never pretend to a verdict.
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
+#include "absl/time/clock.h"
 #include "common/files.h"
+#include "common/quiet_word.h"
 #include "common/subprocess.h"
 #include "nlohmann/json.hpp"
 
@@ -186,6 +190,100 @@ TEST_CASE("an OK CPU result carries timings of both sides and every trial", "[en
   }
   // Each part is the slowest rank's, so their sum may pass one rank's whole by a little.
   CHECK(parts <= 2 * j["stage_seconds"]["benchmark"].get<double>());
+}
+
+// pkb-eval as the worker runs it (--events, --quiet-from): at its BENCHMARKING event, `word`
+// (a count, or nothing when negative) is told after `delay`. The DONE event's result, and when
+// the event came.
+struct QuietRun {
+  nlohmann::json result;
+  std::vector<std::string> messages;
+};
+QuietRun EvalWithWord(const std::string& cache, int world, int word, absl::Duration delay) {
+  auto dir = MakeTempDir("/tmp", "pkb-quiet-");
+  REQUIRE(dir.ok());
+  const std::string fifo = *dir + "/quiet.fifo";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  QuietRun run;
+  SubprocessOptions o;
+  o.argv = {PKB_EVAL,
+            "--events",
+            "--quiet-from",
+            fifo,
+            "--cache-dir=" + cache,
+            "--m=64",
+            "--n=64",
+            "--iters=8",
+            "--warmup=3",
+            "-I",
+            kSrc + "/tests/engine/cpu_candidates",
+            "-p",
+            "1",
+            "-w",
+            std::to_string(world),
+            Cpu("p001_correct.cc")};
+  o.timeout = absl::Seconds(240);
+  std::thread teller;
+  o.on_stdout_line = [&](const std::string& line) {
+    nlohmann::json e = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!e.is_object()) return;
+    if (e.contains("message")) run.messages.push_back(e["message"]);
+    if (e.value("stage", "") == "DONE") run.result = e["result"];
+    if (e.value("stage", "") == "BENCHMARKING" && !teller.joinable() && word >= 0) {
+      teller = std::thread([&] {
+        absl::SleepFor(delay);
+        CHECK(TellQuiet(fifo, word).ok());
+      });
+    }
+  };
+  auto r = RunSubprocess(o);
+  if (teller.joinable()) teller.join();
+  RemoveTree(*dir).IgnoreError();
+  REQUIRE(r.ok());
+  INFO(r->err);
+  REQUIRE(r->exit_code == 0);
+  return run;
+}
+
+TEST_CASE(
+    "the judges time only after the worker's word, and compiles beside a job keep its "
+    "reference out of the node's baseline",
+    "[engine][e2e][quiet]") {
+  auto cache = MakeTempDir("/tmp/pkb-test", "quiet-cache-");
+  REQUIRE(cache.ok());
+  for (int world : {1, 2}) {
+    CAPTURE(world);
+    // Quiet: the judges waited for the word (told 0.4 s after the event), and the job's
+    // measurement joined the node's baseline.
+    QuietRun quiet = EvalWithWord(*cache, world, 0, absl::Milliseconds(400));
+    INFO(quiet.result.dump(1));
+    REQUIRE(quiet.result["status"] == "OK");
+    CHECK(quiet.result.value("compiles_beside", 0) == 0);
+    CHECK(quiet.result["stage_seconds"]["quiet_word"].get<double>() >= 0.35);
+    CHECK(quiet.result["stage_seconds"]["bench_quiet"].get<double>() >= 0.35);
+    const int samples = quiet.result["baseline_node_samples"].get<int>();
+    // Two compiles ran beside it: the speedup uses the node's baseline as it was.
+    QuietRun busy = EvalWithWord(*cache, world, 2, absl::Milliseconds(50));
+    INFO(busy.result.dump(1));
+    REQUIRE(busy.result["status"] == "OK");
+    CHECK(busy.result["compiles_beside"] == 2);
+    CHECK(busy.result["baseline_node_samples"] == samples);
+    // No word: timed after the engine's wait (2 s), said so, and kept out likewise.
+    QuietRun silent = EvalWithWord(*cache, world, -1, absl::ZeroDuration());
+    INFO(silent.result.dump(1));
+    REQUIRE(silent.result["status"] == "OK");
+    CHECK(silent.result["compiles_beside"] == -1);
+    CHECK(silent.result["stage_seconds"]["quiet_word"].get<double>() >= 1.9);
+    CHECK(silent.result["baseline_node_samples"] == samples);
+    CHECK(std::any_of(silent.messages.begin(), silent.messages.end(), [](const std::string& m) {
+      return m.find("the worker did not say within 2s") != std::string::npos;
+    }));
+    // And quiet again: it joins.
+    QuietRun again = EvalWithWord(*cache, world, 0, absl::ZeroDuration());
+    REQUIRE(again.result["status"] == "OK");
+    CHECK(again.result["baseline_node_samples"] == samples + 1);
+  }
+  RemoveTree(*cache).IgnoreError();
 }
 
 TEST_CASE("a functional run judges correctness only in a short window", "[engine][e2e]") {

@@ -67,7 +67,7 @@ for a in json.loads(sys.argv[1]): sys.stdout.write(a + "\0")' "$line")
   FAKE_STANDBY="$standby" exec "$0" "${rest[@]}" "${job[@]}"
 fi
 set -- "${rest[@]}"
-problem="" world="" source="" events=0 offset=0 dtype=bfloat16 spec="" job_key="" compile_only=0 gpus=""
+problem="" world="" source="" events=0 offset=0 dtype=bfloat16 spec="" job_key="" compile_only=0 gpus="" quiet=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --problem) problem="$2"; shift 2 ;;
@@ -82,6 +82,7 @@ while [[ $# -gt 0 ]]; do
     --dtype) dtype="$2"; shift 2 ;;
     --settle-baseline=*) settle="${1#*=}"; shift ;;
     --gpus=*) gpus="${1#*=}"; shift ;;
+    --quiet-from) quiet="$2"; shift 2 ;;
     --*=*) shift ;;  # --flag=value
     --*) shift 2 ;;
     *) source="$1"; shift ;;  # the source is positional, as in pkb-eval
@@ -98,6 +99,10 @@ if [[ -n "$spec" ]]; then
 fi
 m=${m:-} n=${n:-}
 [[ -n "$problem" && -n "$world" && -f "$source" && $events == 1 ]] || { echo "fake_pkb_eval: bad usage" >&2; exit 2; }
+# --quiet-from FIFO: listening from the start (read-write, so the open does not wait), the word
+# ("quiet N") is read after BENCHMARKING, 2 s at most, and N reported as compilesBeside (-1: none).
+[[ -n "$quiet" ]] && exec 9<>"$quiet"
+beside=0
 delay="${FAKE_PKB_EVAL_DELAY:-0.05}"
 own_delay=$(grep -o 'FAKE_DELAY=[0-9.]*' "$source" | head -1 | cut -d= -f2 || true)
 delay=${own_delay:-$delay}
@@ -214,6 +219,10 @@ if grep -q FAKE_OK "$source"; then
   trial_msg=""; [[ -n "$leak" ]] && trial_msg=",\"message\":\"$(say ok)\""
   for t in 0 1 2 3 4; do emit "\"stage\":\"VERIFYING\",\"trial\":$t,\"trialOk\":true$trial_msg"; pause "$delay"; done
   emit "\"stage\":\"BENCHMARKING\"$trial_msg"
+  if [[ -n "$quiet" ]]; then
+    beside=-1
+    if read -r -t 2 -u 9 word; then [[ "$word" =~ ^quiet\ ([0-9]+)$ ]] && beside=${BASH_REMATCH[1]}; fi
+  fi
   pause "$delay"
   slug=1_allreduce; [[ "$problem" == 2 ]] && slug=2_allgather
   stages="\"compile\":0.1,\"verify\":0.2,\"benchmark\":0.2"
@@ -226,7 +235,7 @@ if grep -q FAKE_OK "$source"; then
   # one would be) where it leaks.
   kname="fake_kernel"; [[ -n "$leak" ]] && kname="$leak"
   profile="\"profiles\":[{\"candidate\":{\"records\":[{\"kind\":\"KERNEL\",\"name\":\"$kname\",\"startUs\":0,\"durationUs\":$cand,\"grid\":[132,1,1],\"block\":[512,1,1]},{\"kind\":\"MEMCPY\",\"name\":\"copy peer to peer\",\"startUs\":1,\"durationUs\":2,\"bytes\":4096,\"stream\":7}],\"spanUs\":$cand,\"busyUs\":$cand},\"reference\":{\"records\":[{\"kind\":\"KERNEL\",\"name\":\"ncclDevKernel_AllReduce_Sum_bf16_RING_LL\",\"startUs\":0,\"durationUs\":12,\"grid\":[2,1,1],\"block\":[640,1,1]}],\"spanUs\":15,\"busyUs\":12}}],"
-  done_with OK "correct on every rank; ${speedup}x faster than the baseline (test double)" ",$profile\"speedup\":$speedup,\"problemSlug\":\"$slug\",\"gpu\":\"test double\",\"candidate\":{\"medianUs\":$cand,\"wallPerIterUs\":$cand,\"perRankMedianUs\":[$cand,$cand]},\"baseline\":{\"medianUs\":15,\"wallPerIterUs\":15},\"roofline\":{\"floorUs\":5,\"percentOfRoofline\":$pct},\"totalSeconds\":0.5,\"stageSeconds\":{$stages}$extra"
+  done_with OK "correct on every rank; ${speedup}x faster than the baseline (test double)" ",$profile\"speedup\":$speedup,\"problemSlug\":\"$slug\",\"gpu\":\"test double\",\"candidate\":{\"medianUs\":$cand,\"wallPerIterUs\":$cand,\"perRankMedianUs\":[$cand,$cand]},\"baseline\":{\"medianUs\":15,\"wallPerIterUs\":15},\"roofline\":{\"floorUs\":5,\"percentOfRoofline\":$pct},\"totalSeconds\":0.5,\"compilesBeside\":$beside,\"stageSeconds\":{$stages}$extra"
   linger_after_verdict
   exit 0
 fi

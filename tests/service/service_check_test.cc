@@ -345,9 +345,18 @@ TEST_CASE("compile tasks beside a job wait while it is timed and go on at its ve
   REQUIRE(st.ok());
   REQUIRE(!events.empty());
   CHECK(events.back().result().status() == v1::OK);
+  // The engine was told, before the timing, that one compile ran beside the job.
+  CHECK(events.back().result().compiles_beside() == 1);
   REQUIRE(check.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
   v1::CheckAnswer a = check.get();
   CHECK(a.compile_verdict() == v1::CheckAnswer::COMPILED);
+  // A job alone: none (and the engine was told so, or it would say -1).
+  grpc::ClientContext alone_ctx;
+  auto alone = c.stub->Submit(&alone_ctx, c.Request("FAKE_OK\n"));
+  events = ReadAll(alone.get(), &st);
+  REQUIRE(!events.empty());
+  CHECK(events.back().result().status() == v1::OK);
+  CHECK(events.back().result().compiles_beside() == 0);
   const std::string log = Slurp(c.dir + "/worker-w1.log");
   INFO(log);
   const size_t stopped = log.find("1 compile task(s) stopped while the job is timed");

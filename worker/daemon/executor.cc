@@ -22,8 +22,10 @@
 #include "absl/strings/str_split.h"
 #include "common/eval_spec.h"
 #include "common/files.h"
+#include "common/quiet_word.h"
 #include "common/subprocess.h"
 #include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
 
 namespace pkb {
 
@@ -97,13 +99,23 @@ pid_t PidOfLine(const std::string& line) {
   return pid;
 }
 
+// The FIFO in a job's folder where the worker says it may be timed (pkb-eval --quiet-from).
+constexpr char kQuietFifo[] = "quiet.fifo";
+
 // What the engine writes on stdout for one job: its events (JSON lines), DONE last with the
-// result, which goes to `on_verdict` at once (the engine exits after its ranks have ended).
+// result, which goes to `on_verdict` at once (the engine exits after its ranks have ended). At
+// the first BENCHMARKING event, where the engine listens on `quiet_fifo`, `on_quiet` runs and its
+// count is told the engine there (0 without one).
 class EngineOutput {
  public:
   EngineOutput(const Executor::EventCallback& on_event, const Executor::VerdictCallback& on_verdict,
-               CancelToken* cancel)
-      : on_event_(on_event), on_verdict_(on_verdict), cancel_(cancel) {}
+               CancelToken* cancel, const Executor::QuietCallback& on_quiet = {},
+               std::string quiet_fifo = "")
+      : on_event_(on_event),
+        on_verdict_(on_verdict),
+        on_quiet_(on_quiet),
+        quiet_fifo_(std::move(quiet_fifo)),
+        cancel_(cancel) {}
 
   void Line(const std::string& line) {
     if (pid_t pid = PidOfLine(line); pid > 0) {
@@ -124,6 +136,16 @@ class EngineOutput {
       if (on_verdict_ && !cancel_->cancelled()) on_verdict_(*final_result_);
     } else {
       on_event_(event);
+      if (event.stage() == v1::BENCHMARKING && !quiet_fifo_.empty() && !quiet_told_) {
+        quiet_told_ = true;
+        // No callback: nothing else of the caller runs (an engine started ahead listens anyway).
+        const int beside = on_quiet_ ? on_quiet_() : 0;
+        // Not told, the engine times after its wait (engine.h kQuietWait) and says so.
+        if (absl::Status s = TellQuiet(quiet_fifo_, beside); !s.ok()) {
+          spdlog::warn("the engine was not told that the job may be timed: {}",
+                       std::string(s.message()));
+        }
+      }
     }
   }
 
@@ -161,6 +183,9 @@ class EngineOutput {
  private:
   const Executor::EventCallback& on_event_;
   const Executor::VerdictCallback& on_verdict_;
+  const Executor::QuietCallback on_quiet_;
+  const std::string quiet_fifo_;
+  bool quiet_told_ = false;
   CancelToken* cancel_;
   std::optional<v1::EvalResult> final_result_;
   std::string bad_lines_;
@@ -268,10 +293,12 @@ void EngineExecutor::StartStandby(const v1::EvalSpec& last) {
   sb->dir = *dir;
   sb->fifo = *dir + "/job.fifo";
   if (mkfifo(sb->fifo.c_str(), 0600) != 0) return;  // ~Standby removes the folder
+  if (mkfifo((sb->dir + "/" + kQuietFifo).c_str(), 0600) != 0) return;
   SubprocessOptions opts;
   opts.argv = EngineCommand(options_.engine, /*background=*/false);
-  opts.argv.insert(opts.argv.end(), {"--standby", absl::StrCat(world, ":", backend), "--job-from",
-                                     sb->fifo, "--events", "--scratch", sb->dir});
+  opts.argv.insert(opts.argv.end(),
+                   {"--standby", absl::StrCat(world, ":", backend), "--job-from", sb->fifo,
+                    "--events", "--scratch", sb->dir, "--quiet-from", sb->dir + "/" + kQuietFifo});
   if (!options_.gpus.empty()) opts.argv.push_back("--gpus=" + options_.gpus);
   opts.cwd = sb->dir;
   opts.timeout = kStandbyEngineLimit;
@@ -301,12 +328,10 @@ std::vector<std::string> EngineExecutor::SettleArgs(const v1::EvalSpec& spec) co
   return {absl::StrCat("--settle-baseline=", options_.settle_baseline)};
 }
 
-std::optional<v1::EvalResult> EngineExecutor::RunOnStandby(Standby& sb, const v1::Lease& lease,
-                                                           const EventCallback& on_event,
-                                                           const VerdictCallback& on_verdict,
-                                                           const std::function<void()>& next,
-                                                           CancelToken* cancel,
-                                                           absl::Duration timeout) {
+std::optional<v1::EvalResult> EngineExecutor::RunOnStandby(
+    Standby& sb, const v1::Lease& lease, const EventCallback& on_event,
+    const VerdictCallback& on_verdict, const QuietCallback& on_quiet,
+    const std::function<void()>& next, CancelToken* cancel, absl::Duration timeout) {
   const std::string file_name = SourceFileName(lease.spec().language());
   if (file_name.empty()) return std::nullopt;  // RunEngine says why
   const std::string source = absl::StrCat(sb.dir, "/", file_name);
@@ -319,7 +344,7 @@ std::optional<v1::EvalResult> EngineExecutor::RunOnStandby(Standby& sb, const v1
   for (std::string& a : SettleArgs(lease.spec())) args.push_back(std::move(a));
   nlohmann::json line = args;
   const std::string text = line.dump() + "\n";
-  EngineOutput out(on_event, on_verdict, cancel);
+  EngineOutput out(on_event, on_verdict, cancel, on_quiet, sb.dir + "/" + kQuietFifo);
   pid_t pgid = 0;
   {
     absl::MutexLock lock(&sb.mu);
@@ -384,7 +409,8 @@ std::optional<v1::EvalResult> EngineExecutor::RunOnStandby(Standby& sb, const v1
 }
 
 v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& on_event,
-                                   const VerdictCallback& on_verdict, CancelToken* cancel) {
+                                   const VerdictCallback& on_verdict, const QuietCallback& on_quiet,
+                                   CancelToken* cancel) {
   const absl::Duration timeout =
       lease.deadline_ms() > 0 ? absl::Milliseconds(lease.deadline_ms()) : absl::Minutes(30);
   std::unique_ptr<Standby> sb;
@@ -403,12 +429,12 @@ v1::EvalResult EngineExecutor::Run(const v1::Lease& lease, const EventCallback& 
     next();
   };
   std::optional<v1::EvalResult> r;
-  if (sb) r = RunOnStandby(*sb, lease, on_event, on_verdict, next, cancel, timeout);
+  if (sb) r = RunOnStandby(*sb, lease, on_event, on_verdict, on_quiet, next, cancel, timeout);
   sb.reset();  // an engine that did not take the job is killed
   if (!r) {
     r = RunEngine(lease.spec(), lease.source(), lease.job_key(), SettleArgs(lease.spec()), "job-",
                   "evaluation", /*background=*/false, timeout, on_event, verdict_then_standby,
-                  cancel);
+                  on_quiet, cancel);
   }
   if (options_.standby) StartStandby(lease.spec());  // where no verdict came (it started none)
   return *r;
@@ -420,7 +446,7 @@ v1::EvalResult EngineExecutor::Compile(const v1::CompileTask& task, CancelToken*
       task.spec(), task.source(), "", {"--compile-only"}, "compile-", "compile",
       /*background=*/true,
       task.deadline_ms() > 0 ? absl::Milliseconds(task.deadline_ms()) : absl::Minutes(2),
-      [](const v1::EvalEvent&) {}, VerdictCallback(), cancel);
+      [](const v1::EvalEvent&) {}, VerdictCallback(), QuietCallback(), cancel);
 }
 
 v1::EvalResult EngineExecutor::RunEngine(const v1::EvalSpec& spec_message,
@@ -428,7 +454,8 @@ v1::EvalResult EngineExecutor::RunEngine(const v1::EvalSpec& spec_message,
                                          const std::vector<std::string>& extra, const char* prefix,
                                          const char* what, bool background, absl::Duration timeout,
                                          const EventCallback& on_event,
-                                         const VerdictCallback& on_verdict, CancelToken* cancel) {
+                                         const VerdictCallback& on_verdict,
+                                         const QuietCallback& on_quiet, CancelToken* cancel) {
   const std::string& language = spec_message.language();
   const std::string file_name = SourceFileName(language);
   if (file_name.empty()) {
@@ -452,18 +479,26 @@ v1::EvalResult EngineExecutor::RunEngine(const v1::EvalSpec& spec_message,
     return Verdict(v1::INTERNAL, absl::StrCat("worker scratch: ", written.message()));
   }
 
+  const std::string quiet_fifo = on_quiet ? absl::StrCat(*dir, "/", kQuietFifo) : "";
+  if (!quiet_fifo.empty() && mkfifo(quiet_fifo.c_str(), 0600) != 0) {
+    const int error = errno;
+    RemoveTree(*dir).IgnoreError();
+    return Verdict(v1::INTERNAL,
+                   absl::StrCat("worker scratch: cannot make ", quiet_fifo, ": ", strerror(error)));
+  }
   SubprocessOptions opts;
   opts.argv = EngineCommand(options_.engine, background, options_.background_cpus);
   opts.argv.insert(opts.argv.end(), {"--spec", spec,
                                      source,  // positional, as pkb-eval takes it
                                      "--events", "--scratch", *dir});
+  if (!quiet_fifo.empty()) opts.argv.insert(opts.argv.end(), {"--quiet-from", quiet_fifo});
   if (!job_key.empty()) opts.argv.insert(opts.argv.end(), {"--job-key", job_key});
   if (!options_.gpus.empty()) opts.argv.push_back("--gpus=" + options_.gpus);
   opts.argv.insert(opts.argv.end(), extra.begin(), extra.end());
   opts.cwd = *dir;
   opts.timeout = timeout;
   opts.max_output_bytes = 16 << 20;
-  EngineOutput out(on_event, on_verdict, cancel);
+  EngineOutput out(on_event, on_verdict, cancel, on_quiet, quiet_fifo);
   opts.on_stdout_line = [&](const std::string& line) { out.Line(line); };
   absl::StatusOr<SubprocessResult> r = RunSubprocess(opts);
   cancel->SetProcessGroup(0);

@@ -3,7 +3,7 @@
 //
 //   EngineExecutor exec({.engine = "/opt/pkb/bin/pkb-eval", .scratch = "/var/tmp/pkb"});
 //   CancelToken cancel;
-//   v1::EvalResult r = exec.Run(lease, [](const v1::EvalEvent& e) { ... }, &cancel);
+//   v1::EvalResult r = exec.Run(lease, on_event, on_verdict, on_quiet, &cancel);
 //
 // Run blocks until the job ends and always returns a verdict: the engine's, or TIMEOUT,
 // CANCELLED or INTERNAL when the run was cut short or the engine itself failed. Compile does the
@@ -79,6 +79,11 @@ class Executor {
  public:
   using EventCallback = std::function<void(const v1::EvalEvent&)>;
   using VerdictCallback = std::function<void(const v1::EvalResult&)>;
+  // Called once, when the job is about to be timed (its first BENCHMARKING event, which went to
+  // on_event first): returns once the worker's other work is stopped, with how many compile
+  // tasks ran beside the job (EvalResult.compiles_beside). The job is timed after it returns.
+  // Empty: nothing else of the caller runs (0).
+  using QuietCallback = std::function<int()>;
   virtual ~Executor() = default;
   // Streams the job's non-final events to `on_event`; returns the verdict once the job's
   // processes are gone. The engine's verdict also goes to `on_verdict` (when set) the moment the
@@ -86,7 +91,8 @@ class Executor {
   // devices' teardown), and Run returns after that. Run's verdict is the same one, unless the
   // engine then failed (INTERNAL) or the job was cut short (TIMEOUT, CANCELLED).
   virtual v1::EvalResult Run(const v1::Lease& lease, const EventCallback& on_event,
-                             const VerdictCallback& on_verdict, CancelToken* cancel) = 0;
+                             const VerdictCallback& on_verdict, const QuietCallback& on_quiet,
+                             CancelToken* cancel) = 0;
   // Compiles the task's source, nothing more. This default answers INTERNAL: an executor that
   // cannot compile (a worker that has none advertises no compile slots).
   virtual v1::EvalResult Compile(const v1::CompileTask& task, CancelToken* cancel);
@@ -118,7 +124,8 @@ class EngineExecutor : public Executor {
   explicit EngineExecutor(EngineExecutorOptions options);
   ~EngineExecutor() override;
   v1::EvalResult Run(const v1::Lease& lease, const EventCallback& on_event,
-                     const VerdictCallback& on_verdict, CancelToken* cancel) override;
+                     const VerdictCallback& on_verdict, const QuietCallback& on_quiet,
+                     CancelToken* cancel) override;
   v1::EvalResult Compile(const v1::CompileTask& task, CancelToken* cancel) override;
   // Whether an engine started ahead waits for the next job (options.standby).
   bool standby_waiting();
@@ -135,17 +142,20 @@ class EngineExecutor : public Executor {
   std::optional<v1::EvalResult> RunOnStandby(Standby& standby, const v1::Lease& lease,
                                              const EventCallback& on_event,
                                              const VerdictCallback& on_verdict,
+                                             const QuietCallback& on_quiet,
                                              const std::function<void()>& next, CancelToken* cancel,
                                              absl::Duration timeout);
 
   // pkb-eval on the spec and source, in a fresh scratch folder (`prefix`XXXXXX), killed after
   // `timeout`; `extra` are more flags (--compile-only). `what` names the work in messages;
-  // `background` work runs at a lower CPU priority (nice 10) than the node's job.
+  // `background` work runs at a lower CPU priority (nice 10) than the node's job. With
+  // `on_quiet`, the engine waits for its word before timing (pkb-eval --quiet-from).
   v1::EvalResult RunEngine(const v1::EvalSpec& spec, const std::string& source,
                            const std::string& job_key, const std::vector<std::string>& extra,
                            const char* prefix, const char* what, bool background,
                            absl::Duration timeout, const EventCallback& on_event,
-                           const VerdictCallback& on_verdict, CancelToken* cancel);
+                           const VerdictCallback& on_verdict, const QuietCallback& on_quiet,
+                           CancelToken* cancel);
 
   EngineExecutorOptions options_;
   absl::Mutex standby_mu_;

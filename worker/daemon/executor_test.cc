@@ -57,7 +57,7 @@ TEST_CASE("the engine's events are streamed and its verdict returned", "[executo
   std::vector<v1::EvalResult> verdicts;
   v1::EvalResult r = exec.Run(
       Lease("FAKE_OK"), [&](const v1::EvalEvent& e) { events.push_back(e); },
-      [&](const v1::EvalResult& v) { verdicts.push_back(v); }, &cancel);
+      [&](const v1::EvalResult& v) { verdicts.push_back(v); }, {}, &cancel);
   CHECK(r.status() == v1::OK);
   REQUIRE(verdicts.size() == 1);  // the DONE line, once, and never among the events
   CHECK(verdicts[0].status() == v1::OK);
@@ -66,8 +66,41 @@ TEST_CASE("the engine's events are streamed and its verdict returned", "[executo
   CHECK(events[0].stage() == v1::COMPILING);
   CHECK(events[1].trial_ok());
   CHECK(exec.Run(
-                Lease("FAKE_COMPILE_ERROR"), [](const v1::EvalEvent&) {}, {}, &cancel)
+                Lease("FAKE_COMPILE_ERROR"), [](const v1::EvalEvent&) {}, {}, {}, &cancel)
             .status() == v1::COMPILE_ERROR);
+}
+
+TEST_CASE("at the timing, the engine is told how many compiles ran beside the job", "[executor]") {
+  Scratch s;
+  for (bool standby : {false, true}) {
+    CAPTURE(standby);
+    EngineExecutor exec({.engine = PKB_FAKE_ENGINE, .scratch = s.dir, .standby = standby});
+    CancelToken cancel;
+    std::vector<v1::Stage> seen;
+    int asked = 0;
+    const Executor::QuietCallback quiet = [&] {
+      ++asked;
+      seen.push_back(v1::DONE);  // marks when it ran among the events
+      return 3;
+    };
+    const auto on_event = [&](const v1::EvalEvent& e) { seen.push_back(e.stage()); };
+    // With standby, the first job starts the engine for the second.
+    for (int job = 0; job < (standby ? 2 : 1); ++job) {
+      asked = 0;
+      seen.clear();
+      v1::EvalResult r = exec.Run(Lease("FAKE_OK"), on_event, {}, quiet, &cancel);
+      CHECK(r.status() == v1::OK);
+      CHECK(r.compiles_beside() == 3);
+      CHECK(asked == 1);
+      REQUIRE(seen.size() >= 2);
+      CHECK(seen[seen.size() - 2] == v1::BENCHMARKING);  // asked right after the event
+      CHECK(seen.back() == v1::DONE);
+    }
+    // No callback: nothing else runs (told 0 where the engine listens, or not asked at all).
+    v1::EvalResult r = exec.Run(Lease("FAKE_OK"), on_event, {}, {}, &cancel);
+    CHECK(r.status() == v1::OK);
+    CHECK(r.compiles_beside() == 0);
+  }
 }
 
 TEST_CASE("the verdict is passed on when the engine gives it, before the engine has ended",
@@ -86,7 +119,7 @@ TEST_CASE("the verdict is passed on when the engine gives it, before the engine 
         given = absl::Now();
         verdicts.push_back(v);
       },
-      &cancel);
+      {}, &cancel);
   const absl::Time ended = absl::Now();
   CHECK(r.status() == v1::OK);
   REQUIRE(verdicts.size() == 1);
@@ -97,7 +130,7 @@ TEST_CASE("the verdict is passed on when the engine gives it, before the engine 
   verdicts.clear();
   r = failing.Run(
       Lease("x"), [](const v1::EvalEvent&) {},
-      [&](const v1::EvalResult& v) { verdicts.push_back(v); }, &cancel);
+      [&](const v1::EvalResult& v) { verdicts.push_back(v); }, {}, &cancel);
   REQUIRE(verdicts.size() == 1);
   CHECK(verdicts[0].status() == v1::OK);
   CHECK(r.status() == v1::INTERNAL);
@@ -148,7 +181,7 @@ TEST_CASE("cancel kills the engine's process group", "[executor]") {
     cancel.Cancel();
   });
   v1::EvalResult r = exec.Run(
-      Lease("FAKE_HANG"), [](const v1::EvalEvent&) {}, {}, &cancel);
+      Lease("FAKE_HANG"), [](const v1::EvalEvent&) {}, {}, {}, &cancel);
   t.join();
   CHECK(r.status() == v1::CANCELLED);
   CHECK(absl::Now() - start < absl::Seconds(10));
@@ -161,7 +194,7 @@ TEST_CASE("an engine past the lease's deadline is killed: TIMEOUT", "[executor]"
   v1::Lease l = Lease("FAKE_HANG");
   l.set_deadline_ms(300);
   CHECK(exec.Run(
-                l, [](const v1::EvalEvent&) {}, {}, &cancel)
+                l, [](const v1::EvalEvent&) {}, {}, {}, &cancel)
             .status() == v1::TIMEOUT);
 }
 
@@ -170,18 +203,18 @@ TEST_CASE("an engine that fails is INTERNAL, with its stderr", "[executor]") {
   CancelToken cancel;
   EngineExecutor crash({s.Script("crash.sh", "echo 'boom: no problems' >&2\nexit 3\n"), s.dir});
   v1::EvalResult r = crash.Run(
-      Lease("x"), [](const v1::EvalEvent&) {}, {}, &cancel);
+      Lease("x"), [](const v1::EvalEvent&) {}, {}, {}, &cancel);
   CHECK(r.status() == v1::INTERNAL);
   CHECK(r.failed_rank_log().find("boom") != std::string::npos);
   EngineExecutor garbage({s.Script("garbage.sh", "echo not json\n"), s.dir});
   CHECK(garbage
             .Run(
-                Lease("x"), [](const v1::EvalEvent&) {}, {}, &cancel)
+                Lease("x"), [](const v1::EvalEvent&) {}, {}, {}, &cancel)
             .status() == v1::INTERNAL);
   EngineExecutor missing({s.dir + "/no-such-engine", s.dir});
   CHECK(missing
             .Run(
-                Lease("x"), [](const v1::EvalEvent&) {}, {}, &cancel)
+                Lease("x"), [](const v1::EvalEvent&) {}, {}, {}, &cancel)
             .status() == v1::INTERNAL);
 }
 
@@ -215,7 +248,7 @@ TEST_CASE("with standby the engine for the next job is started ahead and takes i
     auto run = [&](const v1::Lease& l) {
       events.clear();
       return exec.Run(
-          l, [&](const v1::EvalEvent& e) { events.push_back(e); }, {}, &cancel);
+          l, [&](const v1::EvalEvent& e) { events.push_back(e); }, {}, {}, &cancel);
     };
     CHECK(run(Lease("FAKE_OK")).status() == v1::OK);
     AwaitStandby(exec);
@@ -282,7 +315,7 @@ TEST_CASE("a standby engine that died does not lose the job", "[executor][standb
   CancelToken cancel;
   for (int i = 0; i < 2; ++i) {
     CHECK(exec.Run(
-                  Lease("FAKE_OK"), [](const v1::EvalEvent&) {}, {}, &cancel)
+                  Lease("FAKE_OK"), [](const v1::EvalEvent&) {}, {}, {}, &cancel)
               .status() == v1::OK);
     // The standby dies at once: the next job finds it dead.
     const absl::Time end = absl::Now() + absl::Seconds(10);
@@ -310,7 +343,7 @@ TEST_CASE("a worker's share of the node's GPUs reaches every engine it starts as
     auto run = [&] {
       return exec
           .Run(
-              Lease("FAKE_OK"), [](const v1::EvalEvent&) {}, {}, &cancel)
+              Lease("FAKE_OK"), [](const v1::EvalEvent&) {}, {}, {}, &cancel)
           .status();
     };
     CHECK(run() == v1::OK);  // an engine of its own

@@ -118,8 +118,20 @@ void WorkerDaemon::AnswerCompileTask(const std::string& task_id, v1::Status stat
   Send(m);
 }
 
+void WorkerDaemon::BeginJobCompiles() {
+  absl::MutexLock lock(&compile_mu_);
+  job_compiles_counted_ = true;
+  compiles_beside_job_ = static_cast<int>(compiles_running_.size());
+}
+
+int WorkerDaemon::CompilesBesideJob() {
+  absl::MutexLock lock(&compile_mu_);
+  return compiles_beside_job_;
+}
+
 void WorkerDaemon::PauseCompiles(bool paused) {
   absl::MutexLock lock(&compile_mu_);
+  if (!paused) job_compiles_counted_ = false;  // the verdict: the job's count is over
   if (compiles_paused_ == paused) return;
   compiles_paused_ = paused;
   std::vector<pid_t> stopped;
@@ -185,6 +197,7 @@ void WorkerDaemon::CompileLoop() {
       task = std::move(*next);
       compile_queue_.erase(next);
       compiles_running_.push_back({task.ahead(), cancel});
+      if (job_compiles_counted_) ++compiles_beside_job_;
     }
     LogScope log_scope(task.task_id());
     const absl::Time started = absl::Now();
@@ -404,8 +417,6 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
     if (previous.joinable()) previous.join();
     LogScope log_scope(lease.job_id());
     auto post = [&](const v1::EvalEvent& e) {
-      // From the timing on to the verdict, compiles beside the job wait.
-      if (e.stage() == v1::BENCHMARKING) PauseCompiles(true);
       v1::JobEvent je;
       je.set_job_id(lease.job_id());
       je.set_attempt(lease.attempt());
@@ -454,6 +465,7 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
     const absl::Time started = absl::Now();
     // The verdict as the engine gives it, but an INTERNAL one as Run concludes it (with the
     // engine's exit and its stderr's tail).
+    BeginJobCompiles();
     v1::EvalResult result = executor_->Run(
         lease, post,
         [&](const v1::EvalResult& verdict) {
@@ -461,6 +473,12 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
           spdlog::info("job {}: {} {}", lease.job_id(), v1::Status_Name(verdict.status()),
                        verdict.message());
           send_done(verdict);
+        },
+        // From the timing on to the verdict, compiles beside the job wait; the engine times once
+        // they are stopped (the executor tells it so).
+        [&] {
+          PauseCompiles(true);
+          return CompilesBesideJob();
         },
         cancel.get());
     if (!sent) {

@@ -98,6 +98,10 @@ class WorkerDaemon {
   // While the job is timed (BENCHMARKING, to its verdict), compile tasks wait: none starts, and
   // the running ones are stopped, so that nothing of theirs shares the host with the timed ranks.
   void PauseCompiles(bool paused) ABSL_LOCKS_EXCLUDED(compile_mu_);
+  // Compile tasks that ran beside the job until now (EvalResult.compiles_beside): those running
+  // when it began (BeginJobCompiles) and those started since.
+  void BeginJobCompiles() ABSL_LOCKS_EXCLUDED(compile_mu_);
+  int CompilesBesideJob() ABSL_LOCKS_EXCLUDED(compile_mu_);
   // Answers a compile task that will not run.
   void AnswerCompileTask(const std::string& task_id, v1::Status status, const std::string& message)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -137,6 +141,9 @@ class WorkerDaemon {
   // stopped for good: a compiler started in a session of its own outlives its engine).
   pid_t stop_guard_pid_ ABSL_GUARDED_BY(compile_mu_) = -1;
   int stop_guard_fd_ ABSL_GUARDED_BY(compile_mu_) = -1;
+  // BeginJobCompiles to the verdict: a job runs, and this many compile tasks ran beside it.
+  bool job_compiles_counted_ ABSL_GUARDED_BY(compile_mu_) = false;
+  int compiles_beside_job_ ABSL_GUARDED_BY(compile_mu_) = 0;
   // Draining: compiles ahead are answered CANCELLED instead of run.
   bool ahead_stopped_ ABSL_GUARDED_BY(compile_mu_) = false;
   // The running compiles' tokens, so that the daemon's end kills them.

@@ -94,6 +94,9 @@ absl::Status CandidateHost::Spawn() {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
   posix_spawn_file_actions_adddup2(&fa, 2, 1);
+  // Not the judge's stdin, where the engine's word to time comes (judge.h
+  // RankOptions::await_quiet).
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addclosefrom_np(&fa, 4);
   std::string exe = "/proc/self/exe", flag = "--candidate-host";
   char* argv[] = {exe.data(), flag.data(), nullptr};

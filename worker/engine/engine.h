@@ -78,7 +78,16 @@ struct EvalOptions {
   // The GPU lock is then theirs (gpu_lock.h). Empty: the whole node.
   std::vector<std::string> gpus;
   std::vector<int> gpu_minors;
+  // The worker's word that the job may be timed (common/quiet_word.h), a FIFO it made: before
+  // they time anything the judges wait (kQuietWait at most) for the worker to say, there, that
+  // its other work is stopped and how much of it ran beside the job (EvalResult.compiles_beside).
+  // Empty: nobody is asked (pkb-eval run alone).
+  std::string quiet_from;
 };
+
+// The longest the engine waits for the worker's word to time (EvalOptions::quiet_from); without
+// it the job is timed all the same, and its compiles_beside is -1.
+inline constexpr absl::Duration kQuietWait = absl::Seconds(2);
 
 // How many measurements a node's baseline needs before a speedup against it reproduces (within
 // ±3.5% over 11-14 on an H100, ±12% over 6-10: docs/benchmarks.md, 2026-12-05); the worker's

@@ -59,6 +59,12 @@ absl::Status WriteReportKey(const std::string& path, const std::string& key,
 }  // namespace
 
 std::optional<Verdict> Evaluation::RunRanks(bool gated) {
+  // Listening before any rank can reach its timing: the worker's word is written once.
+  if (!o_.quiet_from.empty()) {
+    absl::StatusOr<QuietListener> listener = QuietListener::Open(o_.quiet_from);
+    if (!listener.ok()) return End(v1::INTERNAL, std::string(listener.status().message()));
+    quiet_ = *std::move(listener);
+  }
   // The job's side of the launch: its limit, its gate, its progress.
   StandbyRanks::Hooks hooks;
   hooks.timeout = absl::Seconds(run_.run_timeout_s());
@@ -81,9 +87,9 @@ std::optional<Verdict> Evaluation::RunRanks(bool gated) {
   // Rank 0's stdout is shared with the submission: ParseProgress drops what the harness never
   // writes, so a forged line can at most announce a trial early (the verdict comes from
   // reports).
-  hooks.on_progress = [this](const std::string& line) {
+  hooks.on_progress = [this](const std::string& line) -> std::string {
     std::optional<Progress> p = ParseProgress(line, run_.trials());
-    if (!p) return;
+    if (!p) return "";
     if (p->trial >= 0) {
       events_.Emit(v1::VERIFYING,
                    absl::StrCat("trial ", p->trial + 1, "/", run_.trials(),
@@ -97,7 +103,9 @@ std::optional<Verdict> Evaluation::RunRanks(bool gated) {
                        run_.min_window_ms() > 0 ? absl::StrCat(" or more, windows of at least ",
                                                                run_.min_window_ms(), " ms")
                                                 : ""));
+      return AwaitQuiet();
     }
+    return "";
   };
   hooks.settled = [this](const LaunchResult& so_far) { return SettleEarly(so_far); };
   if (standby_ && !standby_->Adopt(hooks)) {
@@ -221,6 +229,24 @@ void Evaluation::NoteLaunch() {
   }
 }
 
+std::string Evaluation::AwaitQuiet() {
+  if (!quiet_) return "";
+  if (quiet_asked_) return "go\n";
+  quiet_asked_ = true;
+  const absl::Time t0 = absl::Now();
+  const std::optional<int> beside = quiet_->Await(kQuietWait);
+  compiles_beside_ = beside.value_or(-1);
+  r_.set_compiles_beside(compiles_beside_);
+  (*r_.mutable_stage_seconds())["quiet_word"] = absl::ToDoubleSeconds(absl::Now() - t0);
+  if (!beside) {
+    events_.Emit(v1::BENCHMARKING,
+                 absl::StrCat("the worker did not say within ", absl::FormatDuration(kQuietWait),
+                              " that its other work is stopped; timing all the same (this "
+                              "job's reference does not join the node's baseline)"));
+  }
+  return "go\n";
+}
+
 bool Evaluation::SettleEarly(const LaunchResult& so_far) {
   if (!spec_out_.load(std::memory_order_acquire)) return false;
   // Every report there (each is renamed into place whole), and not the same files as last time.
@@ -243,7 +269,8 @@ bool Evaluation::SettleEarly(const LaunchResult& so_far) {
     absl::StatusOr<std::vector<double>> recent =
         BaselineStore(o_.cache_dir + "/baselines")
             .Recent(BaselineKeyFor(parsed.reports[0]->device_name()));
-    if (!recent.ok() || static_cast<int>(recent->size()) + 1 < o_.settle_baseline) return false;
+    const int joins = compiles_beside_ == 0 ? 1 : 0;  // this job's own (Judge)
+    if (!recent.ok() || static_cast<int>(recent->size()) + joins < o_.settle_baseline) return false;
   }
   if (gated_) {
     // The gate opened, so the compile is over and gave the library the ranks loaded.
@@ -356,11 +383,14 @@ Verdict Evaluation::Judge(ParsedReports parsed, bool early) {
         r_.gpus_used() > 0 ? absl::StrFormat(", sharing %d GPU(s)", r_.gpus_used()) : "");
   }
   if (v.status == v1::OK && o_.baseline && r_.baseline().wall_per_iter_us() > 0) {
-    // The node's baseline: this job's measurement joins its newest ones (baseline_store.h).
+    // The node's baseline: this job's measurement joins its newest ones (baseline_store.h), unless
+    // other work of the worker ran beside the job (or the worker did not say): it may have left
+    // the node slower than it is for a job alone.
     BaselineStore store(o_.cache_dir + "/baselines");
     const std::string key = BaselineKeyFor(r_.gpu());
     absl::StatusOr<std::vector<double>> recent =
-        store.Record(key, r_.baseline().wall_per_iter_us());
+        compiles_beside_ == 0 ? store.Record(key, r_.baseline().wall_per_iter_us())
+                              : store.Recent(key);
     if (recent.ok() && !o_.baseline_only) {
       const int have = static_cast<int>(recent->size());
       // Not while the ranks still end (SettleEarly checked the store; it changed since): the

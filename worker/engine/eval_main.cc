@@ -190,6 +190,10 @@ int Main(int argc, char** argv, pkb::StandbyRanks* standby) {
   app.add_flag("!--serial-compile", o.overlap_compile,
                "start the rank processes after the compile, not while it runs");
   app.add_flag("--events", events, "print every stage event as a JSON line");
+  app.add_option("--quiet-from", o.quiet_from,
+                 "a FIFO where the worker says, before the job is timed, that its other work is "
+                 "stopped (a line, \"quiet N\": N compile tasks ran beside the job); the judges "
+                 "wait for it, 2 s at most");
   app.add_flag("--strict", strict, "exit 1 unless the verdict is OK");
   app.add_flag("--catalog", catalog, "print every problem's spec as JSON and exit");
   bool selftest = false;

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/quiet_word.h"
 #include "pkb/v1/result.pb.h"
 #include "pkb/v1/spec.pb.h"
 #include "worker/engine/compiler.h"
@@ -160,6 +161,12 @@ class Evaluation {
   // ranks_during_compile), from `launched_`.
   void NoteLaunch();
 
+  // Rank 0 says it is about to time (its BENCHMARKING line): where the worker is asked
+  // (EvalOptions::quiet_from), waits for its word that its other work is stopped, and keeps its
+  // count (compiles_beside_). The answer to rank 0, which waits for it: "go" (empty when it waits
+  // for nothing). Once per job: a second line is answered at once.
+  std::string AwaitQuiet();
+
   // Polled by the launcher while the ranks run (LaunchSpec::settled): once every rank's report
   // is in, signed and well formed, the verdict is given from them at once (Finish), while the
   // ranks' processes still exit; `early_` keeps it for Run. Not where the node's baseline is
@@ -223,6 +230,10 @@ class Evaluation {
   // thread (SettleEarly).
   std::atomic<bool> spec_out_{false};
   LaunchResult launched_;
+  // The worker's word (AwaitQuiet), on the launcher's thread; read once the ranks' reports are in.
+  std::optional<QuietListener> quiet_;
+  bool quiet_asked_ = false;
+  int compiles_beside_ = 0;
   // SettleEarly: the report files as last tried (inode, size, mtime), and the verdict it gave.
   std::vector<std::array<int64_t, 3>> reports_tried_;
   std::optional<v1::EvalResult> early_;

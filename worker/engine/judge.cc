@@ -1,6 +1,7 @@
 #include "worker/engine/judge.h"
 
 #include <ATen/Parallel.h>
+#include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -42,6 +43,31 @@ void ReportProgress(int rank, const std::string& json) {
   std::printf("PKB-PROGRESS %s\n", json.c_str());
   std::fflush(stdout);
 }
+
+namespace {
+
+// Rank 0's wait for the engine's word to time (RankOptions::await_quiet): a line on stdin, its
+// end, or kQuietLimitSeconds.
+void AwaitEnginesWord() {
+  const auto limit = std::chrono::steady_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(kQuietLimitSeconds * 1e3));
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        limit - std::chrono::steady_clock::now());
+    pollfd pfd{0, POLLIN, 0};
+    if (left.count() <= 0 || poll(&pfd, 1, static_cast<int>(left.count())) == 0) {
+      std::fprintf(stderr, "pkb-rank 0: no word from the engine within %.0f s; timing anyway\n",
+                   kQuietLimitSeconds);
+      return;
+    }
+    char c = 0;
+    const ssize_t n = read(0, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || c == '\n') return;
+  }
+}
+
+}  // namespace
 
 // Every rank agrees: true only if `ok` holds on all of them.
 absl::StatusOr<bool> Judge::AllOk(bool ok) {
@@ -349,6 +375,15 @@ absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process,
     }
   }
   ReportProgress(o.rank, "{\"stage\": \"BENCHMARKING\"}");
+  if (o.await_quiet) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (o.rank == 0) AwaitEnginesWord();
+    // The others wait for rank 0, and none times before all are here.
+    PKB_ASSIGN_OR_RETURN(bool ok, runner.AllOk(true));
+    (void)ok;
+    report->set_bench_quiet_seconds(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   absl::Status bench = runner.Benchmark(report);
   if (!bench.ok()) {
     report->set_status(v1::RUNTIME_ERROR);

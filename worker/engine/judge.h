@@ -33,7 +33,15 @@ struct RankOptions {
   // Empty: `candidate` is ready at start.
   std::string candidate_gate;
   double gate_limit_s = 240;  // the longest wait for the gate
+  // Before it times anything, rank 0 waits for the engine's word on its stdin (a line, "go"):
+  // the engine gives it once the worker has stopped its other work (its compiles) and said so
+  // (engine.h EvalOptions::quiet_from), and the other ranks wait for rank 0. A word that never
+  // comes (the stdin closed, or kQuietLimitSeconds passed) does not stop the job.
+  bool await_quiet = false;
 };
+
+// The longest a judge waits for the engine's word to time (RankOptions::await_quiet).
+inline constexpr double kQuietLimitSeconds = 10;
 
 // Waits for `o.candidate_gate` to appear (up to o.gate_limit_s): OK when it says go,
 // CANCELLED when the engine called the run off, DEADLINE_EXCEEDED when it never came.

@@ -155,6 +155,13 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
   int progress_pipe[2], status_pipe[2] = {-1, -1};
   if (pipe2(progress_pipe, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   if (grouped && pipe2(status_pipe, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
+  // Rank 0's stdin (mpirun's, which passes it on to rank 0; the group's, which gives it to rank
+  // 0 alone): on_progress's answers. Written without blocking (an answer is a word), and its read
+  // end stays open here too, so that an answer to a rank that has ended raises no SIGPIPE.
+  int answer_pipe[2] = {-1, -1};
+  if (spec.answer_rank0 && pipe2(answer_pipe, O_CLOEXEC) != 0)
+    return absl::InternalError("pipe failed");
+  if (answer_pipe[1] >= 0) fcntl(answer_pipe[1], F_SETFL, O_NONBLOCK);
 
   std::vector<std::string> env_strings;
   if (spec.sandbox) {
@@ -258,8 +265,11 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
       }
       dup2(log_fd, 2);
       if (grouped) dup2(status_pipe[1], 3);  // dup2 clears close-on-exec
-      int devnull = open("/dev/null", O_RDONLY);
-      if (devnull >= 0) dup2(devnull, 0);
+      if (i == 0 && answer_pipe[0] >= 0) {
+        dup2(answer_pipe[0], 0);
+      } else if (int devnull = open("/dev/null", O_RDONLY); devnull >= 0) {
+        dup2(devnull, 0);
+      }
       execvpe(cargv[0], cargv.data(), cenv.data());
       _exit(127);
     }
@@ -324,7 +334,10 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
             std::string line = buffer.substr(0, pos);
             buffer.erase(0, pos + 1);
             if (absl::StartsWith(line, "PKB-PROGRESS ")) {
-              if (spec.on_progress) spec.on_progress(line.substr(13));
+              const std::string answer = spec.on_progress ? spec.on_progress(line.substr(13)) : "";
+              if (!answer.empty() && answer_pipe[1] >= 0) {
+                (void)!write(answer_pipe[1], answer.data(), answer.size());
+              }
             } else if (rank0_log && log_bytes < kMaxLog) {
               // Everything else rank 0 prints (device printf of a trapping kernel, say) is kept.
               log_bytes += line.size() + 1;
@@ -370,6 +383,9 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
     }
   }
   close(progress_pipe[0]);
+  for (int fd : answer_pipe) {
+    if (fd >= 0) close(fd);
+  }
   if (spec.before_cleanup) spec.before_cleanup();
   KillProcessGroup(pgid, SIGKILL);  // anything a rank left behind
   // Ranks that left the group (mpirun starts its ranks in their own sessions) were re-parented

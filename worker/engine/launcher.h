@@ -36,7 +36,12 @@ struct LaunchSpec {
   absl::Duration timeout = absl::Seconds(300);
   absl::Duration grace_after_failure = absl::Seconds(5);
   std::vector<std::string> env;                         // KEY=VALUE added for every rank
-  std::function<void(const std::string&)> on_progress;  // rank 0's PKB-PROGRESS payloads
+  // Rank 0's PKB-PROGRESS payloads. What it returns (when not empty) is written to rank 0's
+  // stdin, where `answer_rank0` makes that a pipe (otherwise /dev/null: it is dropped): the judge
+  // waits there for the engine's word before it times (judge.h RankOptions::await_quiet). Called
+  // on the launcher's thread, which it holds meanwhile.
+  std::function<std::string(const std::string&)> on_progress;
+  bool answer_rank0 = false;
   // When set, the ranks run in this sandbox (its scratch is `scratch_dir`) with an allow-listed
   // environment. The CUDA backend then starts all W ranks through `group_binary`
   // (pkb-rank-group) inside one sandbox; the CPU backend wraps the mpirun.

@@ -34,7 +34,10 @@ TEST_CASE("all ranks succeed and rank 0's progress lines arrive", "[launcher]") 
   REQUIRE(dir.ok());
   std::vector<std::string> progress;
   LaunchSpec s = ShellRanks("echo PKB-PROGRESS {\\\"trial\\\": $PKB_RANK}; echo other", 3, *dir);
-  s.on_progress = [&](const std::string& l) { progress.push_back(l); };
+  s.on_progress = [&](const std::string& l) {
+    progress.push_back(l);
+    return std::string();
+  };
   auto r = RankLauncher().Run(s);
   REQUIRE(r.ok());
   CHECK_FALSE(r->timed_out);
@@ -42,6 +45,33 @@ TEST_CASE("all ranks succeed and rank 0's progress lines arrive", "[launcher]") 
   REQUIRE(r->ranks.size() == 3);
   CHECK(progress == std::vector<std::string>{"{\"trial\": 0}"});  // rank 0 only
   CHECK(TailOfFile(r->ranks[0].log_path, 100).find("other") != std::string::npos);
+  (void)RemoveTree(*dir);
+}
+
+TEST_CASE("rank 0 alone reads the answers to its progress lines", "[launcher]") {
+  auto dir = MakeTempDir("/tmp/pkb-test", "launch-");
+  REQUIRE(dir.ok());
+  // Each rank says it is about to time (rank 0's line alone reaches the launcher), then reads a
+  // line of its stdin and keeps what it read.
+  const std::string script =
+      "echo PKB-PROGRESS ready; read -r word; echo \"[$word]\" > " + *dir + "/word.$PKB_RANK";
+  for (bool answer : {true, false}) {
+    CAPTURE(answer);
+    LaunchSpec s = ShellRanks(script, 3, *dir);
+    s.answer_rank0 = answer;
+    s.on_progress = [](const std::string& l) { return l == "ready" ? "go\n" : ""; };
+    auto r = RankLauncher().Run(s);
+    REQUIRE(r.ok());
+    CHECK_FALSE(r->timed_out);
+    std::ifstream w0(*dir + "/word.0"), w1(*dir + "/word.1"), w2(*dir + "/word.2");
+    std::string word0, word1, word2;
+    std::getline(w0, word0);
+    std::getline(w1, word1);
+    std::getline(w2, word2);
+    CHECK(word0 == (answer ? "[go]" : "[]"));  // without answer_rank0, /dev/null
+    CHECK(word1 == "[]");
+    CHECK(word2 == "[]");
+  }
   (void)RemoveTree(*dir);
 }
 

@@ -88,7 +88,11 @@ int main(int argc, char** argv) {
     }
     pid_t pid = fork();
     if (pid == 0) {
-      if (rank > 0) dup2(log_fd, 1);
+      if (rank > 0) {
+        // Rank 0 alone reads the engine's answers (launcher.h LaunchSpec::answer_rank0).
+        dup2(log_fd, 1);
+        if (int devnull = open("/dev/null", O_RDONLY); devnull >= 0) dup2(devnull, 0);
+      }
       dup2(log_fd, 2);
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       setenv("PKB_RANK", std::to_string(rank).c_str(), 1);

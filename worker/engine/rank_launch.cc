@@ -89,6 +89,10 @@ absl::StatusOr<std::unique_ptr<RankLaunch>> BuildRankLaunch(
     spec.args.push_back(absl::StrCat("--await-limit=", absl::ToInt64Seconds(kStandbyLimit)));
   }
   if (!o.baseline) spec.args.push_back("--no-baseline");
+  if (!o.quiet_from.empty()) {
+    spec.args.push_back("--await-quiet");
+    spec.answer_rank0 = true;
+  }
   spec.env = {"NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1"};
   if (sandbox == nullptr) return launch;
   // Visible read-only: the engine's binaries, the libraries they load (libtorch, NCCL, whatever

@@ -143,6 +143,9 @@ int main(int argc, char** argv) {
   app.add_option("--candidate-gate", o.candidate_gate,
                  "load the candidate once this file says go (it compiles while the rank starts)");
   app.add_option("--gate-limit", o.gate_limit_s, "the longest wait for the gate, seconds");
+  app.add_flag("--await-quiet", o.await_quiet,
+               "before timing, wait for the engine's word on stdin (rank 0; the others wait "
+               "for rank 0)");
   bool await_spec = false;
   double await_limit_s = 3600;
   app.add_flag("--await-spec", await_spec,

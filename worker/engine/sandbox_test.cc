@@ -230,12 +230,18 @@ TEST_CASE("sandbox: grouped ranks share one sandbox and report each exit", "[san
   SandboxPolicy policy;
   policy.read_only = {std::filesystem::path(PKB_RANK_GROUP_BINARY).parent_path().string()};
   std::vector<std::string> progress;
-  // Each rank leaves a file in the shared /tmp; rank 0 waits until it sees all of them.
+  // Each rank leaves a file in the shared /tmp; rank 0 waits until it sees all of them. Then each
+  // reads a line of its stdin: rank 0 alone gets the answer to its progress line.
   auto spec = GroupedShellRanks(
       "touch /tmp/r$PKB_RANK; if [ $PKB_RANK = 0 ]; then while [ $(ls /tmp | wc -l) -lt 3 ]; do "
-      "sleep 0.05; done; echo PKB-PROGRESS {\\\"shared\\\": true}; fi; echo log$PKB_RANK >&2",
+      "sleep 0.05; done; echo PKB-PROGRESS {\\\"shared\\\": true}; fi; read -r w; "
+      "echo log$PKB_RANK word[$w] >&2",
       3, s.dir, &policy);
-  spec.on_progress = [&](const std::string& l) { progress.push_back(l); };
+  spec.answer_rank0 = true;
+  spec.on_progress = [&](const std::string& l) {
+    progress.push_back(l);
+    return std::string("go\n");
+  };
   auto r = RankLauncher().Run(spec);
   REQUIRE(r.ok());
   CHECK_FALSE(r->timed_out);
@@ -244,7 +250,8 @@ TEST_CASE("sandbox: grouped ranks share one sandbox and report each exit", "[san
   CHECK(progress == std::vector<std::string>{"{\"shared\": true}"});
   for (int i = 0; i < 3; ++i) {
     CHECK(r->ranks[i].exit_code == 0);
-    CHECK(TailOfFile(r->ranks[i].log_path, 100).find(absl::StrCat("log", i)) != std::string::npos);
+    CHECK(TailOfFile(r->ranks[i].log_path, 100)
+              .find(absl::StrCat("log", i, i == 0 ? " word[go]" : " word[]")) != std::string::npos);
   }
 }
 

@@ -26,7 +26,7 @@ StandbyRanks::StandbyRanks(std::string scratch, std::unique_ptr<RankLaunch> laun
   };
   spec.on_progress = [this](const std::string& line) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (adopted_ && hooks_.on_progress) hooks_.on_progress(line);
+    return adopted_ && hooks_.on_progress ? hooks_.on_progress(line) : std::string();
   };
   spec.settled = [this](const LaunchResult& so_far) {
     std::lock_guard<std::mutex> lock(mu_);

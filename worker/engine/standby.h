@@ -40,7 +40,7 @@ class StandbyRanks {
   // What the job that adopts the ranks gives them: see LaunchSpec (the limit runs from the gate).
   struct Hooks {
     std::function<Gate()> gate;
-    std::function<void(const std::string&)> on_progress;
+    std::function<std::string(const std::string&)> on_progress;
     std::function<void()> before_cleanup;
     std::function<bool(const LaunchResult&)> settled;
     absl::Duration timeout;

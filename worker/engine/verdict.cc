@@ -135,7 +135,7 @@ std::string Check(const VerdictContext& ctx, int rank, v1::RankReport* rep) {
         rep->stage_comms_seconds(), rep->stage_host_ready_seconds(), rep->stage_host_load_seconds(),
         rep->stage_early_seconds(), rep->bench_inputs_seconds(), rep->bench_warmup_seconds(),
         rep->bench_window_seconds(), rep->bench_checks_seconds(), rep->bench_reference_seconds(),
-        rep->bench_profile_seconds()}) {
+        rep->bench_profile_seconds(), rep->bench_quiet_seconds()}) {
     if (!SaneMicros(x)) return absl::StrCat("a stage time of ", x, " s");
   }
   if (rep->input_sets() < 0 || rep->input_sets() > kMaxInputSets)
@@ -448,7 +448,8 @@ Verdict JudgeReports(const VerdictContext& ctx, const std::vector<v1::RankReport
       {"bench_window", &v1::RankReport::bench_window_seconds},
       {"bench_checks", &v1::RankReport::bench_checks_seconds},
       {"bench_reference", &v1::RankReport::bench_reference_seconds},
-      {"bench_profile", &v1::RankReport::bench_profile_seconds}};
+      {"bench_profile", &v1::RankReport::bench_profile_seconds},
+      {"bench_quiet", &v1::RankReport::bench_quiet_seconds}};
   for (const auto& [name, field] : parts) {
     double slowest = 0;
     for (const auto& rep : reports) slowest = std::max(slowest, (rep.*field)());
