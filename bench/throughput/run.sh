@@ -4,14 +4,16 @@
 # submitted ROUNDS times each, all at once, W = 1, uncached. The worker runs them one after the
 # other (one job per node), each on the engine it started ahead (standby) where the last job's
 # shape fits. Printed: each job's verdict, its wall clock from submit to verdict and whether it
-# ran on a standby engine; then the wall clock from the first submit to the last verdict and
-# jobs per hour per GPU.
+# ran on a standby engine; for OK jobs, the reference timed in the job against the node's baseline,
+# how many compile tasks ran beside the job and the waits for the worker's word to time; then the
+# wall clock from the first submit to the last verdict and jobs per hour per GPU.
 #   bench/throughput/run.sh LAYOUT [ROUNDS=3] [OUT=/tmp/pkb-throughput]
 # LAYOUT holds server/pkb-coordinator, worker/daemon/pkb-worker, worker/engine/pkb-eval and
 # client/pkb (a build folder, or the links scripts/device/step-throughput.sh makes).
 # PKB_THROUGHPUT_COLD=1: each submission's source gets a comment line of its own, so that every
 # compile is new to the node's cache (an agent's loop submits new sources). PKB_COORDINATOR_FLAGS:
-# more flags for the coordinator (e.g. --compile-ahead=false).
+# more flags for the coordinator (e.g. --compile-ahead=false). PKB_THROUGHPUT_EXAMPLES="p001 p002":
+# only the examples whose names start so (default: all nine).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 layout=$(cd "$1" && pwd)
@@ -48,6 +50,11 @@ jobs=()
 for round in $(seq "$rounds"); do
   for src in "$root"/problems/examples/p0*.cu; do
     name=$(basename "$src" .cu)
+    if [[ -n "${PKB_THROUGHPUT_EXAMPLES:-}" ]]; then
+      keep=""
+      for prefix in $PKB_THROUGHPUT_EXAMPLES; do [[ "$name" == "$prefix"* ]] && keep=1; done
+      [[ -n "$keep" ]] || continue
+    fi
     problem=$((10#${name:1:3}))
     tag="$name-$round"
     if [[ -n "${PKB_THROUGHPUT_COLD:-}" ]]; then
@@ -76,7 +83,7 @@ out, start, end, gpus, tags = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]
 walls, standby, hits = [], 0, 0
 for tag in tags:
     t0, t1 = map(float, open(f"{out}/{tag}.time").read().split())
-    status, ahead, compiled = "no verdict", "", ""
+    status, ahead, compiled, timed = "no verdict", "", "", ""
     for line in open(f"{out}/{tag}.jsonl"):
         try:
             e = json.loads(line)
@@ -92,9 +99,15 @@ for tag in tags:
                 hit = c.get("cacheHit", False)
                 hits += hit
                 compiled = f"compile {c.get('seconds', 0):6.2f} s{' (cache hit)' if hit else ''}"
+            if status == "OK" and r.get("baseline"):
+                st = r.get("stageSeconds", {})
+                timed = (f"\n    reference in job {r['baseline'].get('wallPerIterUs', 0):6.2f} us, "
+                         f"node {r.get('baselineNodeUs', 0):6.2f} us over {r.get('baselineNodeSamples', 0)}; "
+                         f"compiles beside {r.get('compilesBeside', 0)}; word to time after "
+                         f"{st.get('quiet_word', 0) * 1e3:.1f} ms, judges waited {st.get('bench_quiet', 0) * 1e3:.1f} ms")
     standby += bool(ahead)
     walls.append(t1 - t0)
-    print(f"{tag:32s} {status:14s} submit to verdict {t1 - t0:7.2f} s  {compiled:28s}{ahead}")
+    print(f"{tag:32s} {status:14s} submit to verdict {t1 - t0:7.2f} s  {compiled:28s}{ahead}{timed}")
 total = end - start
 print(f"\n{len(tags)} jobs in {total:.1f} s on {gpus} GPU(s): {len(tags) / total * 3600 / gpus:.0f} jobs "
       f"per hour per GPU ({total / len(tags):.2f} s a job); {standby} on a standby engine; "

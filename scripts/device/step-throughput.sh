@@ -7,6 +7,7 @@
 # PKB_THROUGHPUT_AB="FLAGS": the measured run twice, first with these coordinator flags alone (to
 # $OUT/throughput-a), then with PKB_COORDINATOR_FLAGS (to $OUT/throughput). Compile ahead against
 # none: PKB_COORDINATOR_FLAGS=--compile-ahead=true PKB_THROUGHPUT_AB=--compile-ahead=false.
+# PKB_THROUGHPUT_EXAMPLES="p001 p002": those examples only (run.sh).
 BIN=$1; OUT=$2
 bash scripts/device/make-layout.sh "$BIN" /tmp/pkb-layout-throughput || { echo "SKIPPED"; exit 0; }
 ROUNDS=${PKB_THROUGHPUT_ROUNDS:-2}
