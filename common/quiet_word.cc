@@ -9,10 +9,12 @@
 #include <cerrno>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/hash.h"
 
 namespace pkb {
 
@@ -34,13 +36,10 @@ QuietListener::QuietListener(QuietListener&& other) noexcept
       pending_(std::move(other.pending_)) {}
 
 QuietListener& QuietListener::operator=(QuietListener&& other) noexcept {
-  if (this != &other) {
-    this->~QuietListener();
-    read_fd_ = std::exchange(other.read_fd_, -1);
-    write_fd_ = std::exchange(other.write_fd_, -1);
-    pending_ = std::move(other.pending_);
-  }
-  return *this;
+  std::swap(read_fd_, other.read_fd_);
+  std::swap(write_fd_, other.write_fd_);
+  std::swap(pending_, other.pending_);
+  return *this;  // `other` closes what this held
 }
 
 QuietListener::~QuietListener() {
@@ -87,6 +86,35 @@ absl::Status TellQuiet(const std::string& path, int compiles_beside) {
     return absl::InternalError(absl::StrCat("cannot write to ", path, ": ", strerror(error)));
   }
   return absl::OkStatus();
+}
+
+std::string GoWord(std::string_view report_key) {
+  return absl::StrCat("go ", absl::BytesToHexString(HmacSha256(report_key, "pkb quiet word")),
+                      "\n");
+}
+
+bool AwaitGoWord(int fd, const std::string& word, absl::Duration limit) {
+  const absl::Time end = absl::Now() + limit;
+  std::string line;
+  for (;;) {
+    const int64_t left_ms = absl::ToInt64Milliseconds(end - absl::Now());
+    if (left_ms <= 0) return false;
+    pollfd pfd{fd, POLLIN, 0};
+    const int ready = poll(&pfd, 1, static_cast<int>(left_ms));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    char c = 0;
+    const ssize_t n = read(fd, &c, 1);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) return false;
+    line += c;
+    if (c == '\n') {
+      if (!word.empty() && line == word) return true;
+      line.clear();
+    } else if (line.size() > word.size()) {
+      line.clear();  // not the word: the rest of this line goes too, a piece at a time
+    }
+  }
 }
 
 }  // namespace pkb

@@ -9,11 +9,14 @@
 //   std::optional<int> beside = l.Await(absl::Seconds(2));   // nullopt: no word came
 //   // worker, once its compiles are stopped
 //   TellQuiet(path, 1);                                     // "quiet 1\n"
+//   // engine, then, to rank 0's judge (its stdin)
+//   GoWord(report_key);
 #ifndef PKB_COMMON_QUIET_WORD_H_
 #define PKB_COMMON_QUIET_WORD_H_
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -44,6 +47,15 @@ class QuietListener {
 // Writes the word (one line, "quiet N") to the engine listening on `path`; an error where none
 // listens (ENXIO) or the FIFO is not there.
 absl::Status TellQuiet(const std::string& path, int compiles_beside);
+
+// The engine's word to rank 0's judge that it may time (one line, "\n" included): a MAC under the
+// rank's report key, which the judge took before any code of the submission ran, so that nothing
+// else that reaches the judge's stdin can say it.
+std::string GoWord(std::string_view report_key);
+
+// The judge's wait for `word` (GoWord's line) on `fd`: true once it came; false at the end of the
+// stream or after `limit`. Other lines are passed over, whatever their length.
+bool AwaitGoWord(int fd, const std::string& word, absl::Duration limit);
 
 }  // namespace pkb
 

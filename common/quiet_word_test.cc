@@ -75,7 +75,31 @@ TEST_CASE("what is not a word is no word", "[quiet]") {
   CHECK(!l->Await(absl::Milliseconds(100)).has_value());
   CHECK(!l->Await(absl::Milliseconds(100)).has_value());
   CHECK(!l->Await(absl::Milliseconds(100)).has_value());
-  CHECK(!l->Await(absl::Milliseconds(100)).has_value());  // 100 bytes without an end
+  // 100 bytes without an end: no word, at once rather than at the limit.
+  const absl::Time t0 = absl::Now();
+  CHECK(!l->Await(absl::Seconds(5)).has_value());
+  CHECK(absl::Now() - t0 < absl::Seconds(2));
+}
+
+TEST_CASE("the judge takes the engine's word and nothing else for it", "[quiet]") {
+  const std::string word = GoWord(std::string(32, 'k'));
+  CHECK(word.size() == 3 + 64 + 1);  // "go ", a hex MAC, the end of line
+  CHECK(word != GoWord(std::string(32, 'j')));
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  // Would-be words first (what else might reach the judge's stdin), then the engine's.
+  const std::string forged = "go\n\ngo 0000\n" + std::string(300, 'x') + "\n" +
+                             word.substr(0, word.size() - 2) + "\n" + "x" + word;
+  REQUIRE(write(fds[1], forged.data(), forged.size()) == static_cast<ssize_t>(forged.size()));
+  CHECK(!AwaitGoWord(fds[0], word, absl::Milliseconds(300)));  // none of them is the word
+  REQUIRE(write(fds[1], word.data(), word.size()) == static_cast<ssize_t>(word.size()));
+  CHECK(AwaitGoWord(fds[0], word, absl::Seconds(5)));
+  // The stream's end: no word, at once.
+  close(fds[1]);
+  const absl::Time t0 = absl::Now();
+  CHECK(!AwaitGoWord(fds[0], word, absl::Seconds(5)));
+  CHECK(absl::Now() - t0 < absl::Seconds(2));
+  close(fds[0]);
 }
 
 }  // namespace

@@ -192,14 +192,15 @@ TEST_CASE("an OK CPU result carries timings of both sides and every trial", "[en
   CHECK(parts <= 2 * j["stage_seconds"]["benchmark"].get<double>());
 }
 
-// pkb-eval as the worker runs it (--events, --quiet-from): at its BENCHMARKING event, `word`
-// (a count, or nothing when negative) is told after `delay`. The DONE event's result, and when
-// the event came.
+// pkb-eval as the worker runs it (--events, --quiet-from) on `candidate`: at its BENCHMARKING
+// event, `word` (a count, or nothing when negative) is told after `delay`. The DONE event's
+// result, and every event's message.
 struct QuietRun {
   nlohmann::json result;
   std::vector<std::string> messages;
 };
-QuietRun EvalWithWord(const std::string& cache, int world, int word, absl::Duration delay) {
+QuietRun EvalWithWord(const std::string& cache, int world, int word, absl::Duration delay,
+                      const std::string& candidate = "p001_correct.cc") {
   auto dir = MakeTempDir("/tmp", "pkb-quiet-");
   REQUIRE(dir.ok());
   const std::string fifo = *dir + "/quiet.fifo";
@@ -221,9 +222,10 @@ QuietRun EvalWithWord(const std::string& cache, int world, int word, absl::Durat
             "1",
             "-w",
             std::to_string(world),
-            Cpu("p001_correct.cc")};
+            Cpu(candidate)};
   o.timeout = absl::Seconds(240);
   std::thread teller;
+  absl::Status told;
   o.on_stdout_line = [&](const std::string& line) {
     nlohmann::json e = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!e.is_object()) return;
@@ -232,12 +234,13 @@ QuietRun EvalWithWord(const std::string& cache, int world, int word, absl::Durat
     if (e.value("stage", "") == "BENCHMARKING" && !teller.joinable() && word >= 0) {
       teller = std::thread([&] {
         absl::SleepFor(delay);
-        CHECK(TellQuiet(fifo, word).ok());
+        told = TellQuiet(fifo, word);
       });
     }
   };
   auto r = RunSubprocess(o);
   if (teller.joinable()) teller.join();
+  CHECK(told.ok());
   RemoveTree(*dir).IgnoreError();
   REQUIRE(r.ok());
   INFO(r->err);
@@ -259,8 +262,11 @@ TEST_CASE(
     INFO(quiet.result.dump(1));
     REQUIRE(quiet.result["status"] == "OK");
     CHECK(quiet.result.value("compiles_beside", 0) == 0);
-    CHECK(quiet.result["stage_seconds"]["quiet_word"].get<double>() >= 0.35);
-    CHECK(quiet.result["stage_seconds"]["bench_quiet"].get<double>() >= 0.35);
+    const double word_s = quiet.result["stage_seconds"]["quiet_word"].get<double>();
+    const double waited_s = quiet.result["stage_seconds"]["bench_quiet"].get<double>();
+    CHECK(word_s >= 0.35);
+    CHECK(waited_s >= 0.35);
+    CHECK(waited_s < word_s + 1.0);  // the word, not rank 0's own limit (10 s), ended the wait
     const int samples = quiet.result["baseline_node_samples"].get<int>();
     // Two compiles ran beside it: the speedup uses the node's baseline as it was.
     QuietRun busy = EvalWithWord(*cache, world, 2, absl::Milliseconds(50));
@@ -274,6 +280,7 @@ TEST_CASE(
     REQUIRE(silent.result["status"] == "OK");
     CHECK(silent.result["compiles_beside"] == -1);
     CHECK(silent.result["stage_seconds"]["quiet_word"].get<double>() >= 1.9);
+    CHECK(silent.result["stage_seconds"]["bench_quiet"].get<double>() < 5);  // the engine's go
     CHECK(silent.result["baseline_node_samples"] == samples);
     CHECK(std::any_of(silent.messages.begin(), silent.messages.end(), [](const std::string& m) {
       return m.find("the worker did not say within 2s") != std::string::npos;
@@ -282,6 +289,14 @@ TEST_CASE(
     QuietRun again = EvalWithWord(*cache, world, 0, absl::ZeroDuration());
     REQUIRE(again.result["status"] == "OK");
     CHECK(again.result["baseline_node_samples"] == samples + 1);
+    // A submission that tries to write would-be words into every stdin pipe it can reach (it
+    // fails, RUNTIME_ERROR, where it reaches one) still finds the judges waiting for the word.
+    QuietRun forged =
+        EvalWithWord(*cache, world, 0, absl::Milliseconds(400), "p001_quiet_forger.cc");
+    INFO(forged.result.dump(1));
+    REQUIRE(forged.result["status"] == "OK");
+    CHECK(forged.result["stage_seconds"]["bench_quiet"].get<double>() >= 0.35);
+    CHECK(forged.result["baseline_node_samples"] == samples + 2);
   }
   RemoveTree(*cache).IgnoreError();
 }

@@ -135,7 +135,8 @@ class EngineOutput {
       final_result_ = event.result();
       if (on_verdict_ && !cancel_->cancelled()) on_verdict_(*final_result_);
     } else {
-      on_event_(event);
+      // The judges wait for this word: it goes before the event (which the caller may take a
+      // while to pass on).
       if (event.stage() == v1::BENCHMARKING && !quiet_fifo_.empty() && !quiet_told_) {
         quiet_told_ = true;
         // No callback: nothing else of the caller runs (an engine started ahead listens anyway).
@@ -146,6 +147,7 @@ class EngineOutput {
                        std::string(s.message()));
         }
       }
+      on_event_(event);
     }
   }
 

@@ -46,17 +46,27 @@ class CancelToken {
   }
   // Stops (SIGSTOP) or resumes (SIGCONT) the run's process and everything it started, whatever
   // their process group or session: a compile beside a job that is being timed waits meanwhile.
-  // The processes stopped (none when resuming, or before the run's process is known: it then
-  // runs on).
+  // The processes stopped (none when resuming). A run whose process is not known yet (it is
+  // starting) is waited for, kProcessWait at most; one that says nothing for that long runs on.
   std::vector<pid_t> Pause(bool paused) {
     absl::MutexLock lock(&mu_);
     if (paused_ == paused) return {};
     paused_ = paused;
-    if (pgid_ <= 0) return {};
+    if (paused && pgid_ <= 0) {
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](CancelToken* t) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                 return t->pgid_ > 0 || t->cancelled_;
+                               },
+                               this),
+                           kProcessWait);
+    }
+    if (pgid_ <= 0 || cancelled_) return {};
     std::vector<pid_t> signalled = SignalTree(pgid_, paused ? SIGSTOP : SIGCONT);
     if (!paused) signalled.clear();
     return signalled;
   }
+  // How long Pause waits for a starting run's process to be known (its shell prints it first).
+  static constexpr absl::Duration kProcessWait = absl::Milliseconds(500);
   // The executor tells where the job's processes are (and learns if it was cancelled already).
   void SetProcessGroup(pid_t pgid) {
     absl::MutexLock lock(&mu_);
@@ -79,9 +89,9 @@ class Executor {
  public:
   using EventCallback = std::function<void(const v1::EvalEvent&)>;
   using VerdictCallback = std::function<void(const v1::EvalResult&)>;
-  // Called once, when the job is about to be timed (its first BENCHMARKING event, which went to
-  // on_event first): returns once the worker's other work is stopped, with how many compile
-  // tasks ran beside the job (EvalResult.compiles_beside). The job is timed after it returns.
+  // Called once, when the job is about to be timed (its first BENCHMARKING event, before that goes
+  // to on_event): returns once the worker's other work is stopped, with how many compile tasks
+  // ran beside the job (EvalResult.compiles_beside). The job is timed after it returns.
   // Empty: nothing else of the caller runs (0).
   using QuietCallback = std::function<int()>;
   virtual ~Executor() = default;

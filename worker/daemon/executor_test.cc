@@ -70,39 +70,6 @@ TEST_CASE("the engine's events are streamed and its verdict returned", "[executo
             .status() == v1::COMPILE_ERROR);
 }
 
-TEST_CASE("at the timing, the engine is told how many compiles ran beside the job", "[executor]") {
-  Scratch s;
-  for (bool standby : {false, true}) {
-    CAPTURE(standby);
-    EngineExecutor exec({.engine = PKB_FAKE_ENGINE, .scratch = s.dir, .standby = standby});
-    CancelToken cancel;
-    std::vector<v1::Stage> seen;
-    int asked = 0;
-    const Executor::QuietCallback quiet = [&] {
-      ++asked;
-      seen.push_back(v1::DONE);  // marks when it ran among the events
-      return 3;
-    };
-    const auto on_event = [&](const v1::EvalEvent& e) { seen.push_back(e.stage()); };
-    // With standby, the first job starts the engine for the second.
-    for (int job = 0; job < (standby ? 2 : 1); ++job) {
-      asked = 0;
-      seen.clear();
-      v1::EvalResult r = exec.Run(Lease("FAKE_OK"), on_event, {}, quiet, &cancel);
-      CHECK(r.status() == v1::OK);
-      CHECK(r.compiles_beside() == 3);
-      CHECK(asked == 1);
-      REQUIRE(seen.size() >= 2);
-      CHECK(seen[seen.size() - 2] == v1::BENCHMARKING);  // asked right after the event
-      CHECK(seen.back() == v1::DONE);
-    }
-    // No callback: nothing else runs (told 0 where the engine listens, or not asked at all).
-    v1::EvalResult r = exec.Run(Lease("FAKE_OK"), on_event, {}, {}, &cancel);
-    CHECK(r.status() == v1::OK);
-    CHECK(r.compiles_beside() == 0);
-  }
-}
-
 TEST_CASE("the verdict is passed on when the engine gives it, before the engine has ended",
           "[executor]") {
   Scratch s;
@@ -494,6 +461,85 @@ TEST_CASE("a paused run stops its whole tree, other sessions included, and a can
   }
   CHECK((StateOf(apart) == 0 || StateOf(apart) == 'Z'));
   (void)RemoveTree(dir);
+}
+
+TEST_CASE("a pause waits for a starting run's process, and stops it once known", "[executor]") {
+  const std::string dir = *MakeTempDir("/tmp/pkb-test", "pause-");
+  SubprocessOptions o;
+  o.argv = {"/bin/sh", "-c", absl::StrCat("echo $$ > ", dir, "/pid; exec sleep 60")};
+  o.timeout = absl::Seconds(60);
+  CancelToken token;
+  std::thread run([&] { (void)RunSubprocess(o); });
+  pid_t pid = 0;
+  for (int i = 0; i < 500 && pid == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+    if (auto r = ReadFile(dir + "/pid"); r.ok())
+      (void)absl::SimpleAtoi(absl::StripAsciiWhitespace(*r), &pid);
+  }
+  REQUIRE(pid > 0);
+  // The executor learns of the process 200 ms into the pause (as a shell's pid line comes).
+  std::thread told([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    token.SetProcessGroup(pid);
+  });
+  const std::vector<pid_t> stopped = token.Pause(true);
+  told.join();
+  CHECK(stopped == std::vector<pid_t>{pid});
+  for (int i = 0; i < 100 && StateOf(pid) != 'T'; ++i) absl::SleepFor(absl::Milliseconds(10));
+  CHECK(StateOf(pid) == 'T');
+  token.Cancel();
+  run.join();
+  // A run whose process never comes: the pause gives up after its wait and stops nothing.
+  CancelToken never;
+  const absl::Time t0 = absl::Now();
+  CHECK(never.Pause(true).empty());
+  CHECK(absl::Now() - t0 >= CancelToken::kProcessWait);
+  (void)RemoveTree(dir);
+}
+
+TEST_CASE("at the timing, the engine is told how many compiles ran beside the job", "[executor]") {
+  Scratch s;
+  const std::string log = s.dir + "/engine.log";
+  setenv("FAKE_PKB_EVAL_LOG", log.c_str(), 1);
+  for (bool standby : {false, true}) {
+    CAPTURE(standby);
+    EngineExecutor exec({.engine = PKB_FAKE_ENGINE, .scratch = s.dir, .standby = standby});
+    CancelToken cancel;
+    std::vector<v1::Stage> seen;
+    int asked = 0;
+    const Executor::QuietCallback quiet = [&] {
+      ++asked;
+      seen.push_back(v1::DONE);  // marks when it ran among the events
+      return 3;
+    };
+    const auto on_event = [&](const v1::EvalEvent& e) { seen.push_back(e.stage()); };
+    // With standby, the first job starts the engine for the second.
+    for (int job = 0; job < (standby ? 2 : 1); ++job) {
+      if (job > 0) AwaitStandby(exec);
+      asked = 0;
+      seen.clear();
+      v1::EvalResult r = exec.Run(Lease("FAKE_OK"), on_event, {}, quiet, &cancel);
+      CHECK(r.status() == v1::OK);
+      CHECK(r.compiles_beside() == 3);
+      CHECK(asked == 1);
+      REQUIRE(seen.size() >= 2);
+      CHECK(seen[seen.size() - 2] == v1::DONE);  // asked right before the event goes on
+      CHECK(seen.back() == v1::BENCHMARKING);
+    }
+    // No callback: nothing else runs (told 0 where the engine listens, or not asked at all).
+    if (standby) AwaitStandby(exec);
+    v1::EvalResult r = exec.Run(Lease("FAKE_OK"), on_event, {}, {}, &cancel);
+    CHECK(r.status() == v1::OK);
+    CHECK(r.compiles_beside() == 0);
+  }
+  // Two jobs without standby, then three with: the first on an engine of its own, the others on
+  // engines started ahead (their log lines say so).
+  const std::vector<std::string> lines = LogLines(log);
+  REQUIRE(lines.size() == 5);
+  for (int i = 0; i < 3; ++i) CHECK(lines[i].find("standby=") == std::string::npos);
+  CHECK(lines[3].find("standby=2:cuda") != std::string::npos);
+  CHECK(lines[4].find("standby=2:cuda") != std::string::npos);
+  unsetenv("FAKE_PKB_EVAL_LOG");
 }
 
 }  // namespace

@@ -78,9 +78,11 @@ struct EvalOptions {
   // The GPU lock is then theirs (gpu_lock.h). Empty: the whole node.
   std::vector<std::string> gpus;
   std::vector<int> gpu_minors;
-  // The worker's word that the job may be timed (common/quiet_word.h), a FIFO it made: before
-  // they time anything the judges wait (kQuietWait at most) for the worker to say, there, that
-  // its other work is stopped and how much of it ran beside the job (EvalResult.compiles_beside).
+  // The worker's word that the job may be timed (common/quiet_word.h), a FIFO it made: once rank
+  // 0 says it will time, the engine waits (kQuietWait at most) for the worker to say, there, that
+  // its other work is stopped and how much of it ran beside the job (EvalResult.compiles_beside),
+  // then gives rank 0 its word (judge.h RankOptions::await_quiet), which the judges wait for.
+  // Only a job timed after a word of none beside it adds to the node's baseline store.
   // Empty: nobody is asked (pkb-eval run alone).
   std::string quiet_from;
 };

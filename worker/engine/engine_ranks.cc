@@ -231,7 +231,8 @@ void Evaluation::NoteLaunch() {
 
 std::string Evaluation::AwaitQuiet() {
   if (!quiet_) return "";
-  if (quiet_asked_) return "go\n";
+  const std::string go = report_keys_.empty() ? "" : GoWord(report_keys_[0]);
+  if (quiet_asked_) return go;
   quiet_asked_ = true;
   const absl::Time t0 = absl::Now();
   const std::optional<int> beside = quiet_->Await(kQuietWait);
@@ -244,7 +245,17 @@ std::string Evaluation::AwaitQuiet() {
                               " that its other work is stopped; timing all the same (this "
                               "job's reference does not join the node's baseline)"));
   }
-  return "go\n";
+  return go;
+}
+
+bool Evaluation::TimedAlone(const std::vector<const v1::RankReport*>& reports) {
+  if (o_.quiet_from.empty()) return true;  // nobody to ask: pkb-eval alone
+  bool heard = false;
+  for (const v1::RankReport* rep : reports) heard |= rep->rank() == 0 && rep->quiet_word_heard();
+  // Timed without the word (the engine never saw rank 0 say it would time, say).
+  if (!heard) compiles_beside_ = -1;
+  r_.set_compiles_beside(compiles_beside_);
+  return compiles_beside_ == 0;
 }
 
 bool Evaluation::SettleEarly(const LaunchResult& so_far) {
@@ -269,7 +280,9 @@ bool Evaluation::SettleEarly(const LaunchResult& so_far) {
     absl::StatusOr<std::vector<double>> recent =
         BaselineStore(o_.cache_dir + "/baselines")
             .Recent(BaselineKeyFor(parsed.reports[0]->device_name()));
-    const int joins = compiles_beside_ == 0 ? 1 : 0;  // this job's own (Judge)
+    std::vector<const v1::RankReport*> reports;
+    for (const auto& rep : parsed.reports) reports.push_back(&*rep);
+    const int joins = TimedAlone(reports) ? 1 : 0;  // this job's own (Judge)
     if (!recent.ok() || static_cast<int>(recent->size()) + joins < o_.settle_baseline) return false;
   }
   if (gated_) {
@@ -384,13 +397,15 @@ Verdict Evaluation::Judge(ParsedReports parsed, bool early) {
   }
   if (v.status == v1::OK && o_.baseline && r_.baseline().wall_per_iter_us() > 0) {
     // The node's baseline: this job's measurement joins its newest ones (baseline_store.h), unless
-    // other work of the worker ran beside the job (or the worker did not say): it may have left
-    // the node slower than it is for a job alone.
+    // other work of the worker ran beside the job, or it was timed without the worker's word: that
+    // may have left the node slower than it is for a job alone.
+    std::vector<const v1::RankReport*> rank_reports;
+    for (const auto& rep : reports) rank_reports.push_back(&rep);
+    const bool alone = TimedAlone(rank_reports);
     BaselineStore store(o_.cache_dir + "/baselines");
     const std::string key = BaselineKeyFor(r_.gpu());
     absl::StatusOr<std::vector<double>> recent =
-        compiles_beside_ == 0 ? store.Record(key, r_.baseline().wall_per_iter_us())
-                              : store.Recent(key);
+        alone ? store.Record(key, r_.baseline().wall_per_iter_us()) : store.Recent(key);
     if (recent.ok() && !o_.baseline_only) {
       const int have = static_cast<int>(recent->size());
       // Not while the ranks still end (SettleEarly checked the store; it changed since): the
@@ -420,6 +435,12 @@ Verdict Evaluation::Judge(ParsedReports parsed, bool early) {
       ApplyNodeBaseline(*recent, &r_);
       v.message = absl::StrFormat("correct on %d rank(s) in %d trial(s); speedup %.3fx",
                                   run_.world_size(), run_.trials(), r_.speedup());
+      if (!alone && recent->empty()) {
+        // Nothing better to score against: said so, where the score is read.
+        absl::StrAppend(&v.message,
+                        " against this job's own reference, timed after other work of the "
+                        "worker ran beside the job (this node has no measurement of it alone)");
+      }
     }
   }
   return v;

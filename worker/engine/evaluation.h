@@ -167,6 +167,11 @@ class Evaluation {
   // for nothing). Once per job: a second line is answered at once.
   std::string AwaitQuiet();
 
+  // Whether the job was timed with nothing of the worker's other work beside it: the worker said
+  // none ran (compiles_beside_ 0) and rank 0 heard the engine's word. Sets compiles_beside in the
+  // result (-1 where rank 0 timed without the word). True where nobody was asked.
+  bool TimedAlone(const std::vector<const v1::RankReport*>& reports);
+
   // Polled by the launcher while the ranks run (LaunchSpec::settled): once every rank's report
   // is in, signed and well formed, the verdict is given from them at once (Finish), while the
   // ranks' processes still exit; `early_` keeps it for Run. Not where the node's baseline is

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "common/eval_spec.h"
 #include "common/files.h"
+#include "common/quiet_word.h"
 #include "pkb/v1/rank_host.pb.h"
 #include "pkb/v1/result.pb.h"
 #include "problems/harness/check.h"
@@ -43,31 +44,6 @@ void ReportProgress(int rank, const std::string& json) {
   std::printf("PKB-PROGRESS %s\n", json.c_str());
   std::fflush(stdout);
 }
-
-namespace {
-
-// Rank 0's wait for the engine's word to time (RankOptions::await_quiet): a line on stdin, its
-// end, or kQuietLimitSeconds.
-void AwaitEnginesWord() {
-  const auto limit = std::chrono::steady_clock::now() +
-                     std::chrono::milliseconds(static_cast<int64_t>(kQuietLimitSeconds * 1e3));
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        limit - std::chrono::steady_clock::now());
-    pollfd pfd{0, POLLIN, 0};
-    if (left.count() <= 0 || poll(&pfd, 1, static_cast<int>(left.count())) == 0) {
-      std::fprintf(stderr, "pkb-rank 0: no word from the engine within %.0f s; timing anyway\n",
-                   kQuietLimitSeconds);
-      return;
-    }
-    char c = 0;
-    const ssize_t n = read(0, &c, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || c == '\n') return;
-  }
-}
-
-}  // namespace
 
 // Every rank agrees: true only if `ok` holds on all of them.
 absl::StatusOr<bool> Judge::AllOk(bool ok) {
@@ -377,7 +353,16 @@ absl::Status RunJudge(const RankOptions& o, CandidateHost* host_process,
   ReportProgress(o.rank, "{\"stage\": \"BENCHMARKING\"}");
   if (o.await_quiet) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (o.rank == 0) AwaitEnginesWord();
+    if (o.rank == 0) {
+      const bool heard = AwaitGoWord(0, o.go_word, absl::Seconds(kQuietLimitSeconds));
+      if (!heard) {
+        std::fprintf(stderr,
+                     "pkb-rank 0: no word from the engine (within %.0f s, or before its "
+                     "end); timing anyway\n",
+                     kQuietLimitSeconds);
+      }
+      report->set_quiet_word_heard(heard);
+    }
     // The others wait for rank 0, and none times before all are here.
     PKB_ASSIGN_OR_RETURN(bool ok, runner.AllOk(true));
     (void)ok;

@@ -33,11 +33,14 @@ struct RankOptions {
   // Empty: `candidate` is ready at start.
   std::string candidate_gate;
   double gate_limit_s = 240;  // the longest wait for the gate
-  // Before it times anything, rank 0 waits for the engine's word on its stdin (a line, "go"):
-  // the engine gives it once the worker has stopped its other work (its compiles) and said so
-  // (engine.h EvalOptions::quiet_from), and the other ranks wait for rank 0. A word that never
-  // comes (the stdin closed, or kQuietLimitSeconds passed) does not stop the job.
+  // Before it times anything, rank 0 waits for the engine's word on its stdin (the line
+  // `go_word`, common/quiet_word.h GoWord; other lines are passed over): the engine gives it once
+  // the worker has stopped its other work (its compiles) and said so (engine.h
+  // EvalOptions::quiet_from), and the other ranks wait for rank 0. A word that never comes (the
+  // stdin ended, or kQuietLimitSeconds passed) does not stop the job; rank 0's report says
+  // whether it came (RankReport.quiet_word_heard).
   bool await_quiet = false;
+  std::string go_word;  // from the rank's report key (pkb-rank sets it once it took the key)
 };
 
 // The longest a judge waits for the engine's word to time (RankOptions::await_quiet).

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -152,13 +153,24 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
   const bool grouped = spec.sandbox != nullptr && !mpirun;
   int processes = mpirun || grouped ? 1 : spec.world;
   std::vector<Child> children(processes);
-  int progress_pipe[2], status_pipe[2] = {-1, -1};
+  int progress_pipe[2] = {-1, -1}, status_pipe[2] = {-1, -1}, answer_pipe[2] = {-1, -1};
+  // Whatever way Run leaves, its pipes' ends that are still open close (the normal way closes
+  // each where it is done with it, and marks it -1).
+  auto close_fd = [](int& fd) {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  };
+  absl::Cleanup close_pipes = [&] {
+    for (int* p : {progress_pipe, status_pipe, answer_pipe}) {
+      close_fd(p[0]);
+      close_fd(p[1]);
+    }
+  };
   if (pipe2(progress_pipe, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   if (grouped && pipe2(status_pipe, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   // Rank 0's stdin (mpirun's, which passes it on to rank 0; the group's, which gives it to rank
   // 0 alone): on_progress's answers. Written without blocking (an answer is a word), and its read
   // end stays open here too, so that an answer to a rank that has ended raises no SIGPIPE.
-  int answer_pipe[2] = {-1, -1};
   if (spec.answer_rank0 && pipe2(answer_pipe, O_CLOEXEC) != 0)
     return absl::InternalError("pipe failed");
   if (answer_pipe[1] >= 0) fcntl(answer_pipe[1], F_SETFL, O_NONBLOCK);
@@ -267,7 +279,7 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
       if (grouped) dup2(status_pipe[1], 3);  // dup2 clears close-on-exec
       if (i == 0 && answer_pipe[0] >= 0) {
         dup2(answer_pipe[0], 0);
-      } else if (int devnull = open("/dev/null", O_RDONLY); devnull >= 0) {
+      } else if (int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC); devnull >= 0) {
         dup2(devnull, 0);
       }
       execvpe(cargv[0], cargv.data(), cenv.data());
@@ -278,8 +290,8 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
     close(log_fd);
     children[i].pid = pid;
   }
-  if (grouped) close(status_pipe[1]);
-  close(progress_pipe[1]);
+  close_fd(status_pipe[1]);
+  close_fd(progress_pipe[1]);
 
   LaunchResult result;
   std::string buffer;
@@ -382,10 +394,9 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
       result.settled = spec.settled(so_far);
     }
   }
-  close(progress_pipe[0]);
-  for (int fd : answer_pipe) {
-    if (fd >= 0) close(fd);
-  }
+  close_fd(progress_pipe[0]);
+  close_fd(answer_pipe[0]);
+  close_fd(answer_pipe[1]);
   if (spec.before_cleanup) spec.before_cleanup();
   KillProcessGroup(pgid, SIGKILL);  // anything a rank left behind
   // Ranks that left the group (mpirun starts its ranks in their own sessions) were re-parented
@@ -394,7 +405,7 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
   if (grouped) {
     result.first_failed = -1;  // the group's own exit says little; its lines say who failed
     ReadGroupStatus(status_pipe[0], spec, children[0].exit, result);
-    close(status_pipe[0]);
+    close_fd(status_pipe[0]);
   } else {
     for (auto& c : children) result.ranks.push_back(c.exit);
   }

@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
       if (rank > 0) {
         // Rank 0 alone reads the engine's answers (launcher.h LaunchSpec::answer_rank0).
         dup2(log_fd, 1);
-        if (int devnull = open("/dev/null", O_RDONLY); devnull >= 0) dup2(devnull, 0);
+        if (int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC); devnull >= 0) dup2(devnull, 0);
       }
       dup2(log_fd, 2);
       prctl(PR_SET_PDEATHSIG, SIGKILL);

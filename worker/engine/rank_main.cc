@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "common/eval_spec.h"
 #include "common/files.h"
+#include "common/quiet_word.h"
 #include "pkb/v1/result.pb.h"
 #include "worker/engine/candidate_host.h"
 #include "worker/engine/core_pinning.h"
@@ -239,6 +240,7 @@ int main(int argc, char** argv) {
       // A functional run times no reference (engine.h).
       if (o.spec.functional()) o.baseline = false;
       key = pkb::TakeReportKey(o.report, o.rank);
+      if (!key.empty()) o.go_word = pkb::GoWord(key);
       s = pkb::RunJudge(o, &host, std::move(early), &report, &kept);
     }
   } catch (const std::exception& e) {
