@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--compile-ahead", o.scheduler.compile_ahead,
                  "compile queued jobs' sources on busy workers that could run them, which then "
-                 "take those jobs first (true or false; off by default: see docs/service.md)")
+                 "take those jobs first (true or false)")
       ->capture_default_str();
   app.add_option("--harness-version", o.scheduler.harness_version, "harness version jobs require")
       ->capture_default_str();

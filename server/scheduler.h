@@ -37,18 +37,18 @@
 // UNAVAILABLE, and Tick answers DEADLINE_EXCEEDED for one past compile_deadline, so every
 // StartCompile is answered exactly once.
 //
-// Compile ahead (SchedulerOptions.compile_ahead, off by default): a queued job's source is
+// Compile ahead (SchedulerOptions.compile_ahead, on by default): a queued job's source is
 // compiled while it waits, on a busy worker that could run it (its job running or finishing,
 // healthy, undrained, fewer compile tasks in flight than its compile slots, and no compile ahead
 // of its own in flight): a compile task with no caller (`ahead`), for the oldest queued jobs (at
-// most kAheadLookahead looked at per Dispatch). The node's compile cache keeps the library (or the compile error). The job is
-// marked as that worker's; when the worker next becomes idle, it takes that job first if it is
-// still queued and no older job it could run was passed over already: each queued job is passed
-// over this way once at most, then it goes first in queue order (a confirmation is never taken by
-// the worker it avoids while another could run it). Any other idle worker takes jobs in queue order
-// as before, marked or not, and the job then compiles where it runs. The mark is dropped when the
-// job is leased or finished, or the worker lost, draining or unhealthy. Nothing of it is stored: a
-// coordinator restart forgets it.
+// most kAheadLookahead looked at per Dispatch). The node's compile cache keeps the library (or the
+// compile error). The job is marked as that worker's; when the worker next becomes idle, it takes
+// that job first if it is still queued and no older job it could run was passed over already: each
+// queued job is passed over this way once at most, then it goes first in queue order (a
+// confirmation is never taken by the worker it avoids while another could run it). Any other idle
+// worker takes jobs in queue order as before, marked or not, and the job then compiles where it
+// runs. The mark is dropped when the job is leased or finished, or the worker lost, draining or
+// unhealthy. Nothing of it is stored: a coordinator restart forgets it.
 //
 // Shape runs (docs/leaderboard.md, "Shape runs"): a ranked original that gets a confirmation also
 // gets up to two shape runs, queued right after it and before the DONE that names them: the same
@@ -114,10 +114,10 @@ struct SchedulerOptions {
   // Tasks in flight per compile slot of a worker (the rest wait on the worker); past it for every
   // worker that could compile, StartCompile answers UNAVAILABLE (busy).
   int compile_tasks_per_slot = 4;
-  // Compile queued jobs ahead on busy workers that could run them (above). Off by default: jobs
-  // timed with compiles ahead beside them measured the reference slower in the job, which feeds
-  // the node's baseline (docs/benchmarks.md, "Compile ahead").
-  bool compile_ahead = false;
+  // Compile queued jobs ahead on busy workers that could run them (above). The compiles are
+  // stopped before a job's timing, and a job with any beside it keeps its reference out of the
+  // node's baseline (docs/service.md, "Compile ahead").
+  bool compile_ahead = true;
 };
 
 // Receives one job's events, history first, the last one DONE.

@@ -15,7 +15,8 @@ using testing::Fixture;
 using testing::RecordingConnection;
 using testing::Tasks;
 
-// A scheduler with compile ahead on (SchedulerOptions.compile_ahead is off by default).
+// A scheduler with compile ahead on (SchedulerOptions.compile_ahead's default, said here so that
+// these tests do not rest on it).
 void AheadOn(Fixture& f) {
   f.options.compile_ahead = true;
   f.scheduler.reset();
@@ -142,8 +143,12 @@ TEST_CASE(
     "no compile ahead when off, without compile slots, past them, or on the worker a "
     "confirmation avoids",
     "[scheduler][ahead]") {
-  SECTION("off, the default") {
+  SECTION("off") {
     Fixture f;
+    CHECK(SchedulerOptions().compile_ahead);  // the default: on
+    f.options.compile_ahead = false;
+    f.scheduler.reset();
+    f.scheduler = std::make_unique<Scheduler>(f.store.get(), &f.clock, f.catalog.get(), f.options);
     auto x = AddCompiler(f, 1, "x", "h200", 1);
     Submit(f, "A");
     Submit(f, "B");
