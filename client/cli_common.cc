@@ -205,6 +205,16 @@ void PrintResult(const v1::EvalResult& r) {
         r.baseline_node_samples() > 0 ? r.baseline_node_us() : r.baseline().wall_per_iter_us(),
         r.baseline_node_samples() > 0 ? "; the node's median" : "", r.speedup(), r.speedup_low(),
         r.speedup_high(), r.speedup_events());
+    if (r.compiles_beside() > 0) {
+      std::printf(
+          "  %d compile task(s) of the worker ran beside this job (stopped before its timing): "
+          "its own measurement of the reference stays out of the node's baseline\n",
+          r.compiles_beside());
+    } else if (r.compiles_beside() < 0) {
+      std::printf(
+          "  timed without the worker's word that its other work was stopped: its own "
+          "measurement of the reference stays out of the node's baseline\n");
+    }
     if (r.roofline().busbw_gbps() > 0) {
       std::printf("  algbw %.1f GB/s, busbw %.1f GB/s, %.1f%% of the NVLink roofline\n",
                   r.roofline().algbw_gbps(), r.roofline().busbw_gbps(),

@@ -347,6 +347,18 @@ TEST_CASE("compile tasks beside a job wait while it is timed and go on at its ve
   CHECK(events.back().result().status() == v1::OK);
   // The engine was told, before the timing, that one compile ran beside the job.
   CHECK(events.back().result().compiles_beside() == 1);
+  {
+    // And the CLI says why this job's reference is not in the node's baseline.
+    SubprocessOptions o;
+    o.argv = {PKB_CLI_BIN, "--coordinator", absl::StrCat("127.0.0.1:", c.port), "get",
+              events.back().job_id()};
+    o.timeout = absl::Seconds(60);
+    absl::StatusOr<SubprocessResult> got = RunSubprocess(o);
+    REQUIRE(got.ok());
+    INFO(got->out);
+    CHECK(got->out.find("1 compile task(s) of the worker ran beside this job (stopped before its "
+                        "timing)") != std::string::npos);
+  }
   REQUIRE(check.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
   v1::CheckAnswer a = check.get();
   CHECK(a.compile_verdict() == v1::CheckAnswer::COMPILED);
