@@ -89,13 +89,16 @@ absl::Status TellQuiet(const std::string& path, int compiles_beside) {
 }
 
 std::string GoWord(std::string_view report_key) {
-  return absl::StrCat("go ", absl::BytesToHexString(HmacSha256(report_key, "pkb quiet word")),
-                      "\n");
+  // A key of its own, derived from the report key, so that the word is no report's MAC.
+  const std::string key = HmacSha256(report_key, "pkb quiet word key");
+  return absl::StrCat("go ", absl::BytesToHexString(HmacSha256(key, "go")), "\n");
 }
 
 bool AwaitGoWord(int fd, const std::string& word, absl::Duration limit) {
   const absl::Time end = absl::Now() + limit;
-  std::string line;
+  // The last word.size() bytes: the word is taken where a line ends in it, whatever came before
+  // on that line (a MAC: nothing else ends so).
+  std::string tail;
   for (;;) {
     const int64_t left_ms = absl::ToInt64Milliseconds(end - absl::Now());
     if (left_ms <= 0) return false;
@@ -107,13 +110,9 @@ bool AwaitGoWord(int fd, const std::string& word, absl::Duration limit) {
     const ssize_t n = read(fd, &c, 1);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
     if (n <= 0) return false;
-    line += c;
-    if (c == '\n') {
-      if (!word.empty() && line == word) return true;
-      line.clear();
-    } else if (line.size() > word.size()) {
-      line.clear();  // not the word: the rest of this line goes too, a piece at a time
-    }
+    tail += c;
+    if (tail.size() > word.size()) tail.erase(0, tail.size() - word.size());
+    if (c == '\n' && !word.empty() && tail == word) return true;
   }
 }
 

@@ -48,13 +48,13 @@ class QuietListener {
 // listens (ENXIO) or the FIFO is not there.
 absl::Status TellQuiet(const std::string& path, int compiles_beside);
 
-// The engine's word to rank 0's judge that it may time (one line, "\n" included): a MAC under the
-// rank's report key, which the judge took before any code of the submission ran, so that nothing
-// else that reaches the judge's stdin can say it.
+// The engine's word to rank 0's judge that it may time (one line, "\n" included): a MAC under a
+// key derived from the rank's report key, which the judge took before any code of the submission
+// ran, so that nothing else that reaches the judge's stdin can say it.
 std::string GoWord(std::string_view report_key);
 
-// The judge's wait for `word` (GoWord's line) on `fd`: true once it came; false at the end of the
-// stream or after `limit`. Other lines are passed over, whatever their length.
+// The judge's wait for `word` (GoWord's line) on `fd`: true once a line ended in it; false at the
+// end of the stream or after `limit`. Other lines are passed over, whatever their length.
 bool AwaitGoWord(int fd, const std::string& word, absl::Duration limit);
 
 }  // namespace pkb

@@ -89,10 +89,12 @@ TEST_CASE("the judge takes the engine's word and nothing else for it", "[quiet]"
   REQUIRE(pipe(fds) == 0);
   // Would-be words first (what else might reach the judge's stdin), then the engine's.
   const std::string forged = "go\n\ngo 0000\n" + std::string(300, 'x') + "\n" +
-                             word.substr(0, word.size() - 2) + "\n" + "x" + word;
+                             word.substr(0, word.size() - 2) + "\n" + word.substr(1);
   REQUIRE(write(fds[1], forged.data(), forged.size()) == static_cast<ssize_t>(forged.size()));
   CHECK(!AwaitGoWord(fds[0], word, absl::Milliseconds(300)));  // none of them is the word
-  REQUIRE(write(fds[1], word.data(), word.size()) == static_cast<ssize_t>(word.size()));
+  // The word after bytes without an end of line (a piece of one left on the pipe) still counts.
+  const std::string late = "half a line " + word;
+  REQUIRE(write(fds[1], late.data(), late.size()) == static_cast<ssize_t>(late.size()));
   CHECK(AwaitGoWord(fds[0], word, absl::Seconds(5)));
   // The stream's end: no word, at once.
   close(fds[1]);

@@ -291,6 +291,13 @@ TEST_CASE(
     CHECK(again.result["baseline_node_samples"] == samples + 1);
     // A submission that tries to write would-be words into every stdin pipe it can reach (it
     // fails, RUNTIME_ERROR, where it reaches one) still finds the judges waiting for the word.
+    // Only in the sandbox: outside it (PKB_SANDBOX=off, scripts/test.sh where bwrap cannot run)
+    // it would write into other processes' stdin on this machine.
+    const char* sandbox = std::getenv("PKB_SANDBOX");
+    if (sandbox != nullptr && std::string(sandbox) == "off") {
+      WARN("PKB_SANDBOX=off: the forger's case needs the sandbox; not run");
+      continue;
+    }
     QuietRun forged =
         EvalWithWord(*cache, world, 0, absl::Milliseconds(400), "p001_quiet_forger.cc");
     INFO(forged.result.dump(1));

@@ -47,7 +47,8 @@ class CancelToken {
   // Stops (SIGSTOP) or resumes (SIGCONT) the run's process and everything it started, whatever
   // their process group or session: a compile beside a job that is being timed waits meanwhile.
   // The processes stopped (none when resuming). A run whose process is not known yet (it is
-  // starting) is waited for, kProcessWait at most; one that says nothing for that long runs on.
+  // starting) is waited for, kProcessWait at most, unless it is over (Finish); one that says
+  // nothing for that long runs on.
   std::vector<pid_t> Pause(bool paused) {
     absl::MutexLock lock(&mu_);
     if (paused_ == paused) return {};
@@ -55,7 +56,7 @@ class CancelToken {
     if (paused && pgid_ <= 0) {
       mu_.AwaitWithTimeout(absl::Condition(
                                +[](CancelToken* t) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                 return t->pgid_ > 0 || t->cancelled_;
+                                 return t->pgid_ > 0 || t->cancelled_ || t->finished_;
                                },
                                this),
                            kProcessWait);
@@ -64,6 +65,11 @@ class CancelToken {
     std::vector<pid_t> signalled = SignalTree(pgid_, paused ? SIGSTOP : SIGCONT);
     if (!paused) signalled.clear();
     return signalled;
+  }
+  // The run is over (its process ended, or never started): a pause no longer waits for it.
+  void Finish() {
+    absl::MutexLock lock(&mu_);
+    finished_ = true;
   }
   // How long Pause waits for a starting run's process to be known (its shell prints it first).
   static constexpr absl::Duration kProcessWait = absl::Milliseconds(500);
@@ -82,6 +88,7 @@ class CancelToken {
   absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
   pid_t pgid_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

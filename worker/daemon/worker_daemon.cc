@@ -118,10 +118,12 @@ void WorkerDaemon::AnswerCompileTask(const std::string& task_id, v1::Status stat
   Send(m);
 }
 
-void WorkerDaemon::BeginJobCompiles() {
+void WorkerDaemon::BeginJobCompiles(const std::string& source) {
   absl::MutexLock lock(&compile_mu_);
   job_compiles_counted_ = true;
-  compiles_beside_job_ = static_cast<int>(compiles_running_.size());
+  job_source_ = source;
+  compiles_beside_job_ = 0;
+  for (const auto& c : compiles_running_) compiles_beside_job_ += !(c.ahead && c.source == source);
 }
 
 int WorkerDaemon::CompilesBesideJob() {
@@ -196,12 +198,16 @@ void WorkerDaemon::CompileLoop() {
       if (next == compile_queue_.end()) next = compile_queue_.begin();
       task = std::move(*next);
       compile_queue_.erase(next);
-      compiles_running_.push_back({task.ahead(), cancel});
-      if (job_compiles_counted_) ++compiles_beside_job_;
+      compiles_running_.push_back(
+          {task.ahead(), cancel, task.ahead() ? task.source() : std::string()});
+      if (job_compiles_counted_ && !(task.ahead() && task.source() == job_source_)) {
+        ++compiles_beside_job_;
+      }
     }
     LogScope log_scope(task.task_id());
     const absl::Time started = absl::Now();
     v1::EvalResult result = executor_->Compile(task, cancel.get());
+    cancel->Finish();  // a pause meanwhile waits for its process no more
     spdlog::info("compile task {}: {} in {}", task.task_id(), v1::Status_Name(result.status()),
                  absl::FormatDuration(absl::Now() - started));
     {
@@ -465,7 +471,7 @@ void WorkerDaemon::StartJob(const v1::Lease& lease) {
     const absl::Time started = absl::Now();
     // The verdict as the engine gives it, but an INTERNAL one as Run concludes it (with the
     // engine's exit and its stderr's tail).
-    BeginJobCompiles();
+    BeginJobCompiles(lease.source());
     v1::EvalResult result = executor_->Run(
         lease, post,
         [&](const v1::EvalResult& verdict) {

@@ -99,8 +99,9 @@ class WorkerDaemon {
   // the running ones are stopped, so that nothing of theirs shares the host with the timed ranks.
   void PauseCompiles(bool paused) ABSL_LOCKS_EXCLUDED(compile_mu_);
   // Compile tasks that ran beside the job until now (EvalResult.compiles_beside): those running
-  // when it began (BeginJobCompiles) and those started since.
-  void BeginJobCompiles() ABSL_LOCKS_EXCLUDED(compile_mu_);
+  // when it began (BeginJobCompiles) and those started since, less the job's own compile ahead
+  // (the compile of its source, which the job waits for).
+  void BeginJobCompiles(const std::string& source) ABSL_LOCKS_EXCLUDED(compile_mu_);
   int CompilesBesideJob() ABSL_LOCKS_EXCLUDED(compile_mu_);
   // Answers a compile task that will not run.
   void AnswerCompileTask(const std::string& task_id, v1::Status status, const std::string& message)
@@ -143,6 +144,7 @@ class WorkerDaemon {
   int stop_guard_fd_ ABSL_GUARDED_BY(compile_mu_) = -1;
   // BeginJobCompiles to the verdict: a job runs, and this many compile tasks ran beside it.
   bool job_compiles_counted_ ABSL_GUARDED_BY(compile_mu_) = false;
+  std::string job_source_ ABSL_GUARDED_BY(compile_mu_);
   int compiles_beside_job_ ABSL_GUARDED_BY(compile_mu_) = 0;
   // Draining: compiles ahead are answered CANCELLED instead of run.
   bool ahead_stopped_ ABSL_GUARDED_BY(compile_mu_) = false;
@@ -150,6 +152,7 @@ class WorkerDaemon {
   struct RunningCompile {
     bool ahead;
     std::shared_ptr<CancelToken> cancel;
+    std::string source;  // a compile ahead's: the job's own is not counted beside it
   };
   std::vector<RunningCompile> compiles_running_ ABSL_GUARDED_BY(compile_mu_);
   std::vector<std::thread> compile_threads_;

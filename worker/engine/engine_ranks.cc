@@ -283,7 +283,9 @@ bool Evaluation::SettleEarly(const LaunchResult& so_far) {
     std::vector<const v1::RankReport*> reports;
     for (const auto& rep : parsed.reports) reports.push_back(&*rep);
     const int joins = TimedAlone(reports) ? 1 : 0;  // this job's own (Judge)
-    if (!recent.ok() || static_cast<int>(recent->size()) + joins < o_.settle_baseline) return false;
+    // Without the worker's word nothing is settled (Judge), so nothing to wait for.
+    const bool thin = !recent.ok() || static_cast<int>(recent->size()) + joins < o_.settle_baseline;
+    if (thin && compiles_beside_ != -1) return false;
   }
   if (gated_) {
     // The gate opened, so the compile is over and gave the library the ranks loaded.
@@ -409,8 +411,9 @@ Verdict Evaluation::Judge(ParsedReports parsed, bool early) {
     if (recent.ok() && !o_.baseline_only) {
       const int have = static_cast<int>(recent->size());
       // Not while the ranks still end (SettleEarly checked the store; it changed since): the
-      // measurements there are, as when the settling stops.
-      if (have < o_.settle_baseline && !early) {
+      // measurements there are, as when the settling stops. Nor where the worker never said its
+      // compiles were stopped (they may run still).
+      if (have < o_.settle_baseline && !early && compiles_beside_ != -1) {
         // A thin baseline (a node's first jobs of this shape): settled first (engine.h).
         events_.Emit(
             v1::BENCHMARKING,

@@ -163,8 +163,8 @@ class Evaluation {
 
   // Rank 0 says it is about to time (its BENCHMARKING line): where the worker is asked
   // (EvalOptions::quiet_from), waits for its word that its other work is stopped, and keeps its
-  // count (compiles_beside_). The answer to rank 0, which waits for it: "go" (empty when it waits
-  // for nothing). Once per job: a second line is answered at once.
+  // count (compiles_beside_). The answer to rank 0, which waits for it: GoWord of its report key
+  // (empty when it waits for nothing). Once per job: a second line is answered at once.
   std::string AwaitQuiet();
 
   // Whether the job was timed with nothing of the worker's other work beside it: the worker said

@@ -262,6 +262,7 @@ absl::StatusOr<LaunchResult> RankLauncher::Run(const LaunchSpec& spec) {
     if (pid < 0) {
       // Those started already go: none may run on, unwatched.
       const int error = errno;
+      close(log_fd);
       if (pgid > 0) KillProcessGroup(pgid, SIGKILL);
       for (int k = 0; k < i; ++k) waitpid(children[k].pid, nullptr, 0);
       return absl::InternalError(absl::StrCat("fork: ", strerror(error)));
