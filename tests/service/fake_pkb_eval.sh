@@ -21,7 +21,8 @@
 # verdict's message, compile command/log/diagnostics, rank errors, output problems, the failing
 # rank's log, a stage name), whatever the verdict; for the web board's leak tests.
 # FAKE_PKB_EVAL_LOG=file appends one line per evaluation (with the source's file name); FAKE_PKB_EVAL_DELAY=seconds per stage,
-# or FAKE_DELAY=seconds in the source for that source alone. FAKE_SPEEDUP_FACTOR=x (environment)
+# or FAKE_DELAY=seconds in the source for that source alone; FAKE_COMPILE_DELAY=seconds in the
+# source: a compile task (--compile-only) of it takes that long more. FAKE_SPEEDUP_FACTOR=x (environment)
 # multiplies every OK speedup: a node that times slower, for the confirmation-run tests.
 # Like pkb-eval, it does not outlive the worker that started it: the worker's pdeathsig covers it
 # once set, and it checks its parent between stages for the moment before that (a kill -9 of the
@@ -171,6 +172,8 @@ if grep -q FAKE_COMPILE_ERROR "$source"; then
 fi
 if grep -q FAKE_HANG "$source"; then pause 600; fi
 if [[ $compile_only == 1 ]]; then
+  compile_delay=$(grep -o 'FAKE_COMPILE_DELAY=[0-9.]*' "$source" | head -1 | cut -d= -f2 || true)
+  [[ -n "$compile_delay" ]] && pause "$compile_delay"
   if grep -q FAKE_REJECT "$source"; then
     done_with REJECTED "the source breaks 1 rule(s) of the candidate policy (test double)" ',"policyFindings":[{"file":"candidate.cu","line":2,"severity":"error","message":"[environment] (test double)"}]'
   else

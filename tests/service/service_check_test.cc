@@ -323,6 +323,50 @@ TEST_CASE("compile ahead: a draining worker stops a compile nobody waits for", "
          log.find("draining: 0 compile(s) ahead stopped, 1") != std::string::npos));
 }
 
+TEST_CASE("compile ahead: a job's own compile ahead is not counted beside it but another job's is",
+          "[service][ahead]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE, {"--compile-ahead=true"});
+  c.StartWorker("w1");
+  AwaitCompiler(c);
+  // The first job runs about 2 s (7 stages of 0.3 s); the second's compile ahead, on the same
+  // worker meanwhile, takes 3 s, so the worker takes the second job while that compile still runs.
+  grpc::ClientContext first_ctx;
+  auto first = c.stub->Submit(&first_ctx, c.Request("FAKE_OK FAKE_DELAY=0.3\n"));
+  REQUIRE(!FirstEvent(first.get()).empty());
+  grpc::ClientContext second_ctx;
+  auto second = c.stub->Submit(&second_ctx, c.Request("FAKE_OK FAKE_COMPILE_DELAY=3\n"));
+  const std::string second_id = FirstEvent(second.get());
+  const std::string said =
+      absl::StrCat("job ", second_id, ": compiled ahead on worker w1 (compile task ");
+  AwaitLog(c, said);
+  const std::string coordinator_log = Slurp(c.dir + "/coordinator.log");
+  const size_t at = coordinator_log.find(said) + said.size();
+  const std::string task = coordinator_log.substr(at, coordinator_log.find(')', at) - at);
+  grpc::Status st;
+  std::vector<v1::EvalEvent> events = ReadAll(first.get(), &st);
+  REQUIRE(!events.empty());
+  CHECK(events.back().result().status() == v1::OK);
+  CHECK(events.back().result().compiles_beside() == 1);  // the second job's compile
+  events = ReadAll(second.get(), &st);
+  REQUIRE(!events.empty());
+  CHECK(events.back().result().status() == v1::OK);
+  CHECK(events.back().result().compiles_beside() == 0);  // its own, still running, is not
+  const std::string done = absl::StrCat("compile task ", task, ": COMPILED in ");
+  std::string log;
+  for (int i = 0; i < 400 && log.find(done) == std::string::npos; ++i) {
+    if (i > 0) absl::SleepFor(absl::Milliseconds(50));
+    log = Slurp(c.dir + "/worker-w1.log");
+  }
+  INFO(log);
+  // It was still running when the second job began (so the test shows what it means to).
+  const size_t leased = log.find(absl::StrCat("job ", second_id, " (attempt 1)"));
+  const size_t compiled = log.find(done);
+  REQUIRE(leased != std::string::npos);
+  REQUIRE(compiled != std::string::npos);
+  CHECK(leased < compiled);
+}
+
 TEST_CASE("compile tasks beside a job wait while it is timed and go on at its verdict",
           "[service][ahead]") {
   Cluster c;
