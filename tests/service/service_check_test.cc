@@ -112,6 +112,28 @@ void AwaitCompiler(Cluster& c) {
   FAIL("no worker registered for compiling");
 }
 
+// The compile task that compiles `job_id` ahead on worker w1, once the coordinator says so.
+std::string AheadTaskOf(Cluster& c, const std::string& job_id) {
+  const std::string said =
+      absl::StrCat("job ", job_id, ": compiled ahead on worker w1 (compile task ");
+  AwaitLog(c, said);
+  const std::string log = Slurp(c.dir + "/coordinator.log");
+  const size_t at = log.find(said) + said.size();
+  return log.substr(at, log.find(')', at) - at);
+}
+
+// Worker w1's log once it says compile task `task` COMPILED (or after `limit`, as it is then).
+std::string AwaitCompiled(Cluster& c, const std::string& task, absl::Duration limit) {
+  const std::string done = absl::StrCat("compile task ", task, ": COMPILED in ");
+  const absl::Time end = absl::Now() + limit;
+  std::string log = Slurp(c.dir + "/worker-w1.log");
+  while (log.find(done) == std::string::npos && absl::Now() < end) {
+    absl::SleepFor(absl::Milliseconds(50));
+    log = Slurp(c.dir + "/worker-w1.log");
+  }
+  return log;
+}
+
 TEST_CASE("check with compile: real nvcc and g++ on a worker and no job and never a hang",
           "[service][check]") {
   if (std::string(PKB_REAL_ENGINE).empty()) {
@@ -258,21 +280,11 @@ TEST_CASE("compile ahead: a queued job compiles while the worker runs another, t
   const std::string next_id = FirstEvent(next_reader.get());
   REQUIRE(!next_id.empty());
   // The second job compiles ahead on the worker that runs the first, and is done with it.
-  const std::string said =
-      absl::StrCat("job ", next_id, ": compiled ahead on worker w1 (compile task ");
-  AwaitLog(c, said);
-  const std::string log = Slurp(c.dir + "/coordinator.log");
-  const size_t at = log.find(said) + said.size();
-  const std::string task = log.substr(at, log.find(')', at) - at);
-  bool compiled = false;
-  for (int i = 0; i < 1200 && !compiled; ++i) {
-    compiled =
-        Slurp(c.dir + "/worker-w1.log")
-            .find(absl::StrCat("compile task ", task, ": COMPILED in ")) != std::string::npos;
-    if (!compiled) absl::SleepFor(absl::Milliseconds(50));
-  }
-  INFO(Slurp(c.dir + "/worker-w1.log"));
-  REQUIRE(compiled);
+  const std::string task = AheadTaskOf(c, next_id);
+  const std::string worker_log = AwaitCompiled(c, task, absl::Seconds(60));
+  INFO(worker_log);
+  REQUIRE(worker_log.find(absl::StrCat("compile task ", task, ": COMPILED in ")) !=
+          std::string::npos);
   {
     grpc::ClientContext ctx;
     v1::CancelRequest cancel;
@@ -337,12 +349,7 @@ TEST_CASE("compile ahead: a job's own compile ahead is not counted beside it but
   grpc::ClientContext second_ctx;
   auto second = c.stub->Submit(&second_ctx, c.Request("FAKE_OK FAKE_COMPILE_DELAY=3\n"));
   const std::string second_id = FirstEvent(second.get());
-  const std::string said =
-      absl::StrCat("job ", second_id, ": compiled ahead on worker w1 (compile task ");
-  AwaitLog(c, said);
-  const std::string coordinator_log = Slurp(c.dir + "/coordinator.log");
-  const size_t at = coordinator_log.find(said) + said.size();
-  const std::string task = coordinator_log.substr(at, coordinator_log.find(')', at) - at);
+  const std::string task = AheadTaskOf(c, second_id);
   grpc::Status st;
   std::vector<v1::EvalEvent> events = ReadAll(first.get(), &st);
   REQUIRE(!events.empty());
@@ -352,16 +359,11 @@ TEST_CASE("compile ahead: a job's own compile ahead is not counted beside it but
   REQUIRE(!events.empty());
   CHECK(events.back().result().status() == v1::OK);
   CHECK(events.back().result().compiles_beside() == 0);  // its own, still running, is not
-  const std::string done = absl::StrCat("compile task ", task, ": COMPILED in ");
-  std::string log;
-  for (int i = 0; i < 400 && log.find(done) == std::string::npos; ++i) {
-    if (i > 0) absl::SleepFor(absl::Milliseconds(50));
-    log = Slurp(c.dir + "/worker-w1.log");
-  }
+  const std::string log = AwaitCompiled(c, task, absl::Seconds(20));
   INFO(log);
   // It was still running when the second job began (so the test shows what it means to).
   const size_t leased = log.find(absl::StrCat("job ", second_id, " (attempt 1)"));
-  const size_t compiled = log.find(done);
+  const size_t compiled = log.find(absl::StrCat("compile task ", task, ": COMPILED in "));
   REQUIRE(leased != std::string::npos);
   REQUIRE(compiled != std::string::npos);
   CHECK(leased < compiled);
