@@ -207,8 +207,8 @@ void PrintResult(const v1::EvalResult& r) {
         r.speedup_high(), r.speedup_events());
     if (r.compiles_beside() > 0) {
       std::printf(
-          "  %d compile task(s) of the worker ran beside this job (stopped before its timing): "
-          "its own measurement of the reference stays out of the node's baseline\n",
+          "  %d compile(s) ran on the node beside this job (the worker's stopped before its "
+          "timing): its own measurement of the reference stays out of the node's baseline\n",
           r.compiles_beside());
     } else if (r.compiles_beside() < 0) {
       std::printf(

@@ -1,16 +1,20 @@
 // End-to-end tests of pkb-eval on this machine: real compiles (nvcc for the .cu examples, g++
 // for CPU test candidates), real rank processes under mpirun, real verdicts. Without a GPU the
 // .cu examples must stop at NO_DEVICE (or COMPILE_ERROR), never pretend to a verdict.
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "common/files.h"
 #include "common/quiet_word.h"
@@ -305,6 +309,106 @@ TEST_CASE(
     CHECK(forged.result["stage_seconds"]["bench_quiet"].get<double>() >= 0.35);
     CHECK(forged.result["baseline_node_samples"] == samples + 2);
   }
+  RemoveTree(*cache).IgnoreError();
+}
+
+// `pid` and every process descended from it (/proc's parent links), parents first.
+std::vector<pid_t> ProcessTree(pid_t pid) {
+  std::vector<std::pair<pid_t, pid_t>> links;  // (pid, parent)
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto stat = ReadFile(e.path().string() + "/stat");
+    if (!stat.ok() || stat->rfind(')') == std::string::npos) continue;
+    int parent = 0;
+    if (sscanf(stat->c_str() + stat->rfind(')') + 1, " %*c %d", &parent) == 1) {
+      links.emplace_back(std::stoi(name), parent);
+    }
+  }
+  std::vector<pid_t> tree = {pid};
+  for (size_t i = 0; i < tree.size(); ++i) {
+    for (const auto& [child, parent] : links) {
+      if (parent == tree[i]) tree.push_back(child);
+    }
+  }
+  return tree;
+}
+
+TEST_CASE(
+    "a compile elsewhere on the node keeps a job's reference out of the node's baseline unless "
+    "it is stopped all along",
+    "[engine][e2e][quiet]") {
+  auto cache = MakeTempDir("/tmp/pkb-test", "node-compile-");
+  REQUIRE(cache.ok());
+  const std::vector<std::string> job = {
+      "-p", "1", "-w", "1", "--cache-dir=" + *cache, Cpu("p001_correct.cc")};
+  // Alone (its own compile is no other's): it joins the node's baseline.
+  nlohmann::json alone = Eval(job);
+  REQUIRE(alone["status"] == "OK");
+  CHECK(alone.value("compiles_beside", 0) == 0);
+  CHECK(alone["baseline_node_samples"] == 1);
+  // Another worker's compile on the node (pkb-eval --compile-only, as its compile tasks run),
+  // of a source that compiles for minutes.
+  std::thread other([&] {
+    SubprocessOptions o;
+    o.argv = {PKB_EVAL,
+              "--compile-only",
+              "-p",
+              "1",
+              "-w",
+              "1",
+              "--cache-dir=" + *cache,
+              "-I",
+              kSrc + "/tests/engine/cpu_candidates",
+              Cpu("p001_slow_compile.cc")};
+    o.timeout = absl::Seconds(150);
+    (void)RunSubprocess(o);
+  });
+  pid_t holder = 0;
+  for (absl::Time give_up = absl::Now() + absl::Seconds(60); holder == 0 && absl::Now() < give_up;
+       absl::SleepFor(absl::Milliseconds(50))) {
+    for (const auto& e : std::filesystem::directory_iterator(*cache + "/compiles")) {
+      const std::string name = e.path().filename().string();
+      if (absl::EndsWith(name, ".run")) holder = std::stoi(name.substr(name.find('.') + 1));
+    }
+  }
+  auto signal_tree = [&](int sig) {
+    if (holder > 0) {
+      for (pid_t p : ProcessTree(holder)) kill(p, sig);
+    }
+  };
+  auto end_other = [&] {
+    signal_tree(SIGCONT);
+    signal_tree(SIGKILL);
+    holder = 0;
+    if (other.joinable()) other.join();
+  };
+  absl::Cleanup ended = end_other;  // also where a check below gives up
+  REQUIRE(holder > 0);
+  // Compiling beside the job: counted, though its own worker said none of its ran.
+  nlohmann::json busy = Eval(job);
+  QuietRun busy_word = EvalWithWord(*cache, 1, 0, absl::ZeroDuration());
+  // Stopped before the job began and all through it (as its worker stops it for a job of its
+  // own): not beside it.
+  signal_tree(SIGSTOP);
+  absl::SleepFor(absl::Milliseconds(100));
+  nlohmann::json stopped = Eval(job);
+  // Killed: its entry, left behind, is ended by the next reading.
+  end_other();
+  nlohmann::json after = Eval(job);
+  INFO(busy.dump(1) << busy_word.result.dump(1) << stopped.dump(1) << after.dump(1));
+  CHECK(busy["status"] == "OK");
+  CHECK(busy["compiles_beside"] == 1);
+  CHECK(busy["baseline_node_samples"] == 1);
+  CHECK(busy_word.result["status"] == "OK");
+  CHECK(busy_word.result["compiles_beside"] == 1);
+  CHECK(busy_word.result["baseline_node_samples"] == 1);
+  CHECK(stopped["status"] == "OK");
+  CHECK(stopped.value("compiles_beside", 0) == 0);
+  CHECK(stopped["baseline_node_samples"] == 2);
+  CHECK(after["status"] == "OK");
+  CHECK(after.value("compiles_beside", 0) == 0);
+  CHECK(after["baseline_node_samples"] == 3);
   RemoveTree(*cache).IgnoreError();
 }
 

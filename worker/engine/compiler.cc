@@ -22,6 +22,7 @@
 #include "common/hash.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
+#include "worker/engine/node_compiles.h"
 
 namespace pkb {
 
@@ -176,53 +177,67 @@ std::vector<v1::Diagnostic> CandidateCompiler::ParseDiagnostics(const std::strin
   return out;
 }
 
+absl::StatusOr<CandidateCompiler::Prepared> CandidateCompiler::Prepare(const std::string& source,
+                                                                       const std::string& name) {
+  Prepared p;
+  p.cpu = absl::EndsWith(name, ".cc") || absl::EndsWith(name, ".cpp");
+  bool uses_torch = absl::StrContains(source, "<ATen/") || absl::StrContains(source, "<torch/") ||
+                    absl::StrContains(source, "pkb/aten.h");
+  PKB_ASSIGN_OR_RETURN(p.api_include,
+                       RealFolder(options_.api_include_dir, "candidate API include"));
+  if (uses_torch && !options_.torch_include_dir.empty()) {
+    PKB_ASSIGN_OR_RETURN(p.torch_include, RealFolder(options_.torch_include_dir, "torch include"));
+  }
+  if (p.cpu) {
+    for (const auto& d : options_.cpu_include_dirs) {
+      PKB_ASSIGN_OR_RETURN(std::string real, RealFolder(d, "include"));
+      p.cpu_includes.push_back(std::move(real));
+    }
+    p.tool = options_.cxx;
+    p.flags = {"-O2", "-std=c++17", "-shared", "-fPIC"};
+    for (const auto& d : p.cpu_includes) p.flags.push_back("-I" + d);
+  } else {
+    p.tool = options_.nvcc;
+    p.flags = {"-O3",        "-std=c++17", "-shared",
+               "-Xcompiler", "-fPIC",      "-cudart",
+               "shared",     "-lineinfo",  absl::StrCat("-gencode=", options_.gencode)};
+  }
+  p.flags.push_back("-I" + p.api_include);
+  if (!p.torch_include.empty()) {
+    p.flags.push_back("-I" + p.torch_include);
+    p.flags.push_back("-I" + p.torch_include + "/torch/csrc/api/include");
+    p.flags.push_back("-D_GLIBCXX_USE_CXX11_ABI=1");
+  }
+  for (const auto& f : options_.extra_flags) p.flags.push_back(f);
+
+  PKB_ASSIGN_OR_RETURN(std::string toolchain, ToolchainId(p.tool));
+  PKB_ASSIGN_OR_RETURN(std::string api_header, ReadFile(p.api_include + "/pkb/candidate.h"));
+  std::string device_header;
+  auto dh = ReadFile(p.api_include + "/pkb/device.cuh");
+  if (dh.ok()) device_header = *dh;
+  p.key = Sha256Hex(absl::StrCat(source, "\n--flags--\n", absl::StrJoin(p.flags, " "),
+                                 "\n--toolchain--\n", toolchain, "\n--api--\n", api_header,
+                                 device_header, "\n--name--\n", p.cpu));
+  return p;
+}
+
+absl::StatusOr<std::string> CandidateCompiler::Key(const std::string& source,
+                                                   const std::string& name) {
+  PKB_ASSIGN_OR_RETURN(Prepared p, Prepare(source, name));
+  return p.key;
+}
+
 absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& source,
                                                          const std::string& name) {
   absl::Time start = absl::Now();
-  bool cpu = absl::EndsWith(name, ".cc") || absl::EndsWith(name, ".cpp");
-  bool uses_torch = absl::StrContains(source, "<ATen/") || absl::StrContains(source, "<torch/") ||
-                    absl::StrContains(source, "pkb/aten.h");
-  PKB_ASSIGN_OR_RETURN(const std::string api_include,
-                       RealFolder(options_.api_include_dir, "candidate API include"));
-  std::string torch_include;
-  if (uses_torch && !options_.torch_include_dir.empty()) {
-    PKB_ASSIGN_OR_RETURN(torch_include, RealFolder(options_.torch_include_dir, "torch include"));
-  }
-  std::vector<std::string> cpu_includes;
-  if (cpu) {
-    for (const auto& d : options_.cpu_include_dirs) {
-      PKB_ASSIGN_OR_RETURN(std::string real, RealFolder(d, "include"));
-      cpu_includes.push_back(std::move(real));
-    }
-  }
-  std::vector<std::string> flags;
-  std::string tool;
-  if (cpu) {
-    tool = options_.cxx;
-    flags = {"-O2", "-std=c++17", "-shared", "-fPIC"};
-    for (const auto& d : cpu_includes) flags.push_back("-I" + d);
-  } else {
-    tool = options_.nvcc;
-    flags = {"-O3",        "-std=c++17", "-shared",
-             "-Xcompiler", "-fPIC",      "-cudart",
-             "shared",     "-lineinfo",  absl::StrCat("-gencode=", options_.gencode)};
-  }
-  flags.push_back("-I" + api_include);
-  if (!torch_include.empty()) {
-    flags.push_back("-I" + torch_include);
-    flags.push_back("-I" + torch_include + "/torch/csrc/api/include");
-    flags.push_back("-D_GLIBCXX_USE_CXX11_ABI=1");
-  }
-  for (const auto& f : options_.extra_flags) flags.push_back(f);
-
-  PKB_ASSIGN_OR_RETURN(std::string toolchain, ToolchainId(tool));
-  PKB_ASSIGN_OR_RETURN(std::string api_header, ReadFile(api_include + "/pkb/candidate.h"));
-  std::string device_header;
-  auto dh = ReadFile(api_include + "/pkb/device.cuh");
-  if (dh.ok()) device_header = *dh;
-  std::string key = Sha256Hex(absl::StrCat(source, "\n--flags--\n", absl::StrJoin(flags, " "),
-                                           "\n--toolchain--\n", toolchain, "\n--api--\n",
-                                           api_header, device_header, "\n--name--\n", cpu));
+  PKB_ASSIGN_OR_RETURN(Prepared prepared, Prepare(source, name));
+  const bool cpu = prepared.cpu;
+  const std::string& api_include = prepared.api_include;
+  const std::string& torch_include = prepared.torch_include;
+  const std::vector<std::string>& cpu_includes = prepared.cpu_includes;
+  const std::string& tool = prepared.tool;
+  const std::vector<std::string>& flags = prepared.flags;
+  const std::string& key = prepared.key;
   CompileOutput out;
   out.report.set_command(
       absl::StrCat(tool, " ", absl::StrJoin(flags, " "), " -o candidate.so ", name));
@@ -286,7 +301,13 @@ absl::StatusOr<CompileOutput> CandidateCompiler::Compile(const std::string& sour
       o.env[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
   }
+  // The node's other evaluations learn that a compiler ran beside them (node_compiles.h).
+  std::unique_ptr<NodeCompiles::Run> node_entry;
+  if (!options_.cache_dir.empty()) {
+    node_entry = NodeCompiles(options_.cache_dir + "/compiles").Begin(key);
+  }
   PKB_ASSIGN_OR_RETURN(SubprocessResult r, RunSubprocess(o));
+  node_entry.reset();
   std::string log = absl::StrReplaceAll(r.out, {{src_path, name}, {dir + "/", ""}});
   // The cache keeps the log with a token for the source's name (another submission of the same
   // source may name it otherwise).

@@ -57,12 +57,25 @@ class CandidateCompiler {
   // report.ok() false and diagnostics.
   absl::StatusOr<CompileOutput> Compile(const std::string& source, const std::string& name);
 
+  // The cache key `source` compiles under (Sha256Hex of the source, the flags, the compiler's
+  // version and the API headers), as Compile computes it.
+  absl::StatusOr<std::string> Key(const std::string& source, const std::string& name);
   // Parses nvcc and gcc messages ("f.cu(12): error: ...", "f.cu:12:5: error: ...").
   static std::vector<v1::Diagnostic> ParseDiagnostics(const std::string& log,
                                                       const std::string& scratch_path,
                                                       const std::string& name);
 
  private:
+  // What a compile of `source` runs, and its cache key.
+  struct Prepared {
+    bool cpu = false;
+    std::string api_include, torch_include;
+    std::vector<std::string> cpu_includes;
+    std::string tool;
+    std::vector<std::string> flags;
+    std::string key;
+  };
+  absl::StatusOr<Prepared> Prepare(const std::string& source, const std::string& name);
   absl::StatusOr<std::string> ToolchainId(const std::string& tool);
   CompilerOptions options_;
 };

@@ -117,6 +117,8 @@ Evaluation::Evaluation(const EvalOptions& options, const EvalEventCallback& sink
   FillInstalledPaths(&o_);
   sandbox_.bwrap = o_.bwrap;
   sandboxed_ = o_.sandbox != "off";
+  // What compiles on the node as the job begins (TimedAlone); a compile-only run times nothing.
+  if (!o_.compile_only) node_mark_ = NodeCompiles(o_.cache_dir + "/compiles").MarkNow();
 }
 
 Evaluation::~Evaluation() {

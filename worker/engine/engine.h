@@ -82,8 +82,9 @@ struct EvalOptions {
   // 0 says it will time, the engine waits (kQuietWait at most) for the worker to say, there, that
   // its other work is stopped and how much of it ran beside the job (EvalResult.compiles_beside),
   // then gives rank 0 its word (judge.h RankOptions::await_quiet), which the judges wait for.
-  // Only a job timed after a word of none beside it adds to the node's baseline store.
-  // Empty: nobody is asked (pkb-eval run alone).
+  // Only a job timed after a word of none beside it, and beside which no other compile ran on
+  // the node (node_compiles.h), adds to the node's baseline store. Empty: nobody is asked
+  // (pkb-eval run alone; the node's compiles are still counted).
   std::string quiet_from;
 };
 

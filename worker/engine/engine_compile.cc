@@ -16,7 +16,7 @@
 
 namespace pkb {
 
-Evaluation::CompileOutcome Evaluation::CompileSource(bool place) const {
+CompilerOptions Evaluation::CompilerOptionsForJob() const {
   CompilerOptions co;
   co.gencode = o_.gencode;
   co.api_include_dir = o_.api_include_dir;
@@ -31,8 +31,23 @@ Evaluation::CompileOutcome Evaluation::CompileSource(bool place) const {
   co.scratch_dir = scratch_;
   co.timeout = o_.compile_timeout;
   if (sandboxed_) co.sandbox = &sandbox_;
+  return co;
+}
+
+std::string Evaluation::OwnCompileKey() {
+  if (!own_compile_key_) {
+    absl::StatusOr<std::string> key =
+        o_.source.empty()
+            ? std::string()
+            : CandidateCompiler(CompilerOptionsForJob()).Key(o_.source, o_.source_name);
+    own_compile_key_ = key.ok() ? *key : "";
+  }
+  return *own_compile_key_;
+}
+
+Evaluation::CompileOutcome Evaluation::CompileSource(bool place) const {
   CompileOutcome out;
-  out.compiled = CandidateCompiler(co).Compile(o_.source, o_.source_name);
+  out.compiled = CandidateCompiler(CompilerOptionsForJob()).Compile(o_.source, o_.source_name);
   if (place && out.compiled.ok() && out.compiled->report.ok()) {
     out.placed = PlaceLibrary(out.compiled->library_path);
   }

@@ -236,8 +236,8 @@ std::string Evaluation::AwaitQuiet() {
   quiet_asked_ = true;
   const absl::Time t0 = absl::Now();
   const std::optional<int> beside = quiet_->Await(kQuietWait);
-  compiles_beside_ = beside.value_or(-1);
-  r_.set_compiles_beside(compiles_beside_);
+  worker_beside_ = beside.value_or(-1);
+  r_.set_compiles_beside(worker_beside_);
   (*r_.mutable_stage_seconds())["quiet_word"] = absl::ToDoubleSeconds(absl::Now() - t0);
   if (!beside) {
     events_.Emit(v1::BENCHMARKING,
@@ -249,11 +249,15 @@ std::string Evaluation::AwaitQuiet() {
 }
 
 bool Evaluation::TimedAlone(const std::vector<const v1::RankReport*>& reports) {
-  if (o_.quiet_from.empty()) return true;  // nobody to ask: pkb-eval alone
-  bool heard = false;
-  for (const v1::RankReport* rep : reports) heard |= rep->rank() == 0 && rep->quiet_word_heard();
-  // Timed without the word (the engine never saw rank 0 say it would time, say).
-  if (!heard) compiles_beside_ = -1;
+  // Compiles anywhere on the node: the worker's, another worker's, a pkb-eval's started by hand.
+  const int node = NodeCompiles(o_.cache_dir + "/compiles").RanBeside(node_mark_, OwnCompileKey());
+  compiles_beside_ = std::max(worker_beside_, node);
+  if (!o_.quiet_from.empty()) {
+    bool heard = false;
+    for (const v1::RankReport* rep : reports) heard |= rep->rank() == 0 && rep->quiet_word_heard();
+    // Timed without the word (the engine never saw rank 0 say it would time, say).
+    if (!heard || worker_beside_ == -1) compiles_beside_ = -1;
+  }
   r_.set_compiles_beside(compiles_beside_);
   return compiles_beside_ == 0;
 }
@@ -399,7 +403,7 @@ Verdict Evaluation::Judge(ParsedReports parsed, bool early) {
   }
   if (v.status == v1::OK && o_.baseline && r_.baseline().wall_per_iter_us() > 0) {
     // The node's baseline: this job's measurement joins its newest ones (baseline_store.h), unless
-    // other work of the worker ran beside the job, or it was timed without the worker's word: that
+    // a compile ran on the node beside the job, or it was timed without the worker's word: that
     // may have left the node slower than it is for a job alone.
     std::vector<const v1::RankReport*> rank_reports;
     for (const auto& rep : reports) rank_reports.push_back(&rep);
@@ -441,8 +445,8 @@ Verdict Evaluation::Judge(ParsedReports parsed, bool early) {
       if (!alone && recent->empty()) {
         // Nothing better to score against: said so, where the score is read.
         absl::StrAppend(&v.message,
-                        " against this job's own reference, timed after other work of the "
-                        "worker ran beside the job (this node has no measurement of it alone)");
+                        " against this job's own reference, timed after compiles ran on the "
+                        "node beside the job (this node has no measurement of it alone)");
       }
     }
   }

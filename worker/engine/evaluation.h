@@ -25,6 +25,7 @@
 #include "worker/engine/engine.h"
 #include "worker/engine/gpu_lock.h"
 #include "worker/engine/launcher.h"
+#include "worker/engine/node_compiles.h"
 #include "worker/engine/sandbox.h"
 #include "worker/engine/verdict.h"
 
@@ -167,9 +168,15 @@ class Evaluation {
   // (empty when it waits for nothing). Once per job: a second line is answered at once.
   std::string AwaitQuiet();
 
-  // Whether the job was timed with nothing of the worker's other work beside it: the worker said
-  // none ran (compiles_beside_ 0) and rank 0 heard the engine's word. Sets compiles_beside in the
-  // result (-1 where rank 0 timed without the word). True where nobody was asked.
+  // Whether the job was timed with no compile beside it: the worker said none of its own ran
+  // (worker_beside_ 0), rank 0 heard the engine's word (where the worker is asked), and no compile
+  // ran on the node since the job began (NodeCompiles, the job's own source's excepted). Sets
+  // compiles_beside_ and compiles_beside in the result: the larger count, or -1 where rank 0 timed
+  // without the word.
+  // The compile cache's key of the job's source; empty without one (or where it cannot be known).
+  std::string OwnCompileKey();
+  // How the job's source is compiled (CompileSource).
+  CompilerOptions CompilerOptionsForJob() const;
   bool TimedAlone(const std::vector<const v1::RankReport*>& reports);
 
   // Polled by the launcher while the ranks run (LaunchSpec::settled): once every rank's report
@@ -238,7 +245,11 @@ class Evaluation {
   // The worker's word (AwaitQuiet), on the launcher's thread; read once the ranks' reports are in.
   std::optional<QuietListener> quiet_;
   bool quiet_asked_ = false;
-  int compiles_beside_ = 0;
+  int worker_beside_ = 0;    // the worker's count, -1: no word (AwaitQuiet)
+  int compiles_beside_ = 0;  // TimedAlone
+  // The node's compiles as the job began (node_compiles.h), and the job's source's key.
+  NodeCompiles::Mark node_mark_;
+  std::optional<std::string> own_compile_key_;
   // SettleEarly: the report files as last tried (inode, size, mtime), and the verdict it gave.
   std::vector<std::array<int64_t, 3>> reports_tried_;
   std::optional<v1::EvalResult> early_;

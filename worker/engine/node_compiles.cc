@@ -1,0 +1,224 @@
+#include "worker/engine/node_compiles.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/files.h"
+
+namespace pkb {
+
+namespace {
+
+constexpr size_t kKeyChars = 16;  // of the cache key's hex, in an entry's name
+
+struct Entry {
+  std::string name;
+  int64_t start_ns = 0;
+  pid_t pid = 0;
+  std::string key;
+  bool running = false;
+  int64_t end_ns = 0;  // done entries
+};
+
+// "<start>.<pid>.<n>.<key16>.run" or "<start>.<pid>.<n>.<key16>.<end>.done"; anything else
+// (a run's entry being made, a stray file) is not an entry.
+std::optional<Entry> ParseEntry(const std::string& name) {
+  std::vector<std::string> f = absl::StrSplit(name, '.');
+  Entry e;
+  e.name = name;
+  int n;
+  if (f.size() == 5 && f[4] == "run") {
+    e.running = true;
+  } else if (f.size() == 6 && f[5] == "done") {
+    if (!absl::SimpleAtoi(f[4], &e.end_ns)) return std::nullopt;
+  } else {
+    return std::nullopt;
+  }
+  if (!absl::SimpleAtoi(f[0], &e.start_ns) || !absl::SimpleAtoi(f[1], &e.pid) ||
+      !absl::SimpleAtoi(f[2], &n) || f[3].size() != kKeyChars) {
+    return std::nullopt;
+  }
+  e.key = f[3];
+  return e;
+}
+
+int64_t NowNs() { return absl::ToUnixNanos(absl::Now()); }
+
+// Whether a running entry's process still holds it (a lock we cannot take).
+bool Held(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;  // gone meanwhile: done, and renamed
+  const bool held = flock(fd, LOCK_SH | LOCK_NB) != 0;
+  close(fd);
+  return held;
+}
+
+// The CPU time (clock ticks) used so far by each of `roots` with its descendants, those reaped
+// included (/proc/<pid>/stat's utime, stime, cutime and cstime, summed over the tree). A root not
+// found (gone, or in another PID namespace) is left out.
+std::map<pid_t, int64_t> TreeCpu(const std::set<pid_t>& roots) {
+  std::map<pid_t, int64_t> out;
+  if (roots.empty()) return out;
+  std::map<pid_t, std::vector<pid_t>> children;
+  std::map<pid_t, int64_t> own;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    pid_t pid;
+    if (!absl::SimpleAtoi(it->path().filename().string(), &pid)) continue;
+    absl::StatusOr<std::string> stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+    if (!stat.ok()) continue;
+    const size_t paren = stat->rfind(')');
+    if (paren == std::string::npos) continue;
+    // From the state on: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+    // utime stime cutime cstime ...
+    std::vector<absl::string_view> f =
+        absl::StrSplit(absl::string_view(*stat).substr(paren + 1), ' ', absl::SkipEmpty());
+    pid_t ppid;
+    int64_t t[4];
+    if (f.size() < 15 || !absl::SimpleAtoi(f[1], &ppid)) continue;
+    bool ok = true;
+    for (int i = 0; i < 4; ++i) ok &= absl::SimpleAtoi(f[11 + i], &t[i]);
+    if (!ok) continue;
+    own[pid] = t[0] + t[1] + t[2] + t[3];
+    children[ppid].push_back(pid);
+  }
+  for (pid_t root : roots) {
+    if (!own.count(root)) continue;
+    int64_t sum = 0;
+    std::vector<pid_t> todo = {root};
+    std::set<pid_t> seen;
+    while (!todo.empty()) {
+      const pid_t p = todo.back();
+      todo.pop_back();
+      if (!seen.insert(p).second) continue;
+      sum += own.count(p) ? own[p] : 0;
+      for (pid_t c : children[p]) todo.push_back(c);
+    }
+    out[root] = sum;
+  }
+  return out;
+}
+
+// The folder's entries. A running one whose process died without ending it (its lock is free)
+// is ended here, now: its compile ran until some time before.
+std::vector<Entry> ReadEntries(const std::string& dir, bool* unreadable) {
+  std::vector<Entry> out;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  if (ec) {
+    // No folder: no compile with a cache ran here yet. Else the answer is unknown.
+    *unreadable = ec != std::errc::no_such_file_or_directory;
+    return out;
+  }
+  for (; it != end; it.increment(ec)) {
+    std::optional<Entry> e = ParseEntry(it->path().filename().string());
+    if (!e) continue;
+    const std::string path = absl::StrCat(dir, "/", e->name);
+    if (e->running && !Held(path)) {
+      e->running = false;
+      e->end_ns = NowNs();
+      const std::string base = e->name.substr(0, e->name.size() - 4);  // less ".run"
+      e->name = absl::StrCat(base, ".", e->end_ns, ".done");
+      (void)std::rename(path.c_str(), absl::StrCat(dir, "/", e->name).c_str());
+    }
+    out.push_back(std::move(*e));
+  }
+  if (ec) *unreadable = true;
+  return out;
+}
+
+}  // namespace
+
+NodeCompiles::Run::~Run() {
+  const std::string done = absl::StrCat(dir_, "/", base_, ".", NowNs(), ".done");
+  (void)std::rename(absl::StrCat(dir_, "/", base_, ".run").c_str(), done.c_str());
+  close(fd_);  // releases the lock
+}
+
+std::unique_ptr<NodeCompiles::Run> NodeCompiles::Begin(const std::string& key) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) return nullptr;
+  // Old entries go first (a dead run's is ended by the reading).
+  bool unreadable = false;
+  const int64_t old = NowNs() - absl::ToInt64Nanoseconds(kKeep);
+  for (const Entry& e : ReadEntries(dir_, &unreadable)) {
+    if (!e.running && e.end_ns < old) std::filesystem::remove(absl::StrCat(dir_, "/", e.name), ec);
+  }
+  static std::atomic<int> runs{0};
+  const std::string base =
+      absl::StrCat(NowNs(), ".", getpid(), ".", runs++, ".", key.substr(0, kKeyChars));
+  // Made under a name that is no entry, locked, then named: a reader never finds it unlocked.
+  const std::string making = absl::StrCat(dir_, "/.", base, ".making");
+  const int fd = open(making.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return nullptr;
+  if (flock(fd, LOCK_EX) != 0 ||
+      std::rename(making.c_str(), absl::StrCat(dir_, "/", base, ".run").c_str()) != 0) {
+    close(fd);
+    std::filesystem::remove(making, ec);
+    return nullptr;
+  }
+  return std::unique_ptr<Run>(new Run(fd, dir_, base));
+}
+
+NodeCompiles::Mark NodeCompiles::MarkNow() const {
+  Mark mark;
+  bool unreadable = false;
+  std::vector<Entry> running;
+  std::set<pid_t> pids;
+  for (Entry& e : ReadEntries(dir_, &unreadable)) {
+    if (!e.running) continue;
+    pids.insert(e.pid);
+    running.push_back(std::move(e));
+  }
+  const std::map<pid_t, int64_t> cpu = TreeCpu(pids);
+  for (const Entry& e : running) {
+    if (auto it = cpu.find(e.pid); it != cpu.end()) mark.cpu[e.name] = it->second;
+  }
+  // After the reading: a dead run it ended is over before the mark.
+  mark.at = absl::Now();
+  return mark;
+}
+
+int NodeCompiles::RanBeside(const Mark& mark, const std::string& own_key) const {
+  bool unreadable = false;
+  const std::vector<Entry> entries = ReadEntries(dir_, &unreadable);
+  if (unreadable) return 1;  // not known to be none
+  const int64_t from = absl::ToUnixNanos(mark.at);
+  const std::string own = own_key.substr(0, kKeyChars);
+  std::set<pid_t> marked;
+  for (const Entry& e : entries) {
+    if (e.running && mark.cpu.count(e.name)) marked.insert(e.pid);
+  }
+  const std::map<pid_t, int64_t> cpu = TreeCpu(marked);
+  int beside = 0;
+  for (const Entry& e : entries) {
+    if (!own.empty() && e.key == own) continue;
+    if (!e.running && e.end_ns < from) continue;  // over before the mark
+    if (e.running) {
+      // Running at the mark and now, and its processes used no CPU time between (stopped all
+      // along: the worker stops its compiles while its job is timed).
+      auto then = mark.cpu.find(e.name);
+      auto now = cpu.find(e.pid);
+      if (then != mark.cpu.end() && now != cpu.end() && now->second == then->second) continue;
+    }
+    ++beside;
+  }
+  return beside;
+}
+
+}  // namespace pkb
