@@ -15,6 +15,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/files.h"
 #include "common/quiet_word.h"
@@ -553,6 +554,26 @@ TEST_CASE("pkb-eval --settle-baseline: a thin node baseline is measured again in
   CHECK(second["status"] == "OK");
   CHECK(second["baseline_node_samples"] == 4);
   CHECK(!second["stage_seconds"].contains("baseline_settle"));
+  // A day later (the store's lines dated back 25 hours): they aged out, and the node settles
+  // the baseline again.
+  const int64_t day_ago = absl::ToUnixSeconds(absl::Now() - absl::Hours(25));
+  for (const auto& f : std::filesystem::directory_iterator(*dir + "/cache/baselines")) {
+    auto text = ReadFile(f.path().string());
+    REQUIRE(text.ok());
+    std::string aged;
+    for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+      aged += std::string(line.substr(0, line.find(' '))) + " " + std::to_string(day_ago) + "\n";
+    }
+    REQUIRE(WriteFileAtomic(f.path().string(), aged).ok());
+  }
+  auto later = Eval(job);
+  CHECK(later["status"] == "OK");
+  CHECK(later["baseline_node_samples"] == 3);
+  CHECK(later["stage_seconds"].contains("baseline_settle"));
+  // With a limit of two days they are still the node's.
+  std::vector<std::string> patient = job;
+  patient.insert(patient.begin(), "--baseline-max-age-hours=48");
+  CHECK(Eval(patient)["baseline_node_samples"] == 8);
   // Off (the default): each job adds its one.
   auto off = Eval({"-p", "1", "-w", "2", "--cache-dir=" + *dir + "/other", Cpu("p001_correct.cc")});
   CHECK(off["baseline_node_samples"] == 1);

@@ -53,7 +53,7 @@ fi
 # --standby W:BACKEND [--job-from FIFO] (the worker's engine started ahead of its job): the job's
 # arguments come later, one line of a JSON array of strings; then it runs them as if they had
 # followed the others, and its log line says "standby=W:BACKEND".
-standby="" job_from="-" rest=() settle=""
+standby="" job_from="-" rest=() settle="" max_age=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --standby) standby="$2"; shift 2 ;;
@@ -82,6 +82,7 @@ while [[ $# -gt 0 ]]; do
     --set-offset) offset="$2"; shift 2 ;;
     --dtype) dtype="$2"; shift 2 ;;
     --settle-baseline=*) settle="${1#*=}"; shift ;;
+    --baseline-max-age-hours=*) max_age="${1#*=}"; shift ;;
     --gpus=*) gpus="${1#*=}"; shift ;;
     --quiet-from) quiet="$2"; shift 2 ;;
     --*=*) shift ;;  # --flag=value
@@ -120,7 +121,7 @@ pause() {
     [[ "${stat[3]}" == "$parent" ]] || exit 1
   done
 }
-[[ -n "${FAKE_PKB_EVAL_LOG:-}" && $compile_only == 0 ]] && echo "ran problem=$problem world=$world offset=$offset m=$m n=$n pid=$$${FAKE_STANDBY:+ standby=$FAKE_STANDBY}${settle:+ settle=$settle}${gpus:+ gpus=$gpus} source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
+[[ -n "${FAKE_PKB_EVAL_LOG:-}" && $compile_only == 0 ]] && echo "ran problem=$problem world=$world offset=$offset m=$m n=$n pid=$$${FAKE_STANDBY:+ standby=$FAKE_STANDBY}${settle:+ settle=$settle}${max_age:+ max_age=$max_age}${gpus:+ gpus=$gpus} source=$(basename "$source")" >> "$FAKE_PKB_EVAL_LOG"
 seq=0
 leak=""
 if grep -q FAKE_LEAKY_MESSAGE "$source"; then

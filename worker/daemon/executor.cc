@@ -326,8 +326,15 @@ void EngineExecutor::StartStandby(const v1::EvalSpec& last) {
 
 std::vector<std::string> EngineExecutor::SettleArgs(const v1::EvalSpec& spec) const {
   // CPU test candidates ("cpp") time nothing a speedup is ranked on.
-  if (options_.settle_baseline <= 0 || spec.language() == "cpp") return {};
-  return {absl::StrCat("--settle-baseline=", options_.settle_baseline)};
+  if (spec.language() == "cpp") return {};
+  std::vector<std::string> args;
+  if (options_.settle_baseline > 0) {
+    args.push_back(absl::StrCat("--settle-baseline=", options_.settle_baseline));
+  }
+  if (options_.baseline_max_age_hours > 0) {
+    args.push_back(absl::StrCat("--baseline-max-age-hours=", options_.baseline_max_age_hours));
+  }
+  return args;
 }
 
 std::optional<v1::EvalResult> EngineExecutor::RunOnStandby(

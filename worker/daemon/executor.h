@@ -127,6 +127,8 @@ struct EngineExecutorOptions {
   // GPU jobs: pkb-eval --settle-baseline (engine.h EvalOptions::settle_baseline): a job whose
   // reference this node has measured fewer times first times it again in fresh processes. 0: off.
   int settle_baseline = 0;
+  // GPU jobs: pkb-eval --baseline-max-age-hours (EvalOptions::baseline_max_age). 0: the engine's.
+  double baseline_max_age_hours = 0;
   // pkb-eval --gpus (gpu_select.h): the UUIDs of this worker's share of the node's GPUs,
   // comma-separated, given to every engine it starts. Empty: the whole node.
   std::string gpus;
@@ -151,7 +153,8 @@ class EngineExecutor : public Executor {
   struct Standby;
   // Starts the engine for the job after `last` (options.standby), unless one waits already.
   void StartStandby(const v1::EvalSpec& last);
-  // The engine's --settle-baseline for a job of `spec` (options.settle_baseline; GPU jobs only).
+  // The engine's --settle-baseline and --baseline-max-age-hours for a job of `spec` (GPU jobs
+  // only).
   std::vector<std::string> SettleArgs(const v1::EvalSpec& spec) const;
   // The job on the engine started ahead; nullopt when it could not take it (it died, or its FIFO
   // never opened): the job then runs on an engine of its own. `next` runs once its verdict is in

@@ -207,6 +207,7 @@ TEST_CASE("with standby the engine for the next job is started ahead and takes i
   EngineExecutorOptions o{PKB_FAKE_ENGINE, s.dir};
   o.standby = true;
   o.settle_baseline = 10;
+  o.baseline_max_age_hours = 6;
   {
     EngineExecutor exec(o);
     CancelToken cancel;
@@ -255,8 +256,12 @@ TEST_CASE("with standby the engine for the next job is started ahead and takes i
   CHECK(lines[0].find("standby=") == std::string::npos);
   // GPU jobs settle the node's baseline, on an engine of their own or the standby; CPU test
   // candidates do not.
-  for (int i : {0, 1, 3, 4}) CHECK(lines[i].find("settle=10") != std::string::npos);
+  for (int i : {0, 1, 3, 4}) {
+    CHECK(lines[i].find("settle=10") != std::string::npos);
+    CHECK(lines[i].find("max_age=6") != std::string::npos);
+  }
   CHECK(lines[2].find("settle=") == std::string::npos);
+  CHECK(lines[2].find("max_age=") == std::string::npos);
   CHECK(lines[1].find("world=2") != std::string::npos);
   CHECK(lines[1].find("standby=2:cuda") != std::string::npos);
   CHECK(lines[2].find("standby=2:cuda") != std::string::npos);  // W = 4 of C++: ranks replaced

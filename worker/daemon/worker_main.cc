@@ -151,6 +151,12 @@ int main(int argc, char** argv) {
                  "each, once per shape and node); 0: off")
       ->check(CLI::Range(0, 25))
       ->capture_default_str();
+  app.add_option("--baseline-max-age-hours", e.baseline_max_age_hours,
+                 "GPU jobs: the node's baseline leaves out measurements older than this, and a "
+                 "job whose reference has too few left settles it again (pkb-eval's flag); 0: "
+                 "the engine's default, 24")
+      ->check(CLI::Range(0.0, 8760.0))
+      ->capture_default_str();
   app.add_option("--harness-version", *o.capabilities.mutable_harness_version(),
                  "the engine's harness version")
       ->capture_default_str();

@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/hash.h"
 
@@ -48,7 +49,8 @@ absl::StatusOr<std::vector<double>> BaselineStore::Update(const std::string& key
   } closer{fd};
   if (flock(fd, LOCK_EX) != 0)
     return absl::UnavailableError(absl::StrCat("baselines: cannot lock ", path));
-  const std::string line = us ? absl::StrCat(*us, "\n") : "";
+  const absl::Time now = now_();
+  const std::string line = us ? absl::StrCat(*us, " ", absl::ToUnixSeconds(now), "\n") : "";
   if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
     return absl::UnavailableError(absl::StrCat("baselines: cannot append to ", path));
   std::string text;
@@ -56,13 +58,30 @@ absl::StatusOr<std::vector<double>> BaselineStore::Update(const std::string& key
   char buf[1 << 14];
   for (ssize_t got; (got = read(fd, buf, sizeof(buf))) > 0;)
     text.append(buf, static_cast<size_t>(got));
-  std::vector<double> all;
-  for (absl::string_view l : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    double v;
-    if (absl::SimpleAtod(l, &v) && v > 0) all.push_back(v);
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  if (lines.size() >= static_cast<size_t>(kCompactAt)) {
+    // Cut to the newest kKeep lines, in place (the lock is this file's): appends go on after it.
+    lines.erase(lines.begin(), lines.end() - kKeep);
+    const std::string kept = absl::StrCat(absl::StrJoin(lines, "\n"), "\n");
+    if (ftruncate(fd, 0) != 0 ||
+        write(fd, kept.data(), kept.size()) != static_cast<ssize_t>(kept.size())) {
+      return absl::UnavailableError(absl::StrCat("baselines: cannot rewrite ", path));
+    }
   }
-  if (all.size() > static_cast<size_t>(kKeep)) all.erase(all.begin(), all.end() - kKeep);
-  return all;
+  const int64_t oldest = absl::ToUnixSeconds(now - max_age_);
+  std::vector<double> recent;
+  for (absl::string_view l : lines) {
+    std::vector<absl::string_view> f = absl::StrSplit(l, ' ');
+    double v;
+    int64_t at;
+    if (f.size() == 2 && absl::SimpleAtod(f[0], &v) && v > 0 && absl::SimpleAtoi(f[1], &at) &&
+        at >= oldest) {
+      recent.push_back(v);
+    }
+  }
+  if (recent.size() > static_cast<size_t>(kKeep))
+    recent.erase(recent.begin(), recent.end() - kKeep);
+  return recent;
 }
 
 }  // namespace pkb

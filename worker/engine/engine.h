@@ -71,6 +71,9 @@ struct EvalOptions {
   // figure differs between processes by tens of percent, so a node's first jobs of a shape
   // would otherwise score against the median of a few. 0: off (each job adds its one).
   int settle_baseline = 0;
+  // The node's baseline leaves out measurements older than this (baseline_store.h); a key whose
+  // measurements aged out is settled again (settle_baseline).
+  absl::Duration baseline_max_age = absl::Hours(24);
   // The caller holds the node's GPU lock already (a settling run inside a job's evaluation).
   bool gpus_held = false;
   // A share of the node's GPUs (pkb-eval --gpus; gpu_select.h): their UUIDs (also in

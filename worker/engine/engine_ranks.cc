@@ -282,7 +282,7 @@ bool Evaluation::SettleEarly(const LaunchResult& so_far) {
   if (!parsed.Complete() || !parsed.malformed.empty()) return false;
   if (o_.baseline && !o_.baseline_only && o_.settle_baseline > 0 && !run_.functional()) {
     absl::StatusOr<std::vector<double>> recent =
-        BaselineStore(o_.cache_dir + "/baselines")
+        BaselineStore(o_.cache_dir + "/baselines", o_.baseline_max_age)
             .Recent(BaselineKeyFor(parsed.reports[0]->device_name()));
     std::vector<const v1::RankReport*> reports;
     for (const auto& rep : parsed.reports) reports.push_back(&*rep);
@@ -408,7 +408,7 @@ Verdict Evaluation::Judge(ParsedReports parsed, bool early) {
     std::vector<const v1::RankReport*> rank_reports;
     for (const auto& rep : reports) rank_reports.push_back(&rep);
     const bool alone = TimedAlone(rank_reports);
-    BaselineStore store(o_.cache_dir + "/baselines");
+    BaselineStore store(o_.cache_dir + "/baselines", o_.baseline_max_age);
     const std::string key = BaselineKeyFor(r_.gpu());
     absl::StatusOr<std::vector<double>> recent =
         alone ? store.Record(key, r_.baseline().wall_per_iter_us()) : store.Recent(key);

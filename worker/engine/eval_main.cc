@@ -182,6 +182,12 @@ int Main(int argc, char** argv, pkb::StandbyRanks* standby) {
                  "computed (the worker passes 10 for GPU jobs); 0: off")
       ->check(CLI::Range(0, 25))
       ->capture_default_str();
+  double max_age_hours = absl::ToDoubleHours(o.baseline_max_age);
+  app.add_option("--baseline-max-age-hours", max_age_hours,
+                 "this node's baseline leaves out its measurements older than this; a job whose "
+                 "reference has fewer left settles it again (--settle-baseline)")
+      ->check(CLI::Range(0.01, 8760.0))
+      ->capture_default_str();
   app.add_flag("--compile-only", o.compile_only,
                "the constraints, the source policy and the sandboxed, cached compile of a run, "
                "then stop: status COMPILED (or REJECTED, COMPILE_ERROR); no rank starts, no GPU "
@@ -216,6 +222,7 @@ int Main(int argc, char** argv, pkb::StandbyRanks* standby) {
   // PKB_SANDBOX=off is for test machines where user namespaces are disabled; flags win over it.
   if (const char* env = std::getenv("PKB_SANDBOX")) o.sandbox = env;
   CLI11_PARSE(app, argc, argv);
+  o.baseline_max_age = absl::Hours(max_age_hours);
   if (!gpus.empty()) {
     absl::StatusOr<std::vector<std::string>> uuids = pkb::ParseGpuUuids(gpus);
     absl::StatusOr<std::vector<int>> minors =
