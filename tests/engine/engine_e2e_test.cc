@@ -362,7 +362,7 @@ TEST_CASE(
               "-I",
               kSrc + "/tests/engine/cpu_candidates",
               Cpu("p001_slow_compile.cc")};
-    o.timeout = absl::Seconds(150);
+    o.timeout = absl::Seconds(600);  // longer than the test: it ends by end_other below
     (void)RunSubprocess(o);
   });
   pid_t holder = 0;
@@ -386,14 +386,25 @@ TEST_CASE(
   };
   absl::Cleanup ended = end_other;  // also where a check below gives up
   REQUIRE(holder > 0);
+  // Whether the other compile still runs (its entry says so): it must, for what follows to mean
+  // anything (its source compiles for minutes).
+  auto still_compiling = [&] {
+    for (const auto& e : std::filesystem::directory_iterator(*cache + "/compiles")) {
+      if (absl::EndsWith(e.path().filename().string(), ".run")) return true;
+    }
+    return false;
+  };
   // Compiling beside the job: counted, though its own worker said none of its ran.
   nlohmann::json busy = Eval(job);
   QuietRun busy_word = EvalWithWord(*cache, 1, 0, absl::ZeroDuration());
+  REQUIRE(still_compiling());
   // Stopped before the job began and all through it (as its worker stops it for a job of its
-  // own): not beside it.
+  // own): not beside it. Twice: a process started meanwhile is stopped by the second pass.
+  signal_tree(SIGSTOP);
   signal_tree(SIGSTOP);
   absl::SleepFor(absl::Milliseconds(100));
   nlohmann::json stopped = Eval(job);
+  REQUIRE(still_compiling());
   // Killed: its entry, left behind, is ended by the next reading.
   end_other();
   nlohmann::json after = Eval(job);

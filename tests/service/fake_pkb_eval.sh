@@ -22,7 +22,8 @@
 # rank's log, a stage name), whatever the verdict; for the web board's leak tests.
 # FAKE_PKB_EVAL_LOG=file appends one line per evaluation (with the source's file name); FAKE_PKB_EVAL_DELAY=seconds per stage,
 # or FAKE_DELAY=seconds in the source for that source alone; FAKE_COMPILE_DELAY=seconds in the
-# source: a compile task (--compile-only) of it takes that long more. FAKE_SPEEDUP_FACTOR=x (environment)
+# source: a compile task (--compile-only) of it takes that long more; FAKE_COMPILE_CACHE_HIT: its
+# report says it came from the compile cache. FAKE_SPEEDUP_FACTOR=x (environment)
 # multiplies every OK speedup: a node that times slower, for the confirmation-run tests.
 # Like pkb-eval, it does not outlive the worker that started it: the worker's pdeathsig covers it
 # once set, and it checks its parent between stages for the moment before that (a kill -9 of the
@@ -178,7 +179,9 @@ if [[ $compile_only == 1 ]]; then
   if grep -q FAKE_REJECT "$source"; then
     done_with REJECTED "the source breaks 1 rule(s) of the candidate policy (test double)" ',"policyFindings":[{"file":"candidate.cu","line":2,"severity":"error","message":"[environment] (test double)"}]'
   else
-    done_with COMPILED "compiled candidate.cu in 0.10 s with 0 warning(s); nothing was run (compile only, test double)" "$(compile_report true ',"command":"nvcc (test double)"')"
+    hit=""
+    grep -q FAKE_COMPILE_CACHE_HIT "$source" && hit=',"cacheHit":true'
+    done_with COMPILED "compiled candidate.cu in 0.10 s with 0 warning(s); nothing was run (compile only, test double)" "$(compile_report true ",\"command\":\"nvcc (test double)\"$hit")"
   fi
   exit 0
 fi

@@ -424,6 +424,43 @@ TEST_CASE("compile tasks beside a job wait while it is timed and go on at its ve
   CHECK(stopped < resumed);
 }
 
+TEST_CASE("a compile task that ended as a cache hit is not counted beside a job",
+          "[service][ahead]") {
+  Cluster c;
+  c.StartCoordinator(PKB_FAKE_ENGINE);
+  c.StartWorker("w1");
+  AwaitCompiler(c);
+  // The test double's compile of this Check takes 1 s and says it came from the cache; the job,
+  // leased meanwhile, verifies for about 2 s, then is timed.
+  auto check = std::async(std::launch::async, [&] {
+    grpc::Status st;
+    v1::CheckAnswer a =
+        CheckCompile(c, "FAKE_COMPILE_DELAY=1 FAKE_COMPILE_CACHE_HIT\n", "cuda", &st);
+    REQUIRE(st.ok());
+    return a;
+  });
+  AwaitLog(c, "compile task");
+  grpc::ClientContext ctx;
+  auto job = c.stub->Submit(&ctx, c.Request("FAKE_OK FAKE_DELAY=0.4\n"));
+  grpc::Status st;
+  std::vector<v1::EvalEvent> events = ReadAll(job.get(), &st);
+  REQUIRE(!events.empty());
+  CHECK(events.back().result().status() == v1::OK);
+  REQUIRE(check.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+  CHECK(check.get().compile_verdict() == v1::CheckAnswer::COMPILED);
+  const std::string log = Slurp(c.dir + "/worker-w1.log");
+  INFO(log);
+  // The compile ran beside the job (it began first and ended before the timing)...
+  const size_t leased = log.find("(attempt 1)");
+  const size_t compiled = log.rfind(": COMPILED in ");  // the Check's (AwaitCompiler's is first)
+  REQUIRE(leased != std::string::npos);
+  REQUIRE(compiled != std::string::npos);
+  CHECK(leased < compiled);
+  CHECK(log.find("stopped while the job is timed") == std::string::npos);
+  // ... and found its outcome in the cache: nothing was beside the job.
+  CHECK(events.back().result().compiles_beside() == 0);
+}
+
 // Processes stopped (state T) whose environment names `dir` (what a worker of this cluster started
 // inherits).
 std::vector<std::string> StoppedProcessesOf(const std::string& dir) {

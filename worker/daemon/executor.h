@@ -35,8 +35,9 @@ class CancelToken {
     absl::MutexLock lock(&mu_);
     cancelled_ = true;
     if (pgid_ > 0) {
-      // A paused tree's processes in sessions of their own (a compile's nvcc) would stay stopped.
-      if (paused_) SignalTree(pgid_, SIGKILL);
+      // The whole tree: processes in sessions of their own (a compile's nvcc, which RunSubprocess
+      // starts in one) would run on, unseen by the node's compile entries, or stay stopped.
+      SignalTree(pgid_, SIGKILL);
       KillGroup(pgid_);
     }
   }

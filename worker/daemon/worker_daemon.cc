@@ -122,8 +122,13 @@ void WorkerDaemon::BeginJobCompiles(const std::string& source) {
   absl::MutexLock lock(&compile_mu_);
   job_compiles_counted_ = true;
   job_source_ = source;
+  ++job_generation_;
   compiles_beside_job_ = 0;
-  for (const auto& c : compiles_running_) compiles_beside_job_ += !(c.ahead && c.source == source);
+  for (auto& c : compiles_running_) {
+    if (c.ahead && c.source == source) continue;
+    ++compiles_beside_job_;
+    c.counted_in = job_generation_;
+  }
 }
 
 int WorkerDaemon::CompilesBesideJob() {
@@ -202,6 +207,7 @@ void WorkerDaemon::CompileLoop() {
           {task.ahead(), cancel, task.ahead() ? task.source() : std::string()});
       if (job_compiles_counted_ && !(task.ahead() && task.source() == job_source_)) {
         ++compiles_beside_job_;
+        compiles_running_.back().counted_in = job_generation_;
       }
     }
     LogScope log_scope(task.task_id());
@@ -212,9 +218,14 @@ void WorkerDaemon::CompileLoop() {
                  absl::FormatDuration(absl::Now() - started));
     {
       absl::MutexLock lock(&compile_mu_);
-      compiles_running_.erase(
-          std::find_if(compiles_running_.begin(), compiles_running_.end(),
-                       [&](const RunningCompile& c) { return c.cancel == cancel; }));
+      auto it = std::find_if(compiles_running_.begin(), compiles_running_.end(),
+                             [&](const RunningCompile& c) { return c.cancel == cancel; });
+      // Found in the cache, it ran no compiler: the job still counting it had nothing beside it.
+      if (result.compile().cache_hit() && job_compiles_counted_ &&
+          it->counted_in == job_generation_) {
+        --compiles_beside_job_;
+      }
+      compiles_running_.erase(it);
     }
     v1::WorkerMessage m;
     m.mutable_compile_result()->set_task_id(task.task_id());

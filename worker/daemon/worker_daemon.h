@@ -100,7 +100,8 @@ class WorkerDaemon {
   void PauseCompiles(bool paused) ABSL_LOCKS_EXCLUDED(compile_mu_);
   // Compile tasks that ran beside the job until now (EvalResult.compiles_beside): those running
   // when it began (BeginJobCompiles) and those started since, less the job's own compile ahead
-  // (the compile of its source, which the job waits for).
+  // (the compile of its source, which the job waits for) and those that ended as cache hits (no
+  // compiler ran: a lookup of milliseconds).
   void BeginJobCompiles(const std::string& source) ABSL_LOCKS_EXCLUDED(compile_mu_);
   int CompilesBesideJob() ABSL_LOCKS_EXCLUDED(compile_mu_);
   // Answers a compile task that will not run.
@@ -144,6 +145,7 @@ class WorkerDaemon {
   int stop_guard_fd_ ABSL_GUARDED_BY(compile_mu_) = -1;
   // BeginJobCompiles to the verdict: a job runs, and this many compile tasks ran beside it.
   bool job_compiles_counted_ ABSL_GUARDED_BY(compile_mu_) = false;
+  int job_generation_ ABSL_GUARDED_BY(compile_mu_) = 0;  // one per BeginJobCompiles
   std::string job_source_ ABSL_GUARDED_BY(compile_mu_);
   int compiles_beside_job_ ABSL_GUARDED_BY(compile_mu_) = 0;
   // Draining: compiles ahead are answered CANCELLED instead of run.
@@ -153,6 +155,7 @@ class WorkerDaemon {
     bool ahead;
     std::shared_ptr<CancelToken> cancel;
     std::string source;  // a compile ahead's: the job's own is not counted beside it
+    int counted_in = -1;  // the job_generation_ whose count holds it
   };
   std::vector<RunningCompile> compiles_running_ ABSL_GUARDED_BY(compile_mu_);
   std::vector<std::thread> compile_threads_;

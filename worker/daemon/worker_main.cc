@@ -6,6 +6,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -155,7 +156,15 @@ int main(int argc, char** argv) {
                  "GPU jobs: the node's baseline leaves out measurements older than this, and a "
                  "job whose reference has too few left settles it again (pkb-eval's flag); 0: "
                  "the engine's default, 24")
-      ->check(CLI::Range(0.0, 8760.0))
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            double h = -1;
+            if (!absl::SimpleAtod(s, &h) || !(h == 0 || (h >= 0.01 && h <= 8760))) {
+              return "0, or from 0.01 to 8760 (pkb-eval's range)";
+            }
+            return "";
+          },
+          "0 or 0.01-8760"))
       ->capture_default_str();
   app.add_option("--harness-version", *o.capabilities.mutable_harness_version(),
                  "the engine's harness version")

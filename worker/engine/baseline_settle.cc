@@ -21,14 +21,20 @@ int SettleNodeBaseline(const EvalOptions& job, int runs, std::string* failure) {
   int ok = 0;
   for (int i = 0; i < runs; ++i) {
     v1::EvalResult r = RunEvaluation(b, EvalEventCallback());
-    if (r.status() == v1::OK) {
+    if (r.status() == v1::OK && r.compiles_beside() == 0) {
       ++ok;
       continue;
     }
     if (failure != nullptr && failure->empty()) {
-      *failure = absl::StrCat(v1::Status_Name(r.status()), ": ", r.message());
+      *failure = r.status() == v1::OK
+                     ? absl::StrCat(r.compiles_beside(),
+                                    " compile(s) ran on the node beside a settling run (another "
+                                    "worker's): it did not join the node's baseline")
+                     : absl::StrCat(v1::Status_Name(r.status()), ": ", r.message());
     }
-    break;  // what failed once fails again: the job goes on with the baseline it has
+    // What failed once fails again, and a node that compiles beside one run will beside the
+    // next: the job goes on with the baseline it has, and a later one settles it.
+    break;
   }
   return ok;
 }

@@ -69,13 +69,15 @@ absl::StatusOr<std::vector<double>> BaselineStore::Update(const std::string& key
     }
   }
   const int64_t oldest = absl::ToUnixSeconds(now - max_age_);
+  // A line dated ahead (the clock was set back since) would outlive the limit: left out too.
+  const int64_t newest = absl::ToUnixSeconds(now + absl::Hours(1));
   std::vector<double> recent;
   for (absl::string_view l : lines) {
     std::vector<absl::string_view> f = absl::StrSplit(l, ' ');
     double v;
     int64_t at;
     if (f.size() == 2 && absl::SimpleAtod(f[0], &v) && v > 0 && absl::SimpleAtoi(f[1], &at) &&
-        at >= oldest) {
+        at >= oldest && at <= newest) {
       recent.push_back(v);
     }
   }

@@ -13,8 +13,9 @@
 //   PKB_ASSIGN_OR_RETURN(std::vector<double> recent, store.Record(BaselineKey(...), us));
 //
 // Thread- and process-safe: each key is one file of lines "<us> <unix seconds>", appended and
-// read under flock, and cut to its newest kKeep lines once it holds kCompactAt. A line without a
-// time (a store written before measurements had one) is taken as aged out.
+// read under flock, and cut to its newest kKeep lines once it holds kCompactAt (in place: a crash
+// meanwhile may empty it, and the node then settles that reference again). A line without a time
+// (a store written before measurements had one), or dated more than an hour ahead, is left out.
 #ifndef PKB_WORKER_ENGINE_BASELINE_STORE_H_
 #define PKB_WORKER_ENGINE_BASELINE_STORE_H_
 

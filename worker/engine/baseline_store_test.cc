@@ -67,6 +67,10 @@ TEST_CASE("the node's baseline leaves out measurements older than its age limit"
       REQUIRE(WriteFileAtomic(f.path().string(), "7\n5 " + text->substr(2)).ok());
   }
   CHECK(*store.Recent(legacy) == std::vector<double>{5.0});
+  // Dated ahead (the clock set back since): left out.
+  now -= absl::Hours(3);
+  CHECK(store.Recent(legacy)->empty());
+  now += absl::Hours(3);
   // The file is cut to its newest kKeep lines once it holds kCompactAt; nothing recent is lost.
   for (int i = 0; i < BaselineStore::kCompactAt + 3; ++i) {
     now += absl::Seconds(1);

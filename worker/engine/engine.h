@@ -103,7 +103,9 @@ inline constexpr int kSettledBaseline = 10;
 // Reference-only evaluations of `job` (its spec; no submission), `runs` of them one after the
 // other, each in fresh rank processes and a fresh sandbox, each adding its measurement to the
 // node's baseline. For a job's own evaluation, which holds the GPU lock (`job.gpus_held` says so
-// for CUDA). Returns how many ended OK, and in `failure` the first other verdict's message.
+// for CUDA). Stops at the first run that is not OK or that a compile ran beside (another
+// worker's: its measurement did not join). Returns how many ended OK alone, and in `failure` why
+// it stopped.
 int SettleNodeBaseline(const EvalOptions& job, int runs, std::string* failure);
 
 // A functional run (spec.functional: correctness only, no speedup, never ranked) lets the W rank

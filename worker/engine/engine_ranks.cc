@@ -250,8 +250,11 @@ std::string Evaluation::AwaitQuiet() {
 
 bool Evaluation::TimedAlone(const std::vector<const v1::RankReport*>& reports) {
   // Compiles anywhere on the node: the worker's, another worker's, a pkb-eval's started by hand.
-  const int node = NodeCompiles(o_.cache_dir + "/compiles").RanBeside(node_mark_, OwnCompileKey());
-  compiles_beside_ = std::max(worker_beside_, node);
+  // Counted once, when every report is in (the timing is over): SettleEarly's call, or Judge's.
+  if (!node_beside_) {
+    node_beside_ = NodeCompiles(o_.cache_dir + "/compiles").RanBeside(node_mark_, OwnCompileKey());
+  }
+  compiles_beside_ = std::max(worker_beside_, *node_beside_);
   if (!o_.quiet_from.empty()) {
     bool heard = false;
     for (const v1::RankReport* rep : reports) heard |= rep->rank() == 0 && rep->quiet_word_heard();

@@ -173,11 +173,12 @@ class Evaluation {
   // ran on the node since the job began (NodeCompiles, the job's own source's excepted). Sets
   // compiles_beside_ and compiles_beside in the result: the larger count, or -1 where rank 0 timed
   // without the word.
+  bool TimedAlone(const std::vector<const v1::RankReport*>& reports);
+
   // The compile cache's key of the job's source; empty without one (or where it cannot be known).
   std::string OwnCompileKey();
   // How the job's source is compiled (CompileSource).
   CompilerOptions CompilerOptionsForJob() const;
-  bool TimedAlone(const std::vector<const v1::RankReport*>& reports);
 
   // Polled by the launcher while the ranks run (LaunchSpec::settled): once every rank's report
   // is in, signed and well formed, the verdict is given from them at once (Finish), while the
@@ -249,6 +250,7 @@ class Evaluation {
   int compiles_beside_ = 0;  // TimedAlone
   // The node's compiles as the job began (node_compiles.h), and the job's source's key.
   NodeCompiles::Mark node_mark_;
+  std::optional<int> node_beside_;  // TimedAlone
   std::optional<std::string> own_compile_key_;
   // SettleEarly: the report files as last tried (inode, size, mtime), and the verdict it gave.
   std::vector<std::array<int64_t, 3>> reports_tried_;

@@ -2,9 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -12,6 +15,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -29,26 +33,31 @@ struct Entry {
   int64_t start_ns = 0;
   pid_t pid = 0;
   std::string key;
+  uint64_t pid_ns = 0;  // the inode of its process's PID namespace; 0: not known
   bool running = false;
-  int64_t end_ns = 0;  // done entries
+  // Found with its lock free (its process died) and left as it was: the folder refused the
+  // rename that ends it.
+  bool dead = false;
+  int64_t end_ns = 0;  // ended entries
 };
 
-// "<start>.<pid>.<n>.<key16>.run" or "<start>.<pid>.<n>.<key16>.<end>.done"; anything else
-// (a run's entry being made, a stray file) is not an entry.
+// "<start>.<pid>.<n>.<key16>.<pidns>.run" or "<start>.<pid>.<n>.<key16>.<pidns>.<end>.done";
+// anything else (a run's entry being made, a stray file) is not an entry.
 std::optional<Entry> ParseEntry(const std::string& name) {
   std::vector<std::string> f = absl::StrSplit(name, '.');
   Entry e;
   e.name = name;
   int n;
-  if (f.size() == 5 && f[4] == "run") {
+  if (f.size() == 6 && f[5] == "run") {
     e.running = true;
-  } else if (f.size() == 6 && f[5] == "done") {
-    if (!absl::SimpleAtoi(f[4], &e.end_ns)) return std::nullopt;
+  } else if (f.size() == 7 && f[6] == "done") {
+    if (!absl::SimpleAtoi(f[5], &e.end_ns)) return std::nullopt;
   } else {
     return std::nullopt;
   }
   if (!absl::SimpleAtoi(f[0], &e.start_ns) || !absl::SimpleAtoi(f[1], &e.pid) ||
-      !absl::SimpleAtoi(f[2], &n) || f[3].size() != kKeyChars) {
+      !absl::SimpleAtoi(f[2], &n) || f[3].size() != kKeyChars ||
+      !absl::SimpleAtoi(f[4], &e.pid_ns)) {
     return std::nullopt;
   }
   e.key = f[3];
@@ -57,10 +66,20 @@ std::optional<Entry> ParseEntry(const std::string& name) {
 
 int64_t NowNs() { return absl::ToUnixNanos(absl::Now()); }
 
-// Whether a running entry's process still holds it (a lock we cannot take).
+// This process's PID namespace (the inode of /proc/self/ns/pid); 0 where it cannot be read.
+uint64_t OwnPidNamespace() {
+  static const uint64_t ns = [] {
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+  }();
+  return ns;
+}
+
+// Whether a running entry's process still holds it (a lock we cannot take). One we cannot open
+// (no permission, no descriptors left) is taken as held: only a process's end frees it.
 bool Held(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return false;  // gone meanwhile: done, and renamed
+  if (fd < 0) return errno != ENOENT;  // gone meanwhile: ended, and renamed
   const bool held = flock(fd, LOCK_SH | LOCK_NB) != 0;
   close(fd);
   return held;
@@ -132,8 +151,12 @@ std::vector<Entry> ReadEntries(const std::string& dir, bool* unreadable) {
       e->running = false;
       e->end_ns = NowNs();
       const std::string base = e->name.substr(0, e->name.size() - 4);  // less ".run"
-      e->name = absl::StrCat(base, ".", e->end_ns, ".done");
-      (void)std::rename(path.c_str(), absl::StrCat(dir, "/", e->name).c_str());
+      const std::string done = absl::StrCat(base, ".", e->end_ns, ".done");
+      if (std::rename(path.c_str(), absl::StrCat(dir, "/", done).c_str()) == 0) {
+        e->name = done;
+      } else {
+        e->dead = true;  // found dead again by every reader (Mark::dead)
+      }
     }
     out.push_back(std::move(*e));
   }
@@ -153,15 +176,25 @@ std::unique_ptr<NodeCompiles::Run> NodeCompiles::Begin(const std::string& key) {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) return nullptr;
-  // Old entries go first (a dead run's is ended by the reading).
+  // Old entries go first (a dead run's is ended by the reading), and what a process that died
+  // while making its entry left.
   bool unreadable = false;
-  const int64_t old = NowNs() - absl::ToInt64Nanoseconds(kKeep);
+  const int64_t old = NowNs() - absl::ToInt64Nanoseconds(kEntryLife);
   for (const Entry& e : ReadEntries(dir_, &unreadable)) {
     if (!e.running && e.end_ns < old) std::filesystem::remove(absl::StrCat(dir_, "/", e.name), ec);
   }
+  const auto made_before = std::filesystem::file_time_type::clock::now() -
+                           std::chrono::nanoseconds(absl::ToInt64Nanoseconds(kEntryLife));
+  for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code time_ec;
+    if (absl::EndsWith(it->path().filename().string(), ".making") &&
+        it->last_write_time(time_ec) < made_before && !time_ec) {
+      std::filesystem::remove(it->path(), time_ec);
+    }
+  }
   static std::atomic<int> runs{0};
-  const std::string base =
-      absl::StrCat(NowNs(), ".", getpid(), ".", runs++, ".", key.substr(0, kKeyChars));
+  const std::string base = absl::StrCat(NowNs(), ".", getpid(), ".", runs++, ".",
+                                        key.substr(0, kKeyChars), ".", OwnPidNamespace());
   // Made under a name that is no entry, locked, then named: a reader never finds it unlocked.
   const std::string making = absl::StrCat(dir_, "/.", base, ".making");
   const int fd = open(making.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -181,12 +214,14 @@ NodeCompiles::Mark NodeCompiles::MarkNow() const {
   std::vector<Entry> running;
   std::set<pid_t> pids;
   for (Entry& e : ReadEntries(dir_, &unreadable)) {
+    if (e.dead) mark.dead.insert(e.name);
     if (!e.running) continue;
     pids.insert(e.pid);
     running.push_back(std::move(e));
   }
   const std::map<pid_t, int64_t> cpu = TreeCpu(pids);
   for (const Entry& e : running) {
+    if (e.pid_ns != OwnPidNamespace()) continue;  // not this /proc's (RanBeside)
     if (auto it = cpu.find(e.pid); it != cpu.end()) mark.cpu[e.name] = it->second;
   }
   // After the reading: a dead run it ended is over before the mark.
@@ -200,16 +235,21 @@ int NodeCompiles::RanBeside(const Mark& mark, const std::string& own_key) const 
   if (unreadable) return 1;  // not known to be none
   const int64_t from = absl::ToUnixNanos(mark.at);
   const std::string own = own_key.substr(0, kKeyChars);
+  // Only a run of this PID namespace can be looked up in this /proc (another's pid may name an
+  // unrelated process here): another's is always counted.
+  const uint64_t own_ns = OwnPidNamespace();
+  auto ours = [&](const Entry& e) { return own_ns != 0 && e.pid_ns == own_ns; };
   std::set<pid_t> marked;
   for (const Entry& e : entries) {
-    if (e.running && mark.cpu.count(e.name)) marked.insert(e.pid);
+    if (e.running && ours(e) && mark.cpu.count(e.name)) marked.insert(e.pid);
   }
   const std::map<pid_t, int64_t> cpu = TreeCpu(marked);
   int beside = 0;
   for (const Entry& e : entries) {
     if (!own.empty() && e.key == own) continue;
-    if (!e.running && e.end_ns < from) continue;  // over before the mark
-    if (e.running) {
+    if (e.dead && mark.dead.count(e.name)) continue;         // dead already at the mark
+    if (!e.running && !e.dead && e.end_ns < from) continue;  // over before the mark
+    if (e.running && ours(e)) {
       // Running at the mark and now, and its processes used no CPU time between (stopped all
       // along: the worker stops its compiles while its job is timed).
       auto then = mark.cpu.find(e.name);

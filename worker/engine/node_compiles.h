@@ -14,14 +14,17 @@
 //
 //   std::unique_ptr<NodeCompiles::Run> run = node.Begin(key);  // around the compiler's run
 //
-// An entry is a file, "<start ns>.<pid>.<n>.<key16>.run" while its compiler runs (the process
-// holds an exclusive flock on it), renamed "<start ns>.<pid>.<n>.<key16>.<end ns>.done" after. A
-// compile ran beside [mark, now] if its run overlaps it, unless it was running at the mark and its
+// An entry is a file, "<start ns>.<pid>.<n>.<key16>.<pid namespace>.run" while its compiler runs
+// (the process holds an exclusive flock on it), renamed "<...>.<end ns>.done" after. A compile
+// ran beside [mark, now] if its run overlaps it, unless it was running at the mark and its
 // processes used no CPU time since (stopped: the worker stops its compiles while its job is
-// timed; measured in /proc, at its clock tick of 10 ms). An entry whose process died without
-// renaming it (its lock is free) is ended by the first reader to see it, at that time. Entries
-// are removed an hour after their end.
+// timed; measured in /proc, at its clock tick of 10 ms, for a run of the reader's own PID
+// namespace only: another's is always counted). An entry whose process died without renaming it
+// (its lock is free) is ended by the first reader to see it, at that time; one the folder does
+// not let us rename counts for the marks taken before it was found dead. Entries are removed an
+// hour after their end.
 //
+// The folder must be the node's own (not shared with other hosts), as the rest of the cache is.
 // Thread- and process-safe. Nothing here fails a compile or an evaluation: a folder that cannot
 // be written leaves no entry (a run with no entry is not seen), one that cannot be read is
 // answered as one compile beside (the measurement is then not taken as alone).
@@ -31,6 +34,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/time/time.h"
@@ -39,8 +43,8 @@ namespace pkb {
 
 class NodeCompiles {
  public:
-  // Entries older than this (from their end; a dead run's from its start) are removed.
-  static constexpr absl::Duration kKeep = absl::Hours(1);
+  // Entries ended longer ago than this are removed (a dead run's ends when a reader finds it).
+  static constexpr absl::Duration kEntryLife = absl::Hours(1);
 
   explicit NodeCompiles(std::string dir) : dir_(std::move(dir)) {}
 
@@ -62,11 +66,13 @@ class NodeCompiles {
   // destroyed; null where it could not be written. Prunes old entries first.
   std::unique_ptr<Run> Begin(const std::string& key);
 
-  // The start of an evaluation: when, and the CPU time each running compile had used by then
-  // (clock ticks, its processes' and their reaped children's, by entry name).
+  // The start of an evaluation: when, the CPU time each running compile had used by then (clock
+  // ticks, its processes' and their reaped children's, by entry name), and the dead runs whose
+  // entries could not be ended.
   struct Mark {
     absl::Time at;
     std::map<std::string, int64_t> cpu;
+    std::set<std::string> dead;
   };
   Mark MarkNow() const;
 

@@ -2,13 +2,17 @@
 // burns CPU, stops (SIGSTOP) or dies, as another worker's compile would.
 #include "worker/engine/node_compiles.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -21,9 +25,17 @@ namespace {
 const std::string kKeyA(64, 'a');
 const std::string kKeyB(64, 'b');
 
-// A child process that holds an entry of `key` in `dir` and burns CPU until killed. Returns once
-// the entry is there.
-pid_t StartCompileLike(const std::string& dir, const std::string& key) {
+void Burn(absl::Duration d) {
+  volatile uint64_t x = 0;
+  for (const absl::Time end = absl::Now() + d; absl::Now() < end;) x = x + 1;
+}
+
+// A child process that holds an entry of `key` in `dir` until killed, as pkb-eval holds one
+// while its compiler runs. It burns CPU itself, or (`burner` > 0) starts a process that burns
+// for that long, waits for it and then idles, as pkb-eval waits for nvcc. Returns once the
+// entry is there.
+pid_t StartCompileLike(const std::string& dir, const std::string& key,
+                       absl::Duration burner = absl::ZeroDuration()) {
   int fds[2];
   REQUIRE(pipe(fds) == 0);
   const pid_t child = fork();
@@ -34,8 +46,16 @@ pid_t StartCompileLike(const std::string& dir, const std::string& key) {
     const char ok = run ? '1' : '0';
     (void)!write(fds[1], &ok, 1);
     close(fds[1]);
-    volatile uint64_t x = 0;
-    while (true) x = x + 1;
+    if (burner == absl::ZeroDuration()) {
+      while (true) Burn(absl::Seconds(1));
+    }
+    const pid_t compiler = fork();
+    if (compiler == 0) {
+      Burn(burner);
+      _exit(0);
+    }
+    waitpid(compiler, nullptr, 0);  // its CPU time becomes this process's children's
+    while (true) pause();
   }
   close(fds[1]);
   char ok = 0;
@@ -48,6 +68,14 @@ pid_t StartCompileLike(const std::string& dir, const std::string& key) {
 void Reap(pid_t child) {
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
+}
+
+// Stops `child` and returns once it is stopped.
+void Stop(pid_t child) {
+  REQUIRE(kill(child, SIGSTOP) == 0);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, WUNTRACED) == child);
+  REQUIRE(WIFSTOPPED(status));
 }
 
 // Time for a running child to get CPU time (counted in ticks of 10 ms), on a loaded machine too.
@@ -104,17 +132,66 @@ TEST_CASE("node compiles: a run stopped all along is not beside and one that ran
   absl::SleepFor(kRun);
   CHECK(node.RanBeside(running, "") == 1);
   // Stopped before the mark and still stopped: nothing ran beside.
-  REQUIRE(kill(child, SIGSTOP) == 0);
-  absl::SleepFor(absl::Milliseconds(50));
+  Stop(child);
   NodeCompiles::Mark stopped = node.MarkNow();
   absl::SleepFor(kRun);
   CHECK(node.RanBeside(stopped, "") == 0);
   // Resumed, ran, and stopped again (another job's timing): it ran beside.
   REQUIRE(kill(child, SIGCONT) == 0);
   absl::SleepFor(kRun);
-  REQUIRE(kill(child, SIGSTOP) == 0);
-  absl::SleepFor(absl::Milliseconds(20));
+  Stop(child);
   CHECK(node.RanBeside(stopped, "") == 1);
+  Reap(child);
+  (void)RemoveTree(*tmp);
+}
+
+TEST_CASE("node compiles: a run's CPU time is its processes' with the children they reaped",
+          "[node_compiles]") {
+  auto tmp = MakeTempDir("/tmp/pkb-test", "node-compiles-");
+  REQUIRE(tmp.ok());
+  const std::string dir = *tmp + "/compiles";
+  NodeCompiles node(dir);
+  // The entry's process idles while its compiler burns for kRun, ends and is reaped.
+  const pid_t child = StartCompileLike(dir, kKeyA, kRun);
+  NodeCompiles::Mark compiling = node.MarkNow();
+  absl::SleepFor(3 * kRun);
+  CHECK(node.RanBeside(compiling, "") == 1);
+  // From then on nothing of it uses the CPU: running, but not beside a later evaluation.
+  NodeCompiles::Mark idle = node.MarkNow();
+  absl::SleepFor(kRun);
+  CHECK(node.RanBeside(idle, "") == 0);
+  Reap(child);
+  (void)RemoveTree(*tmp);
+}
+
+TEST_CASE("node compiles: a run of another PID namespace is counted even where it looks stopped",
+          "[node_compiles]") {
+  auto tmp = MakeTempDir("/tmp/pkb-test", "node-compiles-");
+  REQUIRE(tmp.ok());
+  const std::string dir = *tmp + "/compiles";
+  std::filesystem::create_directories(dir);
+  // A stopped process of this namespace, named by two entries held (locked) by this test: one of
+  // this namespace, one of another, whose pid would name some process there.
+  const pid_t child = StartCompileLike(*tmp + "/unused", kKeyB);
+  Stop(child);
+  struct stat ns;
+  REQUIRE(stat("/proc/self/ns/pid", &ns) == 0);
+  std::vector<int> held;
+  const int64_t now = absl::ToUnixNanos(absl::Now());
+  for (uint64_t entry_ns :
+       {static_cast<uint64_t>(ns.st_ino), static_cast<uint64_t>(ns.st_ino) + 1}) {
+    const std::string path = absl::StrCat(dir, "/", now, ".", child, ".", held.size(), ".",
+                                          kKeyA.substr(0, 16), ".", entry_ns, ".run");
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT, 0644);
+    REQUIRE(fd >= 0);
+    REQUIRE(flock(fd, LOCK_EX) == 0);
+    held.push_back(fd);
+  }
+  NodeCompiles node(dir);
+  NodeCompiles::Mark mark = node.MarkNow();
+  absl::SleepFor(absl::Milliseconds(50));
+  CHECK(node.RanBeside(mark, "") == 1);  // the other namespace's
+  for (int fd : held) close(fd);
   Reap(child);
   (void)RemoveTree(*tmp);
 }
@@ -145,11 +222,11 @@ TEST_CASE(
   const std::string dir = *tmp + "/compiles";
   std::filesystem::create_directories(dir);
   const int64_t now = absl::ToUnixNanos(absl::Now());
-  const int64_t old = now - absl::ToInt64Nanoseconds(NodeCompiles::kKeep + absl::Minutes(1));
+  const int64_t old = now - absl::ToInt64Nanoseconds(NodeCompiles::kEntryLife + absl::Minutes(1));
   const std::string old_done =
-      absl::StrCat(dir, "/", old, ".1.0.", kKeyA.substr(0, 16), ".", old + 1000, ".done");
+      absl::StrCat(dir, "/", old, ".1.0.", kKeyA.substr(0, 16), ".0.", old + 1000, ".done");
   const std::string young_done =
-      absl::StrCat(dir, "/", now, ".1.1.", kKeyA.substr(0, 16), ".", now + 1000, ".done");
+      absl::StrCat(dir, "/", now, ".1.1.", kKeyA.substr(0, 16), ".0.", now + 1000, ".done");
   for (const std::string& f : {old_done, young_done, dir + "/notes.txt", dir + "/1.2.3.run"}) {
     std::ofstream(f) << "";
   }
