@@ -252,7 +252,14 @@ bool Evaluation::TimedAlone(const std::vector<const v1::RankReport*>& reports) {
   // Compiles anywhere on the node: the worker's, another worker's, a pkb-eval's started by hand.
   // Counted once, when every report is in (the timing is over): SettleEarly's call, or Judge's.
   if (!node_beside_) {
-    node_beside_ = NodeCompiles(o_.cache_dir + "/compiles").RanBeside(node_mark_, OwnCompileKey());
+    std::string unread;
+    node_beside_ =
+        NodeCompiles(o_.cache_dir + "/compiles").RanBeside(node_mark_, OwnCompileKey(), &unread);
+    if (!unread.empty()) {
+      events_.Emit(v1::BENCHMARKING,
+                   absl::StrCat("the node's running compiles could not be read (", unread,
+                                "): this job's reference stays out of the node's baseline"));
+    }
   }
   compiles_beside_ = std::max(worker_beside_, *node_beside_);
   if (!o_.quiet_from.empty()) {

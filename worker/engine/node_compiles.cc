@@ -134,13 +134,16 @@ std::map<pid_t, int64_t> TreeCpu(const std::set<pid_t>& roots) {
 
 // The folder's entries. A running one whose process died without ending it (its lock is free)
 // is ended here, now: its compile ran until some time before.
-std::vector<Entry> ReadEntries(const std::string& dir, bool* unreadable) {
+std::vector<Entry> ReadEntries(const std::string& dir, std::string* unread) {
   std::vector<Entry> out;
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec), end;
   if (ec) {
-    // No folder: no compile with a cache ran here yet. Else the answer is unknown.
-    *unreadable = ec != std::errc::no_such_file_or_directory;
+    // No folder: no compile with a cache ran here yet. Else the answer is unknown, and why.
+    struct stat st;
+    const bool absent = ec == std::errc::no_such_file_or_directory ||
+                        (lstat(dir.c_str(), &st) != 0 && errno == ENOENT);
+    if (!absent) *unread = absl::StrCat(dir, ": ", ec.message());
     return out;
   }
   for (; it != end; it.increment(ec)) {
@@ -160,7 +163,7 @@ std::vector<Entry> ReadEntries(const std::string& dir, bool* unreadable) {
     }
     out.push_back(std::move(*e));
   }
-  if (ec) *unreadable = true;
+  if (ec) *unread = absl::StrCat(dir, ": ", ec.message());
   return out;
 }
 
@@ -178,9 +181,9 @@ std::unique_ptr<NodeCompiles::Run> NodeCompiles::Begin(const std::string& key) {
   if (ec) return nullptr;
   // Old entries go first (a dead run's is ended by the reading), and what a process that died
   // while making its entry left.
-  bool unreadable = false;
+  std::string unread;
   const int64_t old = NowNs() - absl::ToInt64Nanoseconds(kEntryLife);
-  for (const Entry& e : ReadEntries(dir_, &unreadable)) {
+  for (const Entry& e : ReadEntries(dir_, &unread)) {
     if (!e.running && e.end_ns < old) std::filesystem::remove(absl::StrCat(dir_, "/", e.name), ec);
   }
   const auto made_before = std::filesystem::file_time_type::clock::now() -
@@ -210,10 +213,10 @@ std::unique_ptr<NodeCompiles::Run> NodeCompiles::Begin(const std::string& key) {
 
 NodeCompiles::Mark NodeCompiles::MarkNow() const {
   Mark mark;
-  bool unreadable = false;
+  std::string unread;  // RanBeside says it
   std::vector<Entry> running;
   std::set<pid_t> pids;
-  for (Entry& e : ReadEntries(dir_, &unreadable)) {
+  for (Entry& e : ReadEntries(dir_, &unread)) {
     if (e.dead) mark.dead.insert(e.name);
     if (!e.running) continue;
     pids.insert(e.pid);
@@ -229,10 +232,14 @@ NodeCompiles::Mark NodeCompiles::MarkNow() const {
   return mark;
 }
 
-int NodeCompiles::RanBeside(const Mark& mark, const std::string& own_key) const {
-  bool unreadable = false;
-  const std::vector<Entry> entries = ReadEntries(dir_, &unreadable);
-  if (unreadable) return 1;  // not known to be none
+int NodeCompiles::RanBeside(const Mark& mark, const std::string& own_key,
+                            std::string* unread) const {
+  std::string why;
+  const std::vector<Entry> entries = ReadEntries(dir_, &why);
+  if (!why.empty()) {
+    if (unread != nullptr) *unread = why;
+    return 1;  // not known to be none
+  }
   const int64_t from = absl::ToUnixNanos(mark.at);
   const std::string own = own_key.substr(0, kKeyChars);
   // Only a run of this PID namespace can be looked up in this /proc (another's pid may name an

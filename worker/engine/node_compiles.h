@@ -77,8 +77,9 @@ class NodeCompiles {
   Mark MarkNow() const;
 
   // Compiler runs that ran at some time between `mark` and now, other than those of `own_key`
-  // (the evaluation's own source, compiled by itself or ahead of it; empty: none excluded).
-  int RanBeside(const Mark& mark, const std::string& own_key) const;
+  // (the evaluation's own source, compiled by itself or ahead of it; empty: none excluded). 1
+  // where the folder exists but cannot be listed, and then in `unread` (optional) why.
+  int RanBeside(const Mark& mark, const std::string& own_key, std::string* unread = nullptr) const;
 
  private:
   std::string dir_;

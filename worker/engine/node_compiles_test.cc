@@ -243,7 +243,13 @@ TEST_CASE(
   CHECK(node.RanBeside(long_ago, "") == 2);  // the young one and kKeyB's
   // A folder that cannot be listed: not known to be none.
   NodeCompiles file(dir + "/notes.txt");
-  CHECK(file.RanBeside(file.MarkNow(), "") == 1);
+  std::string unread;
+  CHECK(file.RanBeside(file.MarkNow(), "", &unread) == 1);
+  CHECK(unread.find("notes.txt") != std::string::npos);  // and says which, and why
+  // A folder not made yet is no compile: none.
+  unread.clear();
+  CHECK(NodeCompiles(dir + "/not/made/yet").RanBeside(node.MarkNow(), "", &unread) == 0);
+  CHECK(unread.empty());
   CHECK(file.Begin(kKeyA) == nullptr);
   (void)RemoveTree(*tmp);
 }
