@@ -4,11 +4,16 @@
 
 #include <catch2/catch.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "common/subprocess.h"
 #include "nlohmann/json.hpp"
+
+#if !defined(PKB_SOURCE_DIR) || !defined(PKB_EVAL)
+#error "PKB_SOURCE_DIR and PKB_EVAL come from the build (tests/engine/CMakeLists.txt)"
+#endif
 
 namespace pkb {
 

@@ -34,10 +34,11 @@ class CancelToken {
   void Cancel() {
     absl::MutexLock lock(&mu_);
     cancelled_ = true;
-    if (pgid_ > 0) {
+    if (pgid_ > 0 && !finished_) {
       // The whole tree: processes in sessions of their own (a compile's nvcc, which RunSubprocess
       // starts in one) would run on, unseen by the node's compile entries, or stay stopped.
-      SignalTree(pgid_, SIGKILL);
+      // Stopped first, so that none starts a child the kill would miss; then killed.
+      for (pid_t pid : SignalTree(pgid_, SIGSTOP)) kill(pid, SIGKILL);
       KillGroup(pgid_);
     }
   }

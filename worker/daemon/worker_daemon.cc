@@ -220,10 +220,12 @@ void WorkerDaemon::CompileLoop() {
       absl::MutexLock lock(&compile_mu_);
       auto it = std::find_if(compiles_running_.begin(), compiles_running_.end(),
                              [&](const RunningCompile& c) { return c.cancel == cancel; });
-      // Found in the cache, it ran no compiler: the job still counting it had nothing beside it.
+      // Found in the cache, it ran no compiler: nothing of this task was beside the job that
+      // still counts it.
       if (result.compile().cache_hit() && job_compiles_counted_ &&
           it->counted_in == job_generation_) {
         --compiles_beside_job_;
+        spdlog::info("compile task {}: from the cache, not counted beside the job", task.task_id());
       }
       compiles_running_.erase(it);
     }

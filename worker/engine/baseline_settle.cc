@@ -28,8 +28,9 @@ int SettleNodeBaseline(const EvalOptions& job, int runs, std::string* failure) {
     if (failure != nullptr && failure->empty()) {
       *failure = r.status() == v1::OK
                      ? absl::StrCat(r.compiles_beside(),
-                                    " compile(s) ran on the node beside a settling run (another "
-                                    "worker's): it did not join the node's baseline")
+                                    " compile(s) ran on the node beside a settling run (not "
+                                    "stopped: another worker's, or one started by hand): it did "
+                                    "not join the node's baseline")
                      : absl::StrCat(v1::Status_Name(r.status()), ": ", r.message());
     }
     // What failed once fails again, and a node that compiles beside one run will beside the

@@ -1,6 +1,7 @@
 #include "worker/engine/node_compiles.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,16 +49,21 @@ std::optional<Entry> ParseEntry(const std::string& name) {
   Entry e;
   e.name = name;
   int n;
-  if (f.size() == 6 && f[5] == "run") {
+  // An engine of before the namespace field writes one field less: its entries count (pid_ns 0
+  // is never this namespace's) and age out like the others.
+  const bool done = !f.empty() && f.back() == "done";
+  const bool with_ns = f.size() == (done ? 7u : 6u);
+  const size_t fields = with_ns ? 5 : 4;
+  if (f.size() == fields + 1 && f[fields] == "run") {
     e.running = true;
-  } else if (f.size() == 7 && f[6] == "done") {
-    if (!absl::SimpleAtoi(f[5], &e.end_ns)) return std::nullopt;
+  } else if (f.size() == fields + 2 && f[fields + 1] == "done") {
+    if (!absl::SimpleAtoi(f[fields], &e.end_ns)) return std::nullopt;
   } else {
     return std::nullopt;
   }
   if (!absl::SimpleAtoi(f[0], &e.start_ns) || !absl::SimpleAtoi(f[1], &e.pid) ||
       !absl::SimpleAtoi(f[2], &n) || f[3].size() != kKeyChars ||
-      !absl::SimpleAtoi(f[4], &e.pid_ns)) {
+      (with_ns && !absl::SimpleAtoi(f[4], &e.pid_ns))) {
     return std::nullopt;
   }
   e.key = f[3];
@@ -75,11 +81,15 @@ uint64_t OwnPidNamespace() {
   return ns;
 }
 
-// Whether a running entry's process still holds it (a lock we cannot take). One we cannot open
-// (no permission, no descriptors left) is taken as held: only a process's end frees it.
-bool Held(const std::string& path) {
+// Whether a running entry's process still holds it (a lock we cannot take). An entry we cannot
+// open (made by another user, no descriptors left) is held while its process lives, as far as
+// this PID namespace can tell; one of another namespace is taken as held.
+bool Held(const std::string& path, const Entry& e) {
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return errno != ENOENT;  // gone meanwhile: ended, and renamed
+  if (fd < 0) {
+    if (errno == ENOENT) return false;  // gone meanwhile: ended, and renamed
+    return e.pid_ns != OwnPidNamespace() || !(kill(e.pid, 0) != 0 && errno == ESRCH);
+  }
   const bool held = flock(fd, LOCK_SH | LOCK_NB) != 0;
   close(fd);
   return held;
@@ -150,7 +160,7 @@ std::vector<Entry> ReadEntries(const std::string& dir, std::string* unread) {
     std::optional<Entry> e = ParseEntry(it->path().filename().string());
     if (!e) continue;
     const std::string path = absl::StrCat(dir, "/", e->name);
-    if (e->running && !Held(path)) {
+    if (e->running && !Held(path, *e)) {
       e->running = false;
       e->end_ns = NowNs();
       const std::string base = e->name.substr(0, e->name.size() - 4);  // less ".run"
@@ -202,7 +212,8 @@ std::unique_ptr<NodeCompiles::Run> NodeCompiles::Begin(const std::string& key) {
   const std::string making = absl::StrCat(dir_, "/.", base, ".making");
   const int fd = open(making.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return nullptr;
-  if (flock(fd, LOCK_EX) != 0 ||
+  // Readable by every user of the node's cache, whatever the umask (Held).
+  if (fchmod(fd, 0644) != 0 || flock(fd, LOCK_EX) != 0 ||
       std::rename(making.c_str(), absl::StrCat(dir_, "/", base, ".run").c_str()) != 0) {
     close(fd);
     std::filesystem::remove(making, ec);

@@ -3,6 +3,7 @@
 #include "worker/engine/node_compiles.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -31,11 +32,11 @@ void Burn(absl::Duration d) {
 }
 
 // A child process that holds an entry of `key` in `dir` until killed, as pkb-eval holds one
-// while its compiler runs. It burns CPU itself, or (`burner` > 0) starts a process that burns
-// for that long, waits for it and then idles, as pkb-eval waits for nvcc. Returns once the
-// entry is there.
+// while its compiler runs. It burns CPU itself, or (`compiler_until` an open pipe's read end)
+// starts a process that burns until the pipe's write end closes, waits for it and then idles,
+// as pkb-eval waits for nvcc. Returns once the entry is there.
 pid_t StartCompileLike(const std::string& dir, const std::string& key,
-                       absl::Duration burner = absl::ZeroDuration()) {
+                       const int* compiler_until = nullptr) {
   int fds[2];
   REQUIRE(pipe(fds) == 0);
   const pid_t child = fork();
@@ -46,14 +47,17 @@ pid_t StartCompileLike(const std::string& dir, const std::string& key,
     const char ok = run ? '1' : '0';
     (void)!write(fds[1], &ok, 1);
     close(fds[1]);
-    if (burner == absl::ZeroDuration()) {
+    if (compiler_until == nullptr) {
       while (true) Burn(absl::Seconds(1));
     }
+    close(compiler_until[1]);  // the test's: its close says stop
     const pid_t compiler = fork();
     if (compiler == 0) {
-      Burn(burner);
+      pollfd until{compiler_until[0], POLLIN, 0};
+      while (poll(&until, 1, 0) == 0) Burn(absl::Milliseconds(10));
       _exit(0);
     }
+    close(compiler_until[0]);
     waitpid(compiler, nullptr, 0);  // its CPU time becomes this process's children's
     while (true) pause();
   }
@@ -151,10 +155,16 @@ TEST_CASE("node compiles: a run's CPU time is its processes' with the children t
   REQUIRE(tmp.ok());
   const std::string dir = *tmp + "/compiles";
   NodeCompiles node(dir);
-  // The entry's process idles while its compiler burns for kRun, ends and is reaped.
-  const pid_t child = StartCompileLike(dir, kKeyA, kRun);
+  // The entry's process idles while its compiler burns, from before the mark until told to
+  // stop; the compiler then ends and is reaped.
+  int until[2];
+  REQUIRE(pipe(until) == 0);
+  const pid_t child = StartCompileLike(dir, kKeyA, until);
+  close(until[0]);
   NodeCompiles::Mark compiling = node.MarkNow();
-  absl::SleepFor(3 * kRun);
+  absl::SleepFor(kRun);
+  close(until[1]);
+  absl::SleepFor(kRun);  // ended and reaped
   CHECK(node.RanBeside(compiling, "") == 1);
   // From then on nothing of it uses the CPU: running, but not beside a later evaluation.
   NodeCompiles::Mark idle = node.MarkNow();
@@ -227,12 +237,16 @@ TEST_CASE(
       absl::StrCat(dir, "/", old, ".1.0.", kKeyA.substr(0, 16), ".0.", old + 1000, ".done");
   const std::string young_done =
       absl::StrCat(dir, "/", now, ".1.1.", kKeyA.substr(0, 16), ".0.", now + 1000, ".done");
-  for (const std::string& f : {old_done, young_done, dir + "/notes.txt", dir + "/1.2.3.run"}) {
+  // As an engine of before the namespace field named them.
+  const std::string unnamed_ns_done =
+      absl::StrCat(dir, "/", now, ".1.2.", kKeyA.substr(0, 16), ".", now + 1000, ".done");
+  for (const std::string& f :
+       {old_done, young_done, unnamed_ns_done, dir + "/notes.txt", dir + "/1.2.3.run"}) {
     std::ofstream(f) << "";
   }
   NodeCompiles node(dir);
   NodeCompiles::Mark long_ago{absl::FromUnixNanos(old - 1), {}};
-  CHECK(node.RanBeside(long_ago, "") == 2);  // the two entries; the stray files are none
+  CHECK(node.RanBeside(long_ago, "") == 3);  // the three entries; the stray files are none
   {
     auto run = node.Begin(kKeyB);
     REQUIRE(run);
@@ -240,7 +254,8 @@ TEST_CASE(
   CHECK(!std::filesystem::exists(old_done));
   CHECK(std::filesystem::exists(young_done));
   CHECK(std::filesystem::exists(dir + "/notes.txt"));
-  CHECK(node.RanBeside(long_ago, "") == 2);  // the young one and kKeyB's
+  CHECK(std::filesystem::exists(unnamed_ns_done));
+  CHECK(node.RanBeside(long_ago, "") == 3);  // the young ones and kKeyB's
   // A folder that cannot be listed: not known to be none.
   NodeCompiles file(dir + "/notes.txt");
   std::string unread;
