@@ -93,11 +93,21 @@ int Entries(const std::string& dir, const std::string& suffix) {
   return n;
 }
 
+// A test's own folder, removed at the end of its scope (also where a check gives up).
+struct TempFolder {
+  TempFolder() {
+    absl::StatusOr<std::string> made = MakeTempDir("/tmp/pkb-test", "node-compiles-");
+    REQUIRE(made.ok());
+    path = *made;
+  }
+  ~TempFolder() { (void)RemoveTree(path); }
+  std::string path;
+};
+
 TEST_CASE("node compiles: a run counts beside the evaluations it overlaps and the own key's never",
           "[node_compiles]") {
-  auto tmp = MakeTempDir("/tmp/pkb-test", "node-compiles-");
-  REQUIRE(tmp.ok());
-  const std::string dir = *tmp + "/compiles";
+  TempFolder tmp;
+  const std::string dir = tmp.path + "/compiles";
   NodeCompiles node(dir);
   // No folder yet: no compile with a cache ran here.
   NodeCompiles::Mark empty = node.MarkNow();
@@ -121,14 +131,12 @@ TEST_CASE("node compiles: a run counts beside the evaluations it overlaps and th
   }
   CHECK(node.RanBeside(after, "") == 1);  // over now, but it ran beside
   CHECK(node.RanBeside(after, kKeyB) == 0);
-  (void)RemoveTree(*tmp);
 }
 
 TEST_CASE("node compiles: a run stopped all along is not beside and one that ran between is",
           "[node_compiles]") {
-  auto tmp = MakeTempDir("/tmp/pkb-test", "node-compiles-");
-  REQUIRE(tmp.ok());
-  const std::string dir = *tmp + "/compiles";
+  TempFolder tmp;
+  const std::string dir = tmp.path + "/compiles";
   NodeCompiles node(dir);
   const pid_t child = StartCompileLike(dir, kKeyA);
   // Burning CPU beside the mark's evaluation.
@@ -146,14 +154,12 @@ TEST_CASE("node compiles: a run stopped all along is not beside and one that ran
   Stop(child);
   CHECK(node.RanBeside(stopped, "") == 1);
   Reap(child);
-  (void)RemoveTree(*tmp);
 }
 
 TEST_CASE("node compiles: a run's CPU time is its processes' with the children they reaped",
           "[node_compiles]") {
-  auto tmp = MakeTempDir("/tmp/pkb-test", "node-compiles-");
-  REQUIRE(tmp.ok());
-  const std::string dir = *tmp + "/compiles";
+  TempFolder tmp;
+  const std::string dir = tmp.path + "/compiles";
   NodeCompiles node(dir);
   // The entry's process idles while its compiler burns, from before the mark until told to
   // stop; the compiler then ends and is reaped.
@@ -171,18 +177,16 @@ TEST_CASE("node compiles: a run's CPU time is its processes' with the children t
   absl::SleepFor(kRun);
   CHECK(node.RanBeside(idle, "") == 0);
   Reap(child);
-  (void)RemoveTree(*tmp);
 }
 
 TEST_CASE("node compiles: a run of another PID namespace is counted even where it looks stopped",
           "[node_compiles]") {
-  auto tmp = MakeTempDir("/tmp/pkb-test", "node-compiles-");
-  REQUIRE(tmp.ok());
-  const std::string dir = *tmp + "/compiles";
+  TempFolder tmp;
+  const std::string dir = tmp.path + "/compiles";
   std::filesystem::create_directories(dir);
   // A stopped process of this namespace, named by two entries held (locked) by this test: one of
   // this namespace, one of another, whose pid would name some process there.
-  const pid_t child = StartCompileLike(*tmp + "/unused", kKeyB);
+  const pid_t child = StartCompileLike(tmp.path + "/unused", kKeyB);
   Stop(child);
   struct stat ns;
   REQUIRE(stat("/proc/self/ns/pid", &ns) == 0);
@@ -203,14 +207,12 @@ TEST_CASE("node compiles: a run of another PID namespace is counted even where i
   CHECK(node.RanBeside(mark, "") == 1);  // the other namespace's
   for (int fd : held) close(fd);
   Reap(child);
-  (void)RemoveTree(*tmp);
 }
 
 TEST_CASE("node compiles: a run whose process died is ended by the first reader",
           "[node_compiles]") {
-  auto tmp = MakeTempDir("/tmp/pkb-test", "node-compiles-");
-  REQUIRE(tmp.ok());
-  const std::string dir = *tmp + "/compiles";
+  TempFolder tmp;
+  const std::string dir = tmp.path + "/compiles";
   NodeCompiles node(dir);
   const pid_t child = StartCompileLike(dir, kKeyA);
   NodeCompiles::Mark before = node.MarkNow();
@@ -220,16 +222,14 @@ TEST_CASE("node compiles: a run whose process died is ended by the first reader"
   CHECK(Entries(dir, ".run") == 0);        // ended by the reading
   NodeCompiles::Mark after = node.MarkNow();
   CHECK(node.RanBeside(after, "") == 0);  // and not beside a later one
-  (void)RemoveTree(*tmp);
 }
 
 TEST_CASE(
     "node compiles: old entries go and stray files are ignored and an unreadable folder "
     "answers one",
     "[node_compiles]") {
-  auto tmp = MakeTempDir("/tmp/pkb-test", "node-compiles-");
-  REQUIRE(tmp.ok());
-  const std::string dir = *tmp + "/compiles";
+  TempFolder tmp;
+  const std::string dir = tmp.path + "/compiles";
   std::filesystem::create_directories(dir);
   const int64_t now = absl::ToUnixNanos(absl::Now());
   const int64_t old = now - absl::ToInt64Nanoseconds(NodeCompiles::kEntryLife + absl::Minutes(1));
@@ -266,7 +266,6 @@ TEST_CASE(
   CHECK(NodeCompiles(dir + "/not/made/yet").RanBeside(node.MarkNow(), "", &unread) == 0);
   CHECK(unread.empty());
   CHECK(file.Begin(kKeyA) == nullptr);
-  (void)RemoveTree(*tmp);
 }
 
 }  // namespace
