@@ -6,7 +6,8 @@
 # The node's baseline (worker/engine/baseline_store.h) starts empty on a fresh machine:
 # PKB_REPRO_BASELINES (default 15) reference-only runs per problem come first, as a node's earlier
 # jobs would have measured it (the eager reference's figure differs between processes, so its
-# median settles only over many).
+# median settles only over many). Each line says the compiles counted beside it and how many
+# measurements the node's baseline then held (it grows only where none ran beside).
 # PKB_REPRO_FLAGS: more pkb-eval flags for every run (the baseline-only ones too: the node's
 # baseline is keyed by them), e.g. "--min-window-ms 100".
 BIN=$1; OUT=$2
@@ -23,7 +24,7 @@ for entry in $EXAMPLES; do
   p=$((10#${ex:1:3}))
   for i in $(seq "${PKB_REPRO_BASELINES:-15}"); do
     "$BIN/pkb-eval" -p "$p" -w 1 ${FLAGS[@]+"${FLAGS[@]}"} --baseline-only --json 2>/dev/null | python3 -c \
-      'import json,sys; r=json.load(sys.stdin); print("baseline-only p'"$p"'", r["status"], "%.2f us" % r["baseline"]["wall_per_iter_us"], [round(x,2) for x in r["baseline"].get("round_wall_per_iter_us",[])])'
+      'import json,sys; r=json.load(sys.stdin); print("baseline-only p'"$p"'", r["status"], "%.2f us" % r["baseline"]["wall_per_iter_us"], [round(x,2) for x in r["baseline"].get("round_wall_per_iter_us",[])], "compiles beside", r.get("compiles_beside", 0), "node baseline", r.get("baseline_node_samples", 0))'
   done
 done
 for entry in $EXAMPLES; do
