@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -194,13 +195,26 @@ TEST_CASE(
     o.timeout = absl::Seconds(600);  // longer than the test: it ends by end_other below
     (void)RunSubprocess(o);
   });
+  // The node's compiles running now: their entries' bases, "<start>.<pid>...", of the runs' files
+  // with no marker of their end beside them (worker/engine/node_compiles.h).
+  auto running = [&] {
+    std::set<std::string> runs, ends;
+    for (const auto& e : std::filesystem::directory_iterator(*cache + "/compiles")) {
+      const std::string name = e.path().filename().string();
+      if (absl::EndsWith(name, ".run")) runs.insert(name.substr(0, name.size() - 4));
+      if (absl::EndsWith(name, ".done"))
+        ends.insert(name.substr(0, name.rfind('.', name.size() - 6)));
+    }
+    std::vector<std::string> out;
+    for (const std::string& run : runs) {
+      if (!ends.count(run)) out.push_back(run);
+    }
+    return out;
+  };
   pid_t holder = 0;
   for (absl::Time give_up = absl::Now() + absl::Seconds(60); holder == 0 && absl::Now() < give_up;
        absl::SleepFor(absl::Milliseconds(50))) {
-    for (const auto& e : std::filesystem::directory_iterator(*cache + "/compiles")) {
-      const std::string name = e.path().filename().string();
-      if (absl::EndsWith(name, ".run")) holder = std::stoi(name.substr(name.find('.') + 1));
-    }
+    for (const std::string& run : running()) holder = std::stoi(run.substr(run.find('.') + 1));
   }
   auto signal_tree = [&](int sig) {
     if (holder > 0) {
@@ -217,12 +231,7 @@ TEST_CASE(
   REQUIRE(holder > 0);
   // Whether the other compile still runs (its entry says so): it must, for what follows to mean
   // anything (its source compiles for minutes).
-  auto still_compiling = [&] {
-    for (const auto& e : std::filesystem::directory_iterator(*cache + "/compiles")) {
-      if (absl::EndsWith(e.path().filename().string(), ".run")) return true;
-    }
-    return false;
-  };
+  auto still_compiling = [&] { return !running().empty(); };
   // Compiling beside the job: counted, though its own worker said none of its ran.
   nlohmann::json busy = Eval(job);
   QuietRun busy_word = EvalWithWord(*cache, 1, 0, absl::ZeroDuration());

@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/files.h"
@@ -30,21 +31,25 @@ namespace {
 constexpr size_t kKeyChars = 16;  // of the cache key's hex, in an entry's name
 
 struct Entry {
+  // Its run file's name, "<base>.run" (or, where an engine of before left only that, the ended
+  // entry's "<base>.<end>.done").
   std::string name;
+  std::string base;  // "<start>.<pid>.<n>.<key16>[.<pidns>]": one run's, whatever its files
   int64_t start_ns = 0;
   pid_t pid = 0;
   std::string key;
   uint64_t pid_ns = 0;  // the inode of its process's PID namespace; 0: not known
   bool running = false;
   // Found with its lock free (its process died) and left as it was: the folder refused the
-  // rename that ends it.
+  // marker that ends it.
   bool dead = false;
-  int64_t end_ns = 0;  // ended entries
+  int64_t end_ns = 0;              // ended entries
+  std::vector<std::string> files;  // its run file (first, where there is one) and end markers
 };
 
-// "<start>.<pid>.<n>.<key16>.<pidns>.run" or "<start>.<pid>.<n>.<key16>.<pidns>.<end>.done";
-// anything else (a run's entry being made, a stray file) is not an entry.
-std::optional<Entry> ParseEntry(const std::string& name) {
+// "<start>.<pid>.<n>.<key16>.<pidns>.run" (a run's file) or "<...>.<end>.done" (its end's
+// marker); anything else (a run's file being made, a stray file) is neither.
+std::optional<Entry> ParseFile(const std::string& name) {
   std::vector<std::string> f = absl::StrSplit(name, '.');
   Entry e;
   e.name = name;
@@ -67,6 +72,8 @@ std::optional<Entry> ParseEntry(const std::string& name) {
     return std::nullopt;
   }
   e.key = f[3];
+  e.base = absl::StrJoin(f.begin(), f.begin() + fields, ".");
+  e.files = {name};
   return e;
 }
 
@@ -81,18 +88,33 @@ uint64_t OwnPidNamespace() {
   return ns;
 }
 
-// Whether a running entry's process still holds it (a lock we cannot take). An entry we cannot
-// open (made by another user, no descriptors left) is held while its process lives, as far as
-// this PID namespace can tell; one of another namespace is taken as held.
-bool Held(const std::string& path, const Entry& e) {
+// Makes the marker "<base>.<end>.done" that ends a run, readable by every user of the node's cache
+// whatever the umask; false where the folder refused it.
+bool MarkEnd(const std::string& dir, const std::string& base, int64_t end_ns) {
+  const std::string path = absl::StrCat(dir, "/", base, ".", end_ns, ".done");
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return errno == EEXIST;
+  const bool made = fchmod(fd, 0644) == 0;
+  close(fd);
+  return made;
+}
+
+// Whether a run's file is held by its running process (a lock we cannot take), free (its process
+// died without marking its end, or marked it after our listing), or gone (removed since the
+// listing, its run long over). A file we cannot open (made by another user, no descriptors left)
+// is held while its process lives, as far as this PID namespace can tell; one of another
+// namespace is taken as held.
+enum class RunFile { kHeld, kFree, kGone };
+RunFile Lock(const std::string& path, const Entry& e) {
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT) return false;  // gone meanwhile: ended, and renamed
-    return e.pid_ns != OwnPidNamespace() || !(kill(e.pid, 0) != 0 && errno == ESRCH);
+    if (errno == ENOENT) return RunFile::kGone;
+    const bool held = e.pid_ns != OwnPidNamespace() || !(kill(e.pid, 0) != 0 && errno == ESRCH);
+    return held ? RunFile::kHeld : RunFile::kFree;
   }
   const bool held = flock(fd, LOCK_SH | LOCK_NB) != 0;
   close(fd);
-  return held;
+  return held ? RunFile::kHeld : RunFile::kFree;
 }
 
 // The CPU time (clock ticks) used so far by each of `roots` with its descendants, those reaped
@@ -142,10 +164,13 @@ std::map<pid_t, int64_t> TreeCpu(const std::set<pid_t>& roots) {
   return out;
 }
 
-// The folder's entries. A running one whose process died without ending it (its lock is free)
-// is ended here, now: its compile ran until some time before.
+// The folder's entries, one per run. A run's file is there from its start until it is removed, an
+// hour after its end, and its name never changes: a listing beside the run's end cannot miss it
+// (a listing surely returns only the files there, unrenamed, all through it). The end adds a
+// marker. A run whose file is free and whose end no marker in the listing says (its process died,
+// or marked its end after the listing) is ended here, now, with a marker of this reader's: a later
+// end than the true one; where there are two, the earlier counts.
 std::vector<Entry> ReadEntries(const std::string& dir, std::string* unread) {
-  std::vector<Entry> out;
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec), end;
   if (ec) {
@@ -154,35 +179,56 @@ std::vector<Entry> ReadEntries(const std::string& dir, std::string* unread) {
     const bool absent = ec == std::errc::no_such_file_or_directory ||
                         (lstat(dir.c_str(), &st) != 0 && errno == ENOENT);
     if (!absent) *unread = absl::StrCat(dir, ": ", ec.message());
-    return out;
+    return {};
   }
+  std::map<std::string, Entry> runs;  // by base
   for (; it != end; it.increment(ec)) {
-    std::optional<Entry> e = ParseEntry(it->path().filename().string());
-    if (!e) continue;
-    const std::string path = absl::StrCat(dir, "/", e->name);
-    if (e->running && !Held(path, *e)) {
-      e->running = false;
-      e->end_ns = NowNs();
-      const std::string base = e->name.substr(0, e->name.size() - 4);  // less ".run"
-      const std::string done = absl::StrCat(base, ".", e->end_ns, ".done");
-      if (std::rename(path.c_str(), absl::StrCat(dir, "/", done).c_str()) == 0) {
-        e->name = done;
-      } else {
-        e->dead = true;  // found dead again by every reader (Mark::dead)
-      }
+    std::optional<Entry> f = ParseFile(it->path().filename().string());
+    if (!f) continue;
+    auto [at, first] = runs.try_emplace(f->base, *f);
+    if (first) continue;
+    Entry& e = at->second;
+    if (f->running) {
+      e.name = f->name;
+      e.files.insert(e.files.begin(), f->name);
+    } else {
+      e.files.push_back(f->name);
+      e.end_ns = e.running ? f->end_ns : std::min(e.end_ns, f->end_ns);
     }
-    out.push_back(std::move(*e));
+    e.running = false;  // a run's file and a marker: ended
   }
   if (ec) *unread = absl::StrCat(dir, ": ", ec.message());
+  std::vector<Entry> out;
+  for (auto& [base, e] : runs) {
+    if (e.running) {
+      switch (Lock(absl::StrCat(dir, "/", e.name), e)) {
+        case RunFile::kHeld:
+          break;
+        case RunFile::kGone:
+          continue;  // removed since the listing: long over
+        case RunFile::kFree:
+          e.running = false;
+          e.end_ns = NowNs();
+          if (MarkEnd(dir, base, e.end_ns)) {
+            e.files.push_back(absl::StrCat(base, ".", e.end_ns, ".done"));
+          } else {
+            e.dead = true;  // found dead again by every reader (Mark::dead)
+          }
+          break;
+      }
+    }
+    out.push_back(std::move(e));
+  }
   return out;
 }
 
 }  // namespace
 
 NodeCompiles::Run::~Run() {
-  const std::string done = absl::StrCat(dir_, "/", base_, ".", NowNs(), ".done");
-  (void)std::rename(absl::StrCat(dir_, "/", base_, ".run").c_str(), done.c_str());
-  close(fd_);  // releases the lock
+  // The end's marker before the lock goes: a reader never finds a living run's file free and
+  // unmarked.
+  (void)MarkEnd(dir_, base_, NowNs());
+  close(fd_);
 }
 
 std::unique_ptr<NodeCompiles::Run> NodeCompiles::Begin(const std::string& key) {
@@ -194,7 +240,10 @@ std::unique_ptr<NodeCompiles::Run> NodeCompiles::Begin(const std::string& key) {
   std::string unread;
   const int64_t old = NowNs() - absl::ToInt64Nanoseconds(kEntryLife);
   for (const Entry& e : ReadEntries(dir_, &unread)) {
-    if (!e.running && e.end_ns < old) std::filesystem::remove(absl::StrCat(dir_, "/", e.name), ec);
+    if (e.running || e.dead || e.end_ns >= old) continue;
+    // The run's file first: a marker without it is still an ended run, a run's file without its
+    // marker would be a dead run, ended anew by the next reader.
+    for (const std::string& f : e.files) std::filesystem::remove(absl::StrCat(dir_, "/", f), ec);
   }
   const auto made_before = std::filesystem::file_time_type::clock::now() -
                            std::chrono::nanoseconds(absl::ToInt64Nanoseconds(kEntryLife));

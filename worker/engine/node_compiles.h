@@ -14,15 +14,18 @@
 //
 //   std::unique_ptr<NodeCompiles::Run> run = node.Begin(key);  // around the compiler's run
 //
-// An entry is a file, "<start ns>.<pid>.<n>.<key16>.<pid namespace>.run" while its compiler runs
-// (the process holds an exclusive flock on it), renamed "<...>.<end ns>.done" after. A compile
-// ran beside [mark, now] if its run overlaps it, unless it was running at the mark and its
-// processes used no CPU time since (stopped: the worker stops its compiles while its job is
-// timed; measured in /proc, at its clock tick of 10 ms, for a run of the reader's own PID
-// namespace only: another's is always counted). An entry whose process died without renaming it
-// (its lock is free) is ended by the first reader to see it, at that time; one the folder does
-// not let us rename counts for the marks taken before it was found dead. Entries are removed an
-// hour after their end.
+// An entry is a file, "<start ns>.<pid>.<n>.<key16>.<pid namespace>.run", made as its compiler
+// starts and held by its process with an exclusive flock while the compiler runs; a marker
+// "<...>.<end ns>.done" beside it says the run's end. The run's file is never renamed, so that a
+// reader listing the folder as a run ends cannot miss it (a listing surely returns only the files
+// that stay, unrenamed, all through it). A compile ran beside [mark, now] if its run overlaps it,
+// unless it was running at the mark and its processes used no CPU time since (stopped: the worker
+// stops its compiles while its job is timed; measured in /proc, at its clock tick of 10 ms, for a
+// run of the reader's own PID namespace only: another's is always counted). A run whose process
+// died without marking its end (its lock is free) is ended by the first reader to see it, at that
+// time; one the folder does not let us mark counts for the marks taken before it was found dead.
+// Entries are removed an hour after their end (an engine of before left one file, renamed to the
+// marker's name: it is read as an ended run).
 //
 // The folder must be the node's own (not shared with other hosts), as the rest of the cache is.
 // Thread- and process-safe. Nothing here fails a compile or an evaluation: a folder that cannot

@@ -118,14 +118,15 @@ TEST_CASE("node compiles: a run counts beside the evaluations it overlaps and th
     auto run = node.Begin(kKeyA);
     REQUIRE(run);
   }
-  CHECK(Entries(dir, ".done") == 1);
+  CHECK(Entries(dir, ".done") == 1);  // its end's marker, beside its run's file
+  CHECK(Entries(dir, ".run") == 1);
   NodeCompiles::Mark after = node.MarkNow();
   CHECK(node.RanBeside(after, "") == 0);
   CHECK(node.RanBeside(empty, "") == 1);
   {
     auto run = node.Begin(kKeyB);
     REQUIRE(run);
-    CHECK(Entries(dir, ".run") == 1);
+    CHECK(Entries(dir, ".run") == 2);
     CHECK(node.RanBeside(after, "") == 1);     // running now
     CHECK(node.RanBeside(after, kKeyB) == 0);  // the evaluation's own source
   }
@@ -218,10 +219,32 @@ TEST_CASE("node compiles: a run whose process died is ended by the first reader"
   NodeCompiles::Mark before = node.MarkNow();
   Reap(child);  // killed, its entry still says it runs
   CHECK(Entries(dir, ".run") == 1);
+  CHECK(Entries(dir, ".done") == 0);
   CHECK(node.RanBeside(before, "") == 1);  // it ran beside that one
-  CHECK(Entries(dir, ".run") == 0);        // ended by the reading
+  CHECK(Entries(dir, ".done") == 1);       // ended by the reading
+  CHECK(Entries(dir, ".run") == 1);        // its file stays (never renamed)
   NodeCompiles::Mark after = node.MarkNow();
   CHECK(node.RanBeside(after, "") == 0);  // and not beside a later one
+}
+
+TEST_CASE("node compiles: a run with two ends' markers counts once and ended at the earlier",
+          "[node_compiles]") {
+  TempFolder tmp;
+  const std::string dir = tmp.path + "/compiles";
+  std::filesystem::create_directories(dir);
+  // Its process marked its end after a reader listed the folder, and the reader, finding the
+  // run's file free and no marker, ended it with a marker of its own, later.
+  const int64_t now = absl::ToUnixNanos(absl::Now());
+  const std::string base =
+      absl::StrCat(dir, "/", now - 3'000'000'000, ".1.0.", kKeyA.substr(0, 16), ".0");
+  for (const std::string& f : {base + ".run", absl::StrCat(base, ".", now - 2'000'000'000, ".done"),
+                               absl::StrCat(base, ".", now, ".done")}) {
+    std::ofstream(f) << "";
+  }
+  NodeCompiles node(dir);
+  CHECK(node.RanBeside({absl::FromUnixNanos(now - 4'000'000'000), {}}, "") == 1);
+  CHECK(node.RanBeside({absl::FromUnixNanos(now - 1'000'000'000), {}}, "") == 0);
+  CHECK(Entries(dir, ".done") == 2);  // nothing more was marked
 }
 
 TEST_CASE(
@@ -240,22 +263,31 @@ TEST_CASE(
   // As an engine of before the namespace field named them.
   const std::string unnamed_ns_done =
       absl::StrCat(dir, "/", now, ".1.2.", kKeyA.substr(0, 16), ".", now + 1000, ".done");
+  // A run's file with its end's marker, as this engine leaves them: one old, one young.
+  const std::string old_base = absl::StrCat(dir, "/", old, ".1.3.", kKeyA.substr(0, 16), ".0");
+  const std::string young_base = absl::StrCat(dir, "/", now, ".1.4.", kKeyA.substr(0, 16), ".0");
   for (const std::string& f :
-       {old_done, young_done, unnamed_ns_done, dir + "/notes.txt", dir + "/1.2.3.run"}) {
+       {old_done, young_done, unnamed_ns_done, old_base + ".run",
+        absl::StrCat(old_base, ".", old + 1000, ".done"), young_base + ".run",
+        absl::StrCat(young_base, ".", now + 1000, ".done"), dir + "/notes.txt",
+        dir + "/1.2.3.run"}) {
     std::ofstream(f) << "";
   }
   NodeCompiles node(dir);
   NodeCompiles::Mark long_ago{absl::FromUnixNanos(old - 1), {}};
-  CHECK(node.RanBeside(long_ago, "") == 3);  // the three entries; the stray files are none
+  CHECK(node.RanBeside(long_ago, "") == 5);  // the five runs; the stray files are none
   {
     auto run = node.Begin(kKeyB);
     REQUIRE(run);
   }
   CHECK(!std::filesystem::exists(old_done));
+  CHECK(!std::filesystem::exists(old_base + ".run"));
+  CHECK(Entries(dir, ".done") == 4);  // young_done, unnamed_ns_done, young_base's and kKeyB's
   CHECK(std::filesystem::exists(young_done));
+  CHECK(std::filesystem::exists(young_base + ".run"));
   CHECK(std::filesystem::exists(dir + "/notes.txt"));
   CHECK(std::filesystem::exists(unnamed_ns_done));
-  CHECK(node.RanBeside(long_ago, "") == 3);  // the young ones and kKeyB's
+  CHECK(node.RanBeside(long_ago, "") == 4);  // the young ones and kKeyB's
   // A folder that cannot be listed: not known to be none.
   NodeCompiles file(dir + "/notes.txt");
   std::string unread;
