@@ -88,22 +88,21 @@ uint64_t OwnPidNamespace() {
   return ns;
 }
 
-// Makes the marker "<base>.<end>.done" that ends a run, readable by every user of the node's cache
-// whatever the umask; false where the folder refused it.
+// Makes the marker "<base>.<end>.done" that ends a run (its name is all a reader needs); false
+// where it could not (the folder refused it, no descriptors left).
 bool MarkEnd(const std::string& dir, const std::string& base, int64_t end_ns) {
   const std::string path = absl::StrCat(dir, "/", base, ".", end_ns, ".done");
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return errno == EEXIST;
-  const bool made = fchmod(fd, 0644) == 0;
   close(fd);
-  return made;
+  return true;
 }
 
 // Whether a run's file is held by its running process (a lock we cannot take), free (its process
-// died without marking its end, or marked it after our listing), or gone (removed since the
-// listing, its run long over). A file we cannot open (made by another user, no descriptors left)
-// is held while its process lives, as far as this PID namespace can tell; one of another
-// namespace is taken as held.
+// died without marking its end, or marked it after our listing), or gone since the listing
+// (removed by a pruner, by hand, or renamed by an engine of before). A file we cannot open (made by
+// another user, no descriptors left) is held while its process lives, as far as this PID namespace
+// can tell; one of another namespace is taken as held.
 enum class RunFile { kHeld, kFree, kGone };
 RunFile Lock(const std::string& path, const Entry& e) {
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -166,8 +165,8 @@ std::map<pid_t, int64_t> TreeCpu(const std::set<pid_t>& roots) {
 
 // The folder's entries, one per run. A run's file is there from its start until it is removed, an
 // hour after its end, and its name never changes: a listing beside the run's end cannot miss it
-// (a listing surely returns only the files there, unrenamed, all through it). The end adds a
-// marker. A run whose file is free and whose end no marker in the listing says (its process died,
+// (a listing surely returns every file that stays there, unrenamed, all through it). The end adds
+// a marker. A run whose file is free and whose end no marker in the listing says (its process died,
 // or marked its end after the listing) is ended here, now, with a marker of this reader's: a later
 // end than the true one; where there are two, the earlier counts.
 std::vector<Entry> ReadEntries(const std::string& dir, std::string* unread) {
@@ -205,7 +204,12 @@ std::vector<Entry> ReadEntries(const std::string& dir, std::string* unread) {
         case RunFile::kHeld:
           break;
         case RunFile::kGone:
-          continue;  // removed since the listing: long over
+          // Pruned (ended an hour ago, so started before that): long over. Else (the folder
+          // emptied by hand, an engine of before renamed it as it ended): it ran until now.
+          if (e.start_ns < NowNs() - absl::ToInt64Nanoseconds(NodeCompiles::kEntryLife)) continue;
+          e.running = false;
+          e.end_ns = NowNs();
+          break;
         case RunFile::kFree:
           e.running = false;
           e.end_ns = NowNs();

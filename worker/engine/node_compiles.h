@@ -17,8 +17,8 @@
 // An entry is a file, "<start ns>.<pid>.<n>.<key16>.<pid namespace>.run", made as its compiler
 // starts and held by its process with an exclusive flock while the compiler runs; a marker
 // "<...>.<end ns>.done" beside it says the run's end. The run's file is never renamed, so that a
-// reader listing the folder as a run ends cannot miss it (a listing surely returns only the files
-// that stay, unrenamed, all through it). A compile ran beside [mark, now] if its run overlaps it,
+// reader listing the folder as a run ends cannot miss it (a listing surely returns every file that
+// stays, unrenamed, all through it). A compile ran beside [mark, now] if its run overlaps it,
 // unless it was running at the mark and its processes used no CPU time since (stopped: the worker
 // stops its compiles while its job is timed; measured in /proc, at its clock tick of 10 ms, for a
 // run of the reader's own PID namespace only: another's is always counted). A run whose process
