@@ -7,10 +7,13 @@
 # its first run.
 BIN=$1; OUT=$2
 cache=$(mktemp -d /tmp/pkb-nodecompiles-XXXXXX); chmod 0755 "$cache"
-ex=problems/examples/p001_allreduce_symm.cu
+# PKB_NODECOMPILES_EXAMPLE: the job's source (default problem 1's example; a CPU candidate tries the
+# script on a machine without a GPU, with PKB_NODECOMPILES_FLAGS="-I tests/engine/cpu_candidates").
+ex=${PKB_NODECOMPILES_EXAMPLE:-problems/examples/p001_allreduce_symm.cu}
+read -r -a FLAGS <<<"${PKB_NODECOMPILES_FLAGS:-}"
 job() {
   local name=$1; shift
-  "$BIN/pkb-eval" -p 1 -w 1 --cache-dir="$cache" --json "$@" 2>/dev/null | python3 -c 'import json,sys; r=json.load(sys.stdin); print("%-10s %-8s speedup %6.3f  compiles beside %2s  node baseline %s over %s" % (sys.argv[1], r["status"], r.get("speedup",0), r.get("compiles_beside",0), r.get("baseline_node_us",0), r.get("baseline_node_samples",0)))' "$name"
+  "$BIN/pkb-eval" -p 1 -w 1 --cache-dir="$cache" ${FLAGS[@]+"${FLAGS[@]}"} --json "$@" 2>/dev/null | python3 -c 'import json,sys; r=json.load(sys.stdin); print("%-10s %-8s speedup %6.3f  compiles beside %2s  node baseline %s over %s" % (sys.argv[1], r["status"], r.get("speedup",0), r.get("compiles_beside",0), r.get("baseline_node_us",0), r.get("baseline_node_samples",0)))' "$name"
 }
 # The other compile's process tree, from its entry's pid (the run's file with no end marker).
 holder() {
@@ -36,7 +39,7 @@ signal_tree "$h" STOP; signal_tree "$h" STOP; sleep 0.2
 job stopped "$ex"
 echo "settling beside it, running again:"
 signal_tree "$h" CONT
-"$BIN/pkb-eval" -p 1 -w 1 --cache-dir="$cache" --settle-baseline 10 --json "$ex" 2>/dev/null |
+"$BIN/pkb-eval" -p 1 -w 1 --cache-dir="$cache" ${FLAGS[@]+"${FLAGS[@]}"} --settle-baseline 10 --json "$ex" 2>/dev/null |
   python3 -c 'import json,sys; r=json.load(sys.stdin); print("settle     %s speedup %.3f compiles beside %s node baseline over %s | %s" % (r["status"], r.get("speedup",0), r.get("compiles_beside",0), r.get("baseline_node_samples",0), r["message"][:200]))'
 signal_tree "$h" KILL; wait
 job killed "$ex"
