@@ -72,16 +72,22 @@ printf '// FAKE_OK\n' >"$work/k.cu"
 "$CLI" --coordinator "127.0.0.1:$port" submit "$work/k.cu" --problem 1 --world-size 2 >"$work/submit.log" 2>&1 \
   && ok "job submitted and finished" || bad "submit: $(tail -3 "$work/submit.log")"
 "$CLI" --coordinator "127.0.0.1:$port" submit "$work/k.cu" --problem 1 --world-size 2 >/dev/null 2>&1  # a cache hit
-curl -sf "http://127.0.0.1:$cmetrics/metrics" >"$work/coordinator.prom" || bad "coordinator /metrics"
-wait_for "curl -sf http://127.0.0.1:$wmetrics/metrics >$work/worker.prom && grep -q 'pkb_worker_jobs_total{status=\"OK\"} 1' $work/worker.prom" \
-  && ok "worker counted its job" || bad "worker /metrics: $(grep jobs_total "$work/worker.prom")"
-expect() { if grep -Eq -- "$2" "$3"; then ok "$1"; else bad "$1: no /$2/ in $(basename "$3")"; fi; }
+# The OK job's confirmation run (the service times a ranked result again, queued before its DONE)
+# and whatever follows it: the coordinator is quiet once none is queued or running.
 c=$work/coordinator.prom w=$work/worker.prom
+wait_for "curl -sf http://127.0.0.1:$cmetrics/metrics >$c && grep -q '^pkb_queue_depth 0' $c && grep -q '^pkb_jobs_running 0' $c" \
+  && ok "coordinator quiet (queue depth gauge 0)" || bad "coordinator not quiet: $(grep -E '^pkb_(queue_depth|jobs_running)' "$c")"
+finished=$(sed -n 's/^pkb_jobs_finished_total{cached="false",status="OK"} \([0-9]*\)$/\1/p' "$c")
+wait_for "curl -sf http://127.0.0.1:$wmetrics/metrics >$w && grep -q 'pkb_worker_jobs_total{status=\"OK\"} ${finished:-x}\$' $w" \
+  && ok "worker counted its jobs (${finished:-none}: the job and its confirmation run)" \
+  || bad "worker /metrics: $(grep jobs_total "$w"), coordinator: ${finished:-none} finished OK"
+expect() { if grep -Eq -- "$2" "$3"; then ok "$1"; else bad "$1: no /$2/ in $(basename "$3")"; fi; }
 expect "new job counted" 'pkb_jobs_submitted_total\{outcome="new"\} 1' "$c"
 expect "cache hit counted" 'pkb_jobs_submitted_total\{outcome="cached"\} 1' "$c"
-expect "verdicts by status" 'pkb_jobs_finished_total\{cached="false",status="OK"\} 1' "$c"
-expect "job duration histogram" 'pkb_job_duration_seconds_count 1' "$c"
-expect "queue depth gauge" '^pkb_queue_depth 0' "$c"
+expect "confirmation run counted" 'pkb_jobs_submitted_total\{outcome="confirmation"\} 1' "$c"
+[ "${finished:-0}" -ge 2 ] && ok "verdicts by status (the job and its confirmation run OK)" \
+  || bad "verdicts by status: ${finished:-none} OK, not cached"
+expect "job duration histogram" "^pkb_job_duration_seconds_count ${finished:-x}\$" "$c"
 expect "workers connected" '^pkb_workers_connected 1' "$c"
 expect "worker connected gauge" '^pkb_worker_connected 1' "$w"
 expect "worker GPU health gauge" '^pkb_worker_gpu_healthy 1' "$w"
