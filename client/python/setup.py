@@ -39,7 +39,8 @@ def copy_agent_data() -> None:
     import shutil
 
     repo = proto_dir().parent
-    wanted = [repo / "include" / "pkb" / h for h in ("candidate.h", "device.cuh", "aten.h")]
+    headers = ("candidate.h", "device.cuh", "aten_core.h", "aten.h")
+    wanted = [repo / "include" / "pkb" / h for h in headers]
     wanted.append(repo / "problems" / "examples" / "p001_allreduce_symm.cu")
     data = HERE / "pkb" / "data"
     data.mkdir(exist_ok=True)

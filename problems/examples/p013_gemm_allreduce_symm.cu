@@ -2,9 +2,10 @@
 // (P = A·B rounded to bf16, as the reference does); a one-shot all-reduce over symmetric memory
 // then sums the W partials in fp32 and rounds once. That order differs from NCCL's bf16 ring at
 // W >= 4, which the problem's tolerance accepts (see its statement).
+#include <ATen/ops/matmul.h>  // at::matmul_out (pkb/aten_core.h has no ops)
 #include <cuda_bf16.h>
 
-#include "pkb/aten.h"
+#include "pkb/aten_core.h"
 #include "pkb/candidate.h"
 #include "pkb/device.cuh"
 

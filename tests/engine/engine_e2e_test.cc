@@ -231,6 +231,19 @@ TEST_CASE("the ranks start while the source compiles and a compile error calls t
   (void)RemoveTree(*cache);
 }
 
+TEST_CASE("a candidate with pkb/aten_core.h and an op's own header compiles and runs: OK",
+          "[engine][e2e]") {
+  // ATen's core and one op (at::clone), without <ATen/ATen.h>: the op resolves in the libtorch
+  // the rank process has loaded.
+  auto cache = MakeTempDir("/tmp/pkb-test", "aten-core-cache-");
+  REQUIRE(cache.ok());
+  auto j = Eval({"-p", "1", "-w", "2", "--cache-dir=" + *cache, Cpu("p001_aten_core.cc")});
+  INFO(j.dump(1));
+  CHECK(j["status"] == "OK");
+  CHECK(j["compile"]["cache_hit"] != true);
+  (void)RemoveTree(*cache);
+}
+
 // pkb-eval --standby W:cpu with the job's arguments in a file (the worker uses a FIFO).
 nlohmann::json Standby(const std::string& shape, const std::vector<std::string>& job,
                        const std::string& dir) {

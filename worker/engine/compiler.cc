@@ -182,7 +182,8 @@ absl::StatusOr<CandidateCompiler::Prepared> CandidateCompiler::Prepare(const std
   Prepared p;
   p.cpu = absl::EndsWith(name, ".cc") || absl::EndsWith(name, ".cpp");
   bool uses_torch = absl::StrContains(source, "<ATen/") || absl::StrContains(source, "<torch/") ||
-                    absl::StrContains(source, "pkb/aten.h");
+                    absl::StrContains(source, "pkb/aten.h") ||
+                    absl::StrContains(source, "pkb/aten_core.h");
   PKB_ASSIGN_OR_RETURN(p.api_include,
                        RealFolder(options_.api_include_dir, "candidate API include"));
   if (uses_torch && !options_.torch_include_dir.empty()) {
@@ -211,13 +212,16 @@ absl::StatusOr<CandidateCompiler::Prepared> CandidateCompiler::Prepare(const std
   for (const auto& f : options_.extra_flags) p.flags.push_back(f);
 
   PKB_ASSIGN_OR_RETURN(std::string toolchain, ToolchainId(p.tool));
-  PKB_ASSIGN_OR_RETURN(std::string api_header, ReadFile(p.api_include + "/pkb/candidate.h"));
-  std::string device_header;
-  auto dh = ReadFile(p.api_include + "/pkb/device.cuh");
-  if (dh.ok()) device_header = *dh;
+  // Every header of the candidate API is part of the key (candidate.h must be there; a folder
+  // without the others keys on their absence).
+  PKB_ASSIGN_OR_RETURN(std::string api_headers, ReadFile(p.api_include + "/pkb/candidate.h"));
+  for (const char* h : {"device.cuh", "aten_core.h", "aten.h"}) {
+    auto text = ReadFile(absl::StrCat(p.api_include, "/pkb/", h));
+    absl::StrAppend(&api_headers, "\n--", h, "--\n", text.ok() ? *text : "");
+  }
   p.key = Sha256Hex(absl::StrCat(source, "\n--flags--\n", absl::StrJoin(p.flags, " "),
-                                 "\n--toolchain--\n", toolchain, "\n--api--\n", api_header,
-                                 device_header, "\n--name--\n", p.cpu));
+                                 "\n--toolchain--\n", toolchain, "\n--api--\n", api_headers,
+                                 "\n--name--\n", p.cpu));
   return p;
 }
 

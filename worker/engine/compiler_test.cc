@@ -35,6 +35,49 @@ TEST_CASE("nvcc and gcc diagnostics keep file and line", "[compiler]") {
   CHECK(d[1].severity() == "warning");
 }
 
+TEST_CASE("the compile key: torch's folders for ATen glue and every API header", "[compiler]") {
+  namespace fs = std::filesystem;
+  auto dir = MakeTempDir("/tmp/pkb-test", "compiler-key-");
+  REQUIRE(dir.ok());
+  fs::create_directories(*dir + "/torch");
+  fs::copy(std::string(PKB_SOURCE_DIR) + "/include", *dir + "/include",
+           fs::copy_options::recursive);
+  CompilerOptions with_torch = Options(*dir);
+  with_torch.api_include_dir = *dir + "/include";
+  with_torch.torch_include_dir = *dir + "/torch";
+  CompilerOptions without_torch = with_torch;
+  without_torch.torch_include_dir.clear();
+  CandidateCompiler a(with_torch), b(without_torch);
+  auto key = [](CandidateCompiler& c, const std::string& source) {
+    auto k = c.Key(source, "k.cu");
+    INFO(k.status().message());
+    REQUIRE(k.ok());
+    return *k;
+  };
+  // A source that uses ATen through either glue header is compiled with torch's folders (they
+  // are in its flags, hence its key); one that does not is compiled without them.
+  for (const char* glue : {"#include <pkb/aten_core.h>\n", "#include \"pkb/aten.h\"\n",
+                           "#include <ATen/ops/matmul.h>\n"}) {
+    INFO(glue);
+    CHECK(key(a, glue) != key(b, glue));
+  }
+  const std::string plain = "#include <pkb/candidate.h>\n";
+  CHECK(key(a, plain) == key(b, plain));
+  // A change of any header of the candidate API compiles every source again.
+  for (const char* h : {"candidate.h", "device.cuh", "aten_core.h", "aten.h"}) {
+    INFO(h);
+    const std::string path = *dir + "/include/pkb/" + h;
+    const std::string before = key(b, plain);
+    auto text = ReadFile(path);
+    REQUIRE(text.ok());
+    REQUIRE(WriteFileAtomic(path, *text + "\n// changed\n").ok());
+    CHECK(key(b, plain) != before);
+    REQUIRE(WriteFileAtomic(path, *text).ok());
+    CHECK(key(b, plain) == before);
+  }
+  (void)RemoveTree(*dir);
+}
+
 TEST_CASE("a real nvcc compile produces a library, then hits the cache", "[compiler][nvcc]") {
   auto dir = MakeTempDir("/tmp/pkb-test", "compiler-");
   REQUIRE(dir.ok());

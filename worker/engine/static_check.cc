@@ -72,7 +72,8 @@ const std::vector<StaticRule>& StaticRules() {
        R"(\bnamespace\s+pkb\b|\bpkb::(?!(as_tensor|to_scalar_type|use_stream|barrier_block|peer_ptr|wait_signal|put_signal|signal_slot)\b)|\bpkb_rank_|\bRankReport\b)",
        false,
        "reaches into the harness: a candidate talks to it only through the public headers "
-       "(pkb/candidate.h, pkb/device.cuh, pkb/aten.h) and the pkb_context it is given"},
+       "(pkb/candidate.h, pkb/device.cuh, pkb/aten_core.h, pkb/aten.h) and the pkb_context it is "
+       "given"},
       {"environment",
        R"(\b(getenv|secure_getenv|setenv|putenv|unsetenv|environ|__environ|getauxval)\b)", false,
        "reads or changes the environment; nothing a kernel needs is there (seeds and tokens are "
@@ -102,7 +103,9 @@ const std::vector<StaticRule>& StaticRules() {
        "gives C linkage to something other than a pkb_ entry point: a C symbol of the candidate "
        "could replace one of the CUDA runtime, NCCL or libc (timer or collective interposition); "
        "declare each entry point with its own extern \"C\""},
-      {"symbol-rename", R"(\b(__asm__|asm)\s*\(\s*"[A-Za-z_.$][\w.$@]*"\s*\)|__attribute__\s*\(\(\s*(alias|weakref|ifunc|constructor|destructor))", true,
+      {"symbol-rename",
+       R"(\b(__asm__|asm)\s*\(\s*"[A-Za-z_.$][\w.$@]*"\s*\)|__attribute__\s*\(\(\s*(alias|weakref|ifunc|constructor|destructor))",
+       true,
        "renames a symbol, aliases one or runs code at load time; the harness calls the entry "
        "points itself"},
       {"signals", R"(\b(signal|sigaction|sigprocmask|pthread_sigmask|setjmp|longjmp)\s*\()", false,

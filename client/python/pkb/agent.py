@@ -27,7 +27,7 @@ NVLINK_BYTES_PER_SECOND = 450e9
 HBM_BYTES_PER_SECOND = 4.3e12
 FLOPS_PER_SECOND = 790e12
 
-HEADERS = ("candidate.h", "device.cuh", "aten.h")
+HEADERS = ("candidate.h", "device.cuh", "aten_core.h", "aten.h")
 EXAMPLE = "p001_allreduce_symm.cu"
 
 # ABI names (include/pkb/candidate.h) of the catalog's dtype strings.
@@ -49,7 +49,7 @@ def _data(name: str) -> str:
 
 
 def header(name: str = "candidate.h") -> str:
-    """The text of include/pkb/<name> as this SDK was built with (candidate.h, device.cuh, aten.h)."""
+    """The text of include/pkb/<name> as this SDK was built with (one of HEADERS)."""
     if name not in HEADERS:
         raise ValueError(f"no header {name!r}; there are {', '.join(HEADERS)}")
     return _data(name)

@@ -246,7 +246,7 @@ class PkbTools:
 def local_findings(source: str, language: str = "cuda") -> List[str]:
     """What the candidate contract (include/pkb/candidate.h) asks of every source, checked as text."""
     found = []
-    if "pkb/candidate.h" not in source and "pkb/aten.h" not in source:
+    if not any(f"pkb/{h}" in source for h in ("candidate.h", "aten_core.h", "aten.h")):
         found.append("no #include <pkb/candidate.h>")
     if "PKB_CANDIDATE_API_V1" not in source:
         found.append("no PKB_CANDIDATE_API_V1; at file scope (the API version the source is "
@@ -301,8 +301,8 @@ def build_server(client: pkb.Client) -> MCPServer:
         roofline floor in us; the reference's measured time per world size and GPU class on this
         service (reference_us); the problem's own code, reference included (source). problem: id
         or slug. world_size 0: every world size. include_headers: also the text of
-        pkb/candidate.h, device.cuh, aten.h and a worked example candidate. include_source false:
-        leave the code out."""
+        pkb/candidate.h, device.cuh, aten_core.h, aten.h and a worked example candidate.
+        include_source false: leave the code out."""
         return await blocking(tools.get_problem, problem, world_size, include_headers,
                               include_source)
 

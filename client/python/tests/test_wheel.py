@@ -23,7 +23,7 @@ def test_the_wheel_holds_the_stubs_and_the_headers(wheel):
     for want in ("pkb/client.py", "pkb/agent.py", "pkb/mcp_server.py", "pkb/v1/__init__.py",
                  "pkb/v1/evaluation_pb2.py", "pkb/v1/evaluation_pb2_grpc.py",
                  "pkb/v1/problem_pb2.pyi", "pkb/data/candidate.h", "pkb/data/device.cuh",
-                 "pkb/data/aten.h", "pkb/data/p001_allreduce_symm.cu"):
+                 "pkb/data/aten_core.h", "pkb/data/aten.h", "pkb/data/p001_allreduce_symm.cu"):
         assert want in names, f"{want} is not in {wheel.name}"
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "pkb-mcp = pkb.mcp_server:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
