@@ -89,7 +89,8 @@ const std::vector<StaticRule>& StaticRules() {
       {"processes",
        R"(\b(fork|vfork|clone|clone3|execl|execlp|execle|execv|execvp|execvpe|execve|fexecve|system|popen|posix_spawn|posix_spawnp|ptrace|kill|tgkill|raise|daemon|setsid|prctl|setrlimit|prlimit)\s*\()",
        false,
-       "starts, signals or controls processes; a candidate runs inside the rank process only"},
+       "starts, signals or controls processes; a candidate runs inside the rank process only",
+       R"((\.|->)\s*$|\b(at|torch)::$)"},
       {"dynamic-loading",
        R"(\b(dlopen|dlmopen|dlsym|dlvsym|dladdr|dlinfo)\s*\(|<dlfcn\.h>|\bLD_PRELOAD\b|\bRTLD_)",
        false,
@@ -126,17 +127,25 @@ std::vector<v1::Diagnostic> CheckSource(const std::string& source, const std::st
   std::vector<v1::Diagnostic> out;
   for (const StaticRule& rule : StaticRules()) {
     const std::regex re(rule.pattern, std::regex::ECMAScript);
+    const std::regex not_after(rule.not_after.empty() ? "$^" : rule.not_after,
+                               std::regex::ECMAScript);
     const auto& lines = rule.in_strings ? string_lines : code_lines;
     for (size_t i = 0; i < lines.size(); ++i) {
-      std::smatch m;
-      if (!std::regex_search(lines[i], m, re)) continue;
-      v1::Diagnostic d;
-      d.set_file(name);
-      d.set_line(static_cast<int32_t>(i + 1));
-      d.set_column(static_cast<int32_t>(m.position(0) + 1));
-      d.set_severity("error");
-      d.set_message(absl::StrCat("[", rule.id, "] ", rule.reason, ": `", m.str(0), "`"));
-      out.push_back(std::move(d));
+      // The line's first match that is not exempt by what precedes it.
+      for (std::sregex_iterator m(lines[i].begin(), lines[i].end(), re), end; m != end; ++m) {
+        if (!rule.not_after.empty() &&
+            std::regex_search(lines[i].substr(0, m->position(0)), not_after)) {
+          continue;
+        }
+        v1::Diagnostic d;
+        d.set_file(name);
+        d.set_line(static_cast<int32_t>(i + 1));
+        d.set_column(static_cast<int32_t>(m->position(0) + 1));
+        d.set_severity("error");
+        d.set_message(absl::StrCat("[", rule.id, "] ", rule.reason, ": `", m->str(0), "`"));
+        out.push_back(std::move(d));
+        break;
+      }
     }
   }
   return out;
