@@ -1,7 +1,7 @@
 // pkb/aten.h — ATen glue for candidates that use libtorch on the host side, as PKB candidates
 // use PyTorch: pkb/aten_core.h and all of ATen (<ATen/ATen.h>, every op). Including it makes
 // compiles slower (tens of seconds instead of one); pkb/aten_core.h with the op headers a
-// candidate calls takes about two thirds of that.
+// candidate calls takes about half to two thirds of that.
 //
 //   auto guard = pkb::use_stream(ctx);            // ATen ops now run on ctx->stream
 //   at::Tensor a = pkb::as_tensor(in[0]);         // a view, no copy

@@ -1,7 +1,8 @@
-// pkb/aten_core.h — the ATen glue of pkb/aten.h without all of ATen: at::Tensor, at::from_blob,
-// the CUDA stream guard, pkb::as_tensor and pkb::use_stream. Include the ATen ops you call by
-// name (<ATen/ops/matmul.h> for at::matmul and at::matmul_out, one header per op, as
-// ATen/ops/ names them): a compile then takes about two thirds of pkb/aten.h's.
+// pkb/aten_core.h — the ATen glue of pkb/aten.h without all of ATen: at::Tensor (with its
+// methods), at::from_blob, the CUDA stream guard, pkb::as_tensor, pkb::use_stream and
+// pkb::to_scalar_type. Each other at:: function a candidate calls needs its own header,
+// <ATen/ops/NAME.h> for at::NAME and at::NAME_out (<ATen/ops/matmul.h> for at::matmul_out): a
+// compile then takes about half to two thirds of pkb/aten.h's.
 //
 //   #include <ATen/ops/matmul.h>
 //   #include <pkb/aten_core.h>

@@ -6,7 +6,8 @@
  * and exports `pkb_run`; `pkb_init` is optional. The header needs no torch and
  * no CUDA headers, so a submission that includes only this and <cuda_runtime.h> compiles in
  * about a second. `pkb/device.cuh` adds the device-side barrier and peer helpers;
- * `pkb/aten.h` wraps tensors as at::Tensor for submissions that use ATen as glue.
+ * `pkb/aten_core.h` wraps tensors as at::Tensor for submissions that use ATen as glue
+ * (`pkb/aten.h`: the same with all of ATen).
  *
  *   #include <pkb/candidate.h>
  *   PKB_CANDIDATE_API_V1;

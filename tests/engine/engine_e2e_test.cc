@@ -92,8 +92,15 @@ TEST_CASE("rounds whose input sets change sizes are placed in arenas of their ow
 }
 
 TEST_CASE("an OK CPU result carries timings of both sides and every trial", "[engine][e2e]") {
-  auto j = Eval({"-p", "1", "-w", "2", Cpu("p001_correct.cc")});
+  // A cache of its own: a compile of another test in the shared one, beside this job, would keep
+  // its reference out of the node's baseline (and baseline_node_us out of the result).
+  auto cache = MakeTempDir("/tmp/pkb-test", "timings-cache-");
+  REQUIRE(cache.ok());
+  auto j = Eval({"-p", "1", "-w", "2", "--cache-dir=" + *cache, Cpu("p001_correct.cc")});
+  (void)RemoveTree(*cache);
+  INFO(j.dump(1));
   REQUIRE(j["status"] == "OK");
+  CHECK(j.value("compiles_beside", 0) == 0);  // none counted (a zero is left out of the JSON)
   // Windows of at least --iters calls (more where 8 would last under min_window_ms, 20 ms).
   const int cand_calls = j["candidate"]["iterations"].get<int>();
   const int base_calls = j["baseline"]["iterations"].get<int>();

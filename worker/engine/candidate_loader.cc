@@ -32,8 +32,8 @@ absl::StatusOr<Candidate> LoadCandidate(const std::string& path) {
   return c;
 }
 
-// The candidate API's dtypes and ATen's, one table for both directions (pkb/aten.h, a public
-// header that must stand alone, spells the same mapping for candidates).
+// The candidate API's dtypes and ATen's, one table for both directions (pkb/aten_core.h, a
+// public header that must stand alone, spells the same mapping for candidates).
 struct DtypeEntry {
   int32_t pkb;
   at::ScalarType aten;

@@ -1,5 +1,6 @@
 #include "worker/engine/static_check.h"
 
+#include <optional>
 #include <regex>
 
 #include "absl/strings/str_cat.h"
@@ -61,6 +62,9 @@ std::string Blank(const std::string& src, bool strings) {
   return out;
 }
 
+// How much of a line before a match a rule's not_after reads.
+constexpr size_t kNotAfterSpan = 64;
+
 }  // namespace
 
 const std::vector<StaticRule>& StaticRules() {
@@ -87,10 +91,16 @@ const std::vector<StaticRule>& StaticRules() {
        R"(\b(socket|socketpair|getaddrinfo|gethostbyname|sendto|recvfrom|sendmsg|recvmsg)\s*\(|<(sys/socket|sys/un|netinet/[a-z_]+|arpa/inet|netdb|curl/curl)\.h>)",
        false, "uses the network; the sandbox has none and the collective library is NCCL"},
       {"processes",
-       R"(\b(fork|vfork|clone|clone3|execl|execlp|execle|execv|execvp|execvpe|execve|fexecve|system|popen|posix_spawn|posix_spawnp|ptrace|kill|tgkill|raise|daemon|setsid|prctl|setrlimit|prlimit)\s*\()",
+       R"(\b(fork|vfork|clone3|execl|execlp|execle|execv|execvp|execvpe|execve|fexecve|system|popen|posix_spawn|posix_spawnp|ptrace|kill|tgkill|raise|daemon|setsid|prctl|setrlimit|prlimit)\s*\()",
        false,
+       "starts, signals or controls processes; a candidate runs inside the rank process only"},
+      // clone apart: ATen's op (at::clone) and Tensor method (t.clone()) share the name.
+      {"processes", R"(\bclone\s*\()", false,
        "starts, signals or controls processes; a candidate runs inside the rank process only",
-       R"((\.|->)\s*$|\b(at|torch)::$)"},
+       R"((\.|->)\s*$|(^|[^\w:])(at|torch)::$)"},
+      {"library-namespaces", R"(\bnamespace\s+(at|torch|c10)\b)", false,
+       "declares into or aliases ATen's namespaces (at, torch, c10); a candidate uses them and "
+       "adds nothing to them"},
       {"dynamic-loading",
        R"(\b(dlopen|dlmopen|dlsym|dlvsym|dladdr|dlinfo)\s*\(|<dlfcn\.h>|\bLD_PRELOAD\b|\bRTLD_)",
        false,
@@ -127,14 +137,17 @@ std::vector<v1::Diagnostic> CheckSource(const std::string& source, const std::st
   std::vector<v1::Diagnostic> out;
   for (const StaticRule& rule : StaticRules()) {
     const std::regex re(rule.pattern, std::regex::ECMAScript);
-    const std::regex not_after(rule.not_after.empty() ? "$^" : rule.not_after,
-                               std::regex::ECMAScript);
+    std::optional<std::regex> not_after;
+    if (!rule.not_after.empty()) not_after.emplace(rule.not_after, std::regex::ECMAScript);
     const auto& lines = rule.in_strings ? string_lines : code_lines;
     for (size_t i = 0; i < lines.size(); ++i) {
-      // The line's first match that is not exempt by what precedes it.
+      // The line's first match that is not exempt by what precedes it. Only the last
+      // kNotAfterSpan characters before a match are read, so a long line of exempt matches
+      // costs linear time.
       for (std::sregex_iterator m(lines[i].begin(), lines[i].end(), re), end; m != end; ++m) {
-        if (!rule.not_after.empty() &&
-            std::regex_search(lines[i].substr(0, m->position(0)), not_after)) {
+        const size_t at = static_cast<size_t>(m->position(0));
+        const size_t from = at > kNotAfterSpan ? at - kNotAfterSpan : 0;
+        if (not_after && std::regex_search(lines[i].substr(from, at - from), *not_after)) {
           continue;
         }
         v1::Diagnostic d;

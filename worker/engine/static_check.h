@@ -23,8 +23,9 @@ struct StaticRule {
   std::string pattern;  // ECMAScript regex, matched against code with comments removed
   bool in_strings;      // match string literals too (paths such as "/proc/")
   std::string reason;   // shown to the author
-  // ECMAScript regex: a match is no finding where the line's text before it matches this
-  // (a member call `t.clone()`, an ATen op `at::clone(...)`); empty: every match is one.
+  // ECMAScript regex: a match is no finding where the line's text just before it (its last 64
+  // characters) matches this (a member call `t.clone()`, an ATen op `at::clone(...)`); empty:
+  // every match is one.
   std::string not_after = "";
 };
 

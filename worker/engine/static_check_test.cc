@@ -25,10 +25,17 @@ TEST_CASE("static check: each rule catches its plain attempt, with the line", "[
   CHECK(Rules("FILE* f = fopen(\"out\", \"w\");\n") == "files:1 ");
   CHECK(Rules("#include <sys/socket.h>\nint s = socket(2, 1, 0);\n") == "network:1 network:2 ");
   CHECK(Rules("void f() { while (1) fork(); }\n") == "processes:1 ");
-  CHECK(Rules("void f() { ::kill(1, 9); std::system(\"x\"); }\n") == "processes:1 ");
+  CHECK(Rules("void f() {\n  ::kill(1, 9);\n  std::system(\"x\");\n}\n") ==
+        "processes:2 processes:3 ");
   CHECK(Rules("void f() { int a = 0>kill(1, 9); }\n") == "processes:1 ");
+  CHECK(Rules("void f() { at::kill(1, 9); t.fork(); }\n") == "processes:1 ");
+  CHECK(Rules("int r = ::clone(f, s, 0, 0);\nint q = x::at::clone(f, s, 0, 0);\n") ==
+        "processes:1 processes:2 ");
   // A member call or an ATen op first on the line does not hide a real call after it.
   CHECK(Rules("auto c = t.clone(); int r = clone(f, s, 0, 0);\n") == "processes:1 ");
+  // ATen's namespaces cannot be reopened or aliased to smuggle a name in under at::.
+  CHECK(Rules("namespace at { using ::clone; }\nnamespace torch = std;\n") ==
+        "library-namespaces:1 library-namespaces:2 ");
   CHECK(Rules("void* h = dlopen(\"libcuda.so\", 1);\n") == "dynamic-loading:1 ");
   CHECK(Rules("auto t = std::chrono::steady_clock::now();\n") == "host-timers:1 ");
   CHECK(Rules("extern \"C\" int cudaEventElapsedTime(float*, void*, void*) { return 0; }\n") ==
@@ -49,7 +56,13 @@ TEST_CASE("static check: comments, strings and look-alike names are not findings
   CHECK(Rules("extern \"C\" int pkb_run(pkb_context* ctx);\n").empty());
   CHECK(Rules("long long t0 = clock64();\ncudaEventRecord(ev, s);\n").empty());
   // ATen's clone, as an op and as a method, is not the process call of the same name.
-  CHECK(Rules("at::Tensor c = at::clone(a);\nauto d = c.clone();\nauto e = p->clone();\n").empty());
+  CHECK(Rules("at::Tensor c = at::clone(a);\nauto d = c.clone();\nauto e = p->clone();\n"
+              "auto f = torch::clone(a);\n")
+            .empty());
+  // A line of many exempt calls is read in linear time (each reads only a bounded span before it).
+  std::string many;
+  for (int i = 0; i < 20000; ++i) many += "a.clone();";
+  CHECK(Rules(many + "\n").empty());
   CHECK(Rules("#include <cstdio>\nvoid f() { fprintf(stderr, \"/dev/null\"); }\n").empty());
 }
 

@@ -235,3 +235,12 @@ def test_the_server_says_what_is_missing(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "pkb.mcp_server", "--token-file",
                           str(tmp_path / "none")], capture_output=True, text=True, env=_env())
     assert bad.returncode == 2 and "--token-file" in bad.stderr
+
+
+def test_local_findings_take_any_header_of_the_api():
+    from pkb.mcp_server import local_findings
+    body = ("PKB_CANDIDATE_API_V1;\nextern \"C\" int pkb_run(pkb_context*, const pkb_tensor*, "
+            "int, const pkb_scalar*, int, pkb_tensor*, int) { return 0; }\n")
+    for header in ("pkb/candidate.h", "pkb/aten_core.h", "pkb/aten.h"):
+        assert local_findings(f"#include <{header}>\n" + body) == [], header
+    assert local_findings(body) == ["no #include <pkb/candidate.h>"]
