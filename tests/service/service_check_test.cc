@@ -1,5 +1,7 @@
 // End-to-end, Check: the source policy without a job, practice runs, compile tasks on workers
 // (cluster.h).
+#include <chrono>
+
 #include "absl/strings/str_join.h"
 #include "tests/service/cluster.h"
 
@@ -343,15 +345,23 @@ TEST_CASE("compile ahead: a job's own compile ahead is not counted beside it but
   AwaitCompiler(c);
   // The first job runs about 2 s (7 stages of 0.3 s); the second's compile ahead, on the same
   // worker meanwhile, takes 3 s, so the worker takes the second job while that compile still runs.
+  // Deadlines on both streams: a job that never ends fails the test with its logs (a CI run
+  // of 2026-12-07 timed out here, at ctest's limit, with no output).
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(60);
   grpc::ClientContext first_ctx;
+  first_ctx.set_deadline(deadline);
   auto first = c.stub->Submit(&first_ctx, c.Request("FAKE_OK FAKE_DELAY=0.3\n"));
   REQUIRE(!FirstEvent(first.get()).empty());
   grpc::ClientContext second_ctx;
+  second_ctx.set_deadline(deadline);
   auto second = c.stub->Submit(&second_ctx, c.Request("FAKE_OK FAKE_COMPILE_DELAY=3\n"));
   const std::string second_id = FirstEvent(second.get());
   const std::string task = AheadTaskOf(c, second_id);
   grpc::Status st;
   std::vector<v1::EvalEvent> events = ReadAll(first.get(), &st);
+  INFO(st.error_message() << "\ncoordinator:\n"
+                          << Slurp(c.dir + "/coordinator.log") << "\nworker:\n"
+                          << Slurp(c.dir + "/worker-w1.log"));
   REQUIRE(!events.empty());
   CHECK(events.back().result().status() == v1::OK);
   CHECK(events.back().result().compiles_beside() == 1);  // the second job's compile
