@@ -39,16 +39,18 @@
 //
 // Compile ahead (SchedulerOptions.compile_ahead, on by default): a queued job's source is
 // compiled while it waits, on a busy worker that could run it (its job running or finishing,
-// healthy, undrained, fewer compile tasks in flight than its compile slots, and no compile ahead
-// of its own in flight): a compile task with no caller (`ahead`), for the oldest queued jobs (at
-// most kAheadLookahead looked at per Dispatch). The node's compile cache keeps the library (or the
-// compile error). The job is marked as that worker's; when the worker next becomes idle, it takes
-// that job first if it is still queued and no older job it could run was passed over already: each
-// queued job is passed over this way once at most, then it goes first in queue order (a
-// confirmation is never taken by the worker it avoids while another could run it). Any other idle
-// worker takes jobs in queue order as before, marked or not, and the job then compiles where it
-// runs. The mark is dropped when the job is leased or finished, or the worker lost, draining or
-// unhealthy. Nothing of it is stored: a coordinator restart forgets it.
+// healthy, undrained, fewer compile tasks in flight than its compile slots): a compile task with no
+// caller (`ahead`), for the oldest queued jobs (at most kAheadLookahead looked at per Dispatch). A
+// worker holds at most AheadDepth such jobs (its compile slots less one when it has two or more,
+// so one is left for Checks; 1 with the default 2), and has at most that many compiles ahead in
+// flight. The node's compile cache keeps the library (or the compile error). Each job is marked as
+// that worker's; when the worker next becomes idle, it takes the oldest job it marked first if it
+// is still queued and no older job it could run was passed over already: each queued job is passed
+// over this way once at most, then it goes first in queue order (a confirmation is never taken by
+// the worker it avoids while another could run it). Any other idle worker takes jobs in queue
+// order as before, marked or not, and the job then compiles where it runs (a cache hit on the
+// same node). A mark is dropped when its job is leased or finished; all of a worker's when it is
+// lost, draining or unhealthy. Nothing of it is stored: a coordinator restart forgets it.
 //
 // Shape runs (docs/leaderboard.md, "Shape runs"): a ranked original that gets a confirmation also
 // gets up to two shape runs, queued right after it and before the DONE that names them: the same
@@ -288,7 +290,9 @@ class Scheduler {
     int32_t attempt = 0;
     bool indexed = false;  // in idle_ (healthy, not draining, not finishing, no lease)
     int compiles = 0;      // compile tasks sent and not answered
-    std::string ahead_job;       // the queued job whose source it compiles ahead (its first pick)
+    // The queued jobs whose sources it compiles (or compiled) ahead, at most AheadDepth; the oldest
+    // in the queue is its first pick.
+    std::vector<std::string> ahead_jobs;
     bool ahead_indexed = false;  // in ahead_free_
     int ahead_compiles = 0;      // compile tasks ahead sent and not answered
   };
@@ -408,6 +412,11 @@ class Scheduler {
   void CompileAhead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the job's compile-ahead mark and its worker's.
   void ClearAhead(JobState& js) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops every compile-ahead mark the worker holds, and its jobs'.
+  void DropAheadMarks(uint64_t connection_id, WorkerState& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many queued jobs a busy worker compiles ahead at once: one compile slot is left for
+  // Checks when it has two or more.
+  static int AheadDepth(const v1::WorkerCapabilities& caps);
   // Sends one compile task to the worker of `connection_id` (its count goes up); its id.
   std::string SendCompile(uint64_t connection_id, WorkerState& w, const v1::EvalSpec& spec,
                           const std::string& source, bool ahead, CompileDone done)

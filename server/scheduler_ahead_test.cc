@@ -139,6 +139,69 @@ TEST_CASE(
   CHECK(x->Leases()[1].job_id() == g);
 }
 
+TEST_CASE("a worker with more compile slots compiles that many jobs ahead, less one for Checks",
+          "[scheduler][ahead]") {
+  Fixture f;
+  AheadOn(f);
+  auto x = AddCompiler(f, 1, "x", "h200", 3);  // two jobs ahead
+  const std::string a = Submit(f, "A"), b = Submit(f, "B"), c = Submit(f, "C"), d = Submit(f, "D");
+  REQUIRE(x->Leases().size() == 1);
+  CHECK(x->Leases()[0].job_id() == a);
+  // B and C compile ahead on x at once; D waits without one.
+  CHECK(Sources(*x) == (std::vector<std::string>{"B", "C"}));
+  // The slot left is a Check's.
+  std::vector<CompileAnswer> answers;
+  v1::EvalSpec spec;
+  spec.set_problem_id(1);
+  spec.set_world_size(1);
+  spec.set_gpu_class("h200");
+  f.scheduler->StartCompile(spec, "check", [&](CompileAnswer got) { answers.push_back(got); });
+  CHECK(Sources(*x) == (std::vector<std::string>{"B", "C", "check"}));
+  CHECK_FALSE(Tasks(*x).back().ahead());
+  // Its compiles answered, x still holds its two marks: D waits on.
+  for (const v1::CompileTask& t : Tasks(*x)) {
+    v1::CompileTaskResult compiled;
+    compiled.set_task_id(t.task_id());
+    compiled.mutable_result()->set_status(v1::COMPILED);
+    REQUIRE(f.scheduler->OnCompileResult(1, compiled).ok());
+  }
+  f.scheduler->Flush();
+  CHECK(answers.size() == 1);
+  CHECK(Tasks(*x).size() == 3);
+  // Idle, x takes the oldest it marked, B; a mark is free again, and D compiles ahead.
+  Finish(f, 1, *x);
+  REQUIRE(x->Leases().size() == 2);
+  CHECK(x->Leases()[1].job_id() == b);
+  CHECK(Sources(*x) == (std::vector<std::string>{"B", "C", "check", "D"}));
+  SECTION("it takes the rest in order") {
+    Finish(f, 1, *x);
+    REQUIRE(x->Leases().size() == 3);
+    CHECK(x->Leases()[2].job_id() == c);
+    Finish(f, 1, *x);
+    REQUIRE(x->Leases().size() == 4);
+    CHECK(x->Leases()[3].job_id() == d);
+  }
+  SECTION("draining drops its marks: another busy worker compiles those jobs ahead") {
+    auto y = AddCompiler(f, 2, "y", "h200", 3);
+    // y takes C, the oldest queued, though x marked it; D stays x's.
+    REQUIRE(y->Leases().size() == 1);
+    CHECK(y->Leases()[0].job_id() == c);
+    CHECK(Tasks(*y).empty());
+    REQUIRE(f.scheduler->OnDrain(1, v1::Drain()).ok());
+    f.scheduler->Flush();
+    CHECK(Sources(*y) == std::vector<std::string>{"D"});
+    const std::string e = Submit(f, "E");
+    CHECK(Sources(*y) == (std::vector<std::string>{"D", "E"}));
+    CHECK(Tasks(*x).size() == 4);
+    Finish(f, 2, *y);
+    REQUIRE(y->Leases().size() == 2);
+    CHECK(y->Leases()[1].job_id() == d);
+    Finish(f, 2, *y);
+    REQUIRE(y->Leases().size() == 3);
+    CHECK(y->Leases()[2].job_id() == e);
+  }
+}
+
 TEST_CASE(
     "no compile ahead when off, without compile slots, past them, or on the worker a "
     "confirmation avoids",

@@ -116,22 +116,22 @@ void Scheduler::Reindex(uint64_t connection_id, WorkerState& w) {
     }
     indexed = in;
   };
-  if ((!w.healthy || w.draining) && !w.ahead_job.empty()) {
-    // It takes no job now: the one it compiled ahead goes back to the queue's order, free to be
+  if ((!w.healthy || w.draining) && !w.ahead_jobs.empty()) {
+    // It takes no job now: the ones it compiled ahead go back to the queue's order, free to be
     // compiled ahead elsewhere.
-    auto j = jobs_.find(w.ahead_job);
-    if (j != jobs_.end() && j->second.ahead_conn == connection_id) j->second.ahead_conn = 0;
-    w.ahead_job.clear();
+    DropAheadMarks(connection_id, w);
     ahead_dirty_ = true;
   }
   const bool was_idle = w.indexed;
   const bool idle = w.healthy && !w.draining && !w.finishing && w.job_id.empty();
   place(idle_, idle, w.indexed);
   if (idle != was_idle) idle_count_ += idle ? 1 : -1;
-  if (idle && !was_idle && !w.ahead_job.empty()) ahead_ready_.push_back(connection_id);
+  if (idle && !was_idle && !w.ahead_jobs.empty()) ahead_ready_.push_back(connection_id);
+  const int depth = AheadDepth(w.caps);
   const bool takes_ahead = options_.compile_ahead && w.healthy && !w.draining &&
-                           (w.finishing || !w.job_id.empty()) && w.ahead_job.empty() &&
-                           w.ahead_compiles == 0 && w.compiles < w.caps.compile_slots();
+                           (w.finishing || !w.job_id.empty()) &&
+                           static_cast<int>(w.ahead_jobs.size()) < depth &&
+                           w.ahead_compiles < depth && w.compiles < w.caps.compile_slots();
   if (takes_ahead && !w.ahead_indexed) ahead_dirty_ = true;
   place(ahead_free_, takes_ahead, w.ahead_indexed);
 }
@@ -175,32 +175,37 @@ void Scheduler::LeaseAheadJobs() {
   ready.swap(ahead_ready_);
   for (uint64_t conn : ready) {
     auto w = workers_.find(conn);
-    if (w == workers_.end() || !w->second.indexed || w->second.ahead_job.empty()) continue;
-    auto j = jobs_.find(w->second.ahead_job);
-    // The mark holds both ways while the job is queued (ClearAhead drops both).
-    if (j == jobs_.end() || j->second.ahead_conn != conn) continue;
-    // A confirmation may have been marked on the worker it avoids while no other could run it.
-    if (!CanTake(w->second, j->second)) continue;
-    // The older jobs it could run are passed over, each once at most: one that was passed over
-    // already goes first (Dispatch's queue order), whatever this worker compiled.
+    if (w == workers_.end() || !w->second.indexed || w->second.ahead_jobs.empty()) continue;
+    // The oldest queued job compiled ahead on it that it can take (a confirmation may have been
+    // marked on the worker it avoids while no other could run it). The older jobs it could run
+    // are passed over, each once at most: one that was passed over already goes first (Dispatch's
+    // queue order), whatever this worker compiled. The walk ends at its last mark.
     std::vector<JobState*> passed;
     bool overdue = false;
+    size_t marks_left = w->second.ahead_jobs.size();
     auto q = queue_.begin();
-    for (; q != queue_.end() && *q != j->first; ++q) {
-      JobState& older = jobs_.at(*q);
-      if (!CanTake(w->second, older)) continue;
-      if (older.passed_over) {
-        overdue = true;
+    for (; q != queue_.end(); ++q) {
+      JobState& js = jobs_.at(*q);
+      const bool mine = js.ahead_conn == conn;
+      if (CanTake(w->second, js)) {
+        if (mine) break;
+        if (js.passed_over) {
+          overdue = true;
+          break;
+        }
+        passed.push_back(&js);
+      } else if (mine && --marks_left == 0) {
+        q = queue_.end();
         break;
       }
-      passed.push_back(&older);
     }
     if (overdue || q == queue_.end()) continue;
     for (JobState* older : passed) older->passed_over = true;
+    JobState& js = jobs_.at(*q);
     queue_.erase(q);
-    spdlog::info("job {}: leased to worker {}, which compiled it ahead", j->first,
+    spdlog::info("job {}: leased to worker {}, which compiled it ahead", js.job.job_id(),
                  w->second.worker_id);
-    LeaseTo(j->second, conn);
+    LeaseTo(js, conn);
   }
 }
 
@@ -208,9 +213,24 @@ void Scheduler::ClearAhead(JobState& js) {
   if (js.ahead_conn == 0) return;
   auto w = workers_.find(js.ahead_conn);
   js.ahead_conn = 0;
-  if (w == workers_.end() || w->second.ahead_job != js.job.job_id()) return;
-  w->second.ahead_job.clear();
+  if (w == workers_.end()) return;
+  std::vector<std::string>& marks = w->second.ahead_jobs;
+  auto mark = std::find(marks.begin(), marks.end(), js.job.job_id());
+  if (mark == marks.end()) return;
+  marks.erase(mark);
   Reindex(w->first, w->second);
+}
+
+void Scheduler::DropAheadMarks(uint64_t connection_id, WorkerState& w) {
+  for (const std::string& id : w.ahead_jobs) {
+    auto j = jobs_.find(id);
+    if (j != jobs_.end() && j->second.ahead_conn == connection_id) j->second.ahead_conn = 0;
+  }
+  w.ahead_jobs.clear();
+}
+
+int Scheduler::AheadDepth(const v1::WorkerCapabilities& caps) {
+  return caps.compile_slots() >= 2 ? caps.compile_slots() - 1 : caps.compile_slots();
 }
 
 void Scheduler::CompileAhead() {
@@ -224,7 +244,7 @@ void Scheduler::CompileAhead() {
     if (!conn) continue;
     WorkerState& w = workers_.at(*conn);
     const std::string job_id = js.job.job_id();
-    w.ahead_job = job_id;
+    w.ahead_jobs.push_back(job_id);
     js.ahead_conn = *conn;
     const std::string task_id =
         SendCompile(*conn, w, js.job.request().spec(), js.job.request().source(), /*ahead=*/true,
@@ -418,11 +438,7 @@ void Scheduler::DropWorker(uint64_t connection_id) {
     }
     t = next;
   }
-  if (!w.ahead_job.empty()) {
-    auto j = jobs_.find(w.ahead_job);
-    if (j != jobs_.end() && j->second.ahead_conn == connection_id) j->second.ahead_conn = 0;
-    w.ahead_job.clear();
-  }
+  DropAheadMarks(connection_id, w);
   w.healthy = false;
   Reindex(connection_id, w);
   auto caps = connected_.find(KeyOf(w.caps));

@@ -12,7 +12,8 @@
 # client/pkb (a build folder, or the links scripts/device/step-throughput.sh makes).
 # PKB_THROUGHPUT_COLD=1: each submission's source gets a comment line of its own, so that every
 # compile is new to the node's cache (an agent's loop submits new sources). PKB_COORDINATOR_FLAGS:
-# more flags for the coordinator (e.g. --compile-ahead=false). PKB_THROUGHPUT_EXAMPLES="p001 p002":
+# more flags for the coordinator (e.g. --compile-ahead=false); PKB_WORKER_FLAGS: for the worker
+# (e.g. --compile-slots 4: three queued jobs compile ahead). PKB_THROUGHPUT_EXAMPLES="p001 p002":
 # only the examples whose names start so (default: all nine).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -41,7 +42,8 @@ pids+=($!)
 for _ in $(seq 100); do [[ -s "$work/port" ]] && break; sleep 0.1; done
 address="127.0.0.1:$(cat "$work/port")"
 "$layout/worker/daemon/pkb-worker" --coordinator "$address" \
-  --engine "$layout/worker/engine/pkb-eval" --scratch "$work" >"$work/worker.log" 2>&1 &
+  --engine "$layout/worker/engine/pkb-eval" --scratch "$work" ${PKB_WORKER_FLAGS:-} \
+  >"$work/worker.log" 2>&1 &
 pids+=($!)
 sleep 1  # the worker registers
 

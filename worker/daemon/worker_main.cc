@@ -137,8 +137,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   int compile_slots = 2;
   app.add_option("--compile-slots", compile_slots,
-                 "compile tasks (Evaluation.Check with compile) run at once beside the jobs, "
-                 "each a sandboxed pkb-eval --compile-only; 0: take none")
+                 "compile tasks (Evaluation.Check with compile, and the coordinator's compiles "
+                 "ahead of queued jobs: this less one, or 1) run at once beside the jobs, each a "
+                 "sandboxed pkb-eval --compile-only; 0: take none")
       ->check(CLI::Range(0, 16))
       ->capture_default_str();
   e.standby = true;
