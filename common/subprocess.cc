@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <mutex>
 #include <set>
 
@@ -173,6 +174,24 @@ absl::StatusOr<SubprocessResult> RunSubprocess(const SubprocessOptions& options)
 void WithSubprocessesHeld(const std::function<void(const std::set<pid_t>&)>& fn) {
   std::lock_guard<std::mutex> lock(ChildrenMutex());
   fn(Children());
+}
+
+std::optional<ProcStat> ReadProcStat(pid_t pid) {
+  const int fd = open(absl::StrCat("/proc/", pid, "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[1024];
+  const ssize_t got = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (got <= 0) return std::nullopt;
+  buf[got] = '\0';
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last ')'.
+  const char* close_paren = strrchr(buf, ')');
+  ProcStat out;
+  long ppid = 0;
+  if (close_paren == nullptr || std::sscanf(close_paren + 1, " %c %ld", &out.state, &ppid) != 2)
+    return std::nullopt;
+  out.ppid = static_cast<pid_t>(ppid);
+  return out;
 }
 
 }  // namespace pkb

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -58,6 +59,17 @@ void KillProcessGroup(pid_t pgid, int sig);
 // only what is not in the set, and RunSubprocess's own children are never taken for orphans.
 // An error of RunSubprocess says so when its child was reaped by someone else all the same.
 void WithSubprocessesHeld(const std::function<void(const std::set<pid_t>&)>& fn);
+
+// A process's state letter (R, S, T, Z...) and parent, from /proc/<pid>/stat.
+struct ProcStat {
+  char state = 0;
+  pid_t ppid = 0;
+};
+// Process `pid`'s ProcStat; nullopt when it cannot be read (it has ended, or never was). Read
+// with read(2), not a stream: a process that ends between the open and the read makes the read
+// fail (ESRCH), which a std::istreambuf_iterator turns into an exception (std::terminate in a
+// thread or a destructor).
+std::optional<ProcStat> ReadProcStat(pid_t pid);
 
 }  // namespace pkb
 

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -101,6 +102,30 @@ TEST_CASE("RunSubprocess's children are known to reapers of orphans, and a lost 
   other.join();
   REQUIRE_FALSE(r.ok());
   CHECK(std::string(r.status().message()).find("lost the exit status") != std::string::npos);
+}
+
+TEST_CASE("ReadProcStat reads a process's state and parent, and nothing of one that is gone",
+          "[subprocess]") {
+  const std::optional<ProcStat> self = ReadProcStat(getpid());
+  REQUIRE(self.has_value());
+  CHECK(self->state == 'R');
+  CHECK(self->ppid == getppid());
+  // A child that has exited and is not reaped yet is a zombie; reaped, it is gone.
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) _exit(0);
+  std::optional<ProcStat> zombie;
+  for (int i = 0; i < 500; ++i) {
+    zombie = ReadProcStat(child);
+    if (zombie && zombie->state == 'Z') break;
+    usleep(2000);
+  }
+  REQUIRE(zombie.has_value());
+  CHECK(zombie->state == 'Z');
+  CHECK(zombie->ppid == getpid());
+  REQUIRE(waitpid(child, nullptr, 0) == child);
+  CHECK_FALSE(ReadProcStat(child).has_value());
+  CHECK_FALSE(ReadProcStat(0).has_value());
 }
 
 }  // namespace

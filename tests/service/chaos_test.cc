@@ -62,8 +62,9 @@ int EnvInt(const char* name, int fallback) {
 }
 
 std::string ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  // ReadFile's stream insertion, not an istreambuf_iterator: a /proc file of a process that ends
+  // meanwhile fails its read (ESRCH), which the iterator would throw.
+  return ReadFile(path).value_or("");
 }
 
 using Child = ChildProcess;

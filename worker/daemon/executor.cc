@@ -40,16 +40,9 @@ std::vector<pid_t> CancelToken::SignalTree(pid_t root, int sig) {
     for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
       pid_t pid = 0;
       if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
-      std::ifstream in(entry.path() / "stat");
-      std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-      const size_t close = stat.rfind(')');
-      if (close == std::string::npos) continue;
-      std::vector<std::string> fields =
-          absl::StrSplit(stat.substr(close + 1), ' ', absl::SkipEmpty());
-      pid_t ppid = 0;
-      if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &ppid)) continue;
-      children[ppid].push_back(pid);
+      // Not a stream: a process that ends meanwhile would throw from it (ReadProcStat).
+      const std::optional<ProcStat> stat = ReadProcStat(pid);
+      if (stat) children[stat->ppid].push_back(pid);
     }
     std::vector<pid_t> order{root};
     for (size_t i = 0; i < order.size(); ++i) {

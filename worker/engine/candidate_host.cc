@@ -15,43 +15,24 @@
 #include <cstring>
 #include <initializer_list>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/eval_spec.h"
 #include "common/status_macros.h"
+#include "common/subprocess.h"
 #include "worker/engine/profiler.h"
 
 namespace pkb {
 
 namespace {
 
-// The state letter (R, S, T, Z...) and parent of process `pid`, from /proc/<pid>/stat; false
-// when it cannot be read (it ended).
-bool ReadStat(pid_t pid, char* state, long* ppid) {
-  // read(2), not a stream: a process that ends between the open and the read makes the read
-  // fail (ESRCH), which a std::istreambuf_iterator turns into an exception (and in Kill, run
-  // from a destructor, into std::terminate).
-  const int fd = open(absl::StrCat("/proc/", pid, "/stat").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[1024];
-  const ssize_t got = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (got <= 0) return false;
-  const std::string stat(buf, static_cast<size_t>(got));
-  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so read after the last
-  // ')'.
-  const size_t close_paren = stat.rfind(')');
-  return close_paren != std::string::npos &&
-         std::sscanf(stat.c_str() + close_paren + 1, " %c %ld", state, ppid) == 2;
-}
-
 // The state letter of process `pid`, 0 when it cannot be read.
 char StateOf(pid_t pid) {
-  char state = 0;
-  long ppid = 0;
-  return ReadStat(pid, &state, &ppid) ? state : 0;
+  const std::optional<ProcStat> stat = ReadProcStat(pid);
+  return stat ? stat->state : 0;
 }
 
 // The live children of any of `parents` but `except`, from /proc (in the sandbox: its own pid
@@ -64,10 +45,9 @@ std::vector<pid_t> ChildrenOf(std::initializer_list<pid_t> parents, pid_t except
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
     if (pid <= 0 || *end != '\0' || pid == except) continue;
-    char state = 0;
-    long ppid = 0;
-    if (!ReadStat(static_cast<pid_t>(pid), &state, &ppid) || state == 'Z') continue;
-    if (std::find(parents.begin(), parents.end(), ppid) != parents.end())
+    const std::optional<ProcStat> stat = ReadProcStat(static_cast<pid_t>(pid));
+    if (!stat || stat->state == 'Z') continue;
+    if (std::find(parents.begin(), parents.end(), stat->ppid) != parents.end())
       kids.push_back(static_cast<pid_t>(pid));
   }
   closedir(proc);
