@@ -76,7 +76,8 @@ struct Cluster {
                                   dir + "/port"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     coordinator = std::make_unique<Process>(argv, dir + "/coordinator.log");
-    for (int i = 0; i < 300 && Slurp(dir + "/port").empty(); ++i)
+    // 30 s: on a loaded 2-core machine (a chaos test beside it) a start has taken more than 6.
+    for (int i = 0; i < 1500 && Slurp(dir + "/port").empty(); ++i)
       absl::SleepFor(absl::Milliseconds(20));
     port = std::atoi(Slurp(dir + "/port").c_str());
     REQUIRE(port > 0);

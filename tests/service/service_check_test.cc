@@ -88,9 +88,9 @@ TEST_CASE("check answers the source policy without a job and practice runs never
 // Check with compile: a real coordinator, a real worker daemon and the real pkb-eval
 // --compile-only (nvcc for .cu, g++ for .cc), over gRPC on loopback.
 v1::CheckAnswer CheckCompile(Cluster& c, const std::string& source, const std::string& language,
-                             grpc::Status* status, bool compile = true) {
+                             grpc::Status* status, bool compile = true, int deadline_s = 150) {
   grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(150));
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(deadline_s));
   v1::CheckRequest r;
   r.set_problem_id(1);
   r.set_world_size(2);
@@ -106,7 +106,11 @@ v1::CheckAnswer CheckCompile(Cluster& c, const std::string& source, const std::s
 void AwaitCompiler(Cluster& c) {
   for (int i = 0; i < 200; ++i) {
     grpc::Status st;
-    v1::CheckAnswer a = CheckCompile(c, "int f() { return 0; }\n", "cpp", &st);
+    // 60 s, inside ctest's limit of 120: a compile that never comes back fails with the logs.
+    v1::CheckAnswer a = CheckCompile(c, "int f() { return 0; }\n", "cpp", &st, true, 60);
+    INFO(st.error_message() << "\ncoordinator:\n"
+                            << Slurp(c.dir + "/coordinator.log") << "\nworker:\n"
+                            << Slurp(c.dir + "/worker-w1.log"));
     REQUIRE(st.ok());
     if (a.compile_message().find("no connected worker") == std::string::npos) return;
     absl::SleepFor(absl::Milliseconds(50));
@@ -347,14 +351,21 @@ TEST_CASE("compile ahead: a job's own compile ahead is not counted beside it but
   // worker meanwhile, takes 3 s, so the worker takes the second job while that compile still runs.
   // Deadlines on both streams: a job that never ends fails the test with its logs (a CI run
   // of 2026-12-07 timed out here, at ctest's limit, with no output).
+  // Practice jobs: an OK job's confirmation run would be queued behind them and compiled ahead
+  // beside the second job once that job's own compile ahead ends, which on a loaded machine it
+  // may before the second job is timed.
   const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(60);
+  v1::SubmitRequest first_request = c.Request("FAKE_OK FAKE_DELAY=0.3\n");
+  v1::SubmitRequest second_request = c.Request("FAKE_OK FAKE_COMPILE_DELAY=3\n");
+  first_request.mutable_spec()->set_practice(true);
+  second_request.mutable_spec()->set_practice(true);
   grpc::ClientContext first_ctx;
   first_ctx.set_deadline(deadline);
-  auto first = c.stub->Submit(&first_ctx, c.Request("FAKE_OK FAKE_DELAY=0.3\n"));
+  auto first = c.stub->Submit(&first_ctx, first_request);
   REQUIRE(!FirstEvent(first.get()).empty());
   grpc::ClientContext second_ctx;
   second_ctx.set_deadline(deadline);
-  auto second = c.stub->Submit(&second_ctx, c.Request("FAKE_OK FAKE_COMPILE_DELAY=3\n"));
+  auto second = c.stub->Submit(&second_ctx, second_request);
   const std::string second_id = FirstEvent(second.get());
   const std::string task = AheadTaskOf(c, second_id);
   grpc::Status st;
