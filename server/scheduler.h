@@ -40,12 +40,13 @@
 // Compile ahead (SchedulerOptions.compile_ahead, on by default): a queued job's source is
 // compiled while it waits, on a busy worker that could run it (its job running or finishing,
 // healthy, undrained, fewer compile tasks in flight than its compile slots): a compile task with no
-// caller (`ahead`), for the oldest queued jobs (at most kAheadLookahead looked at per Dispatch). A
-// worker holds at most AheadDepth such jobs (its compile slots less one when it has two or more,
-// so one is left for Checks; 1 with the default 2), and has at most that many compiles ahead in
-// flight. The node's compile cache keeps the library (or the compile error). Each job is marked as
-// that worker's; when the worker next becomes idle, it takes the oldest job it marked first if it
-// is still queued and no older job it could run was passed over already: each queued job is passed
+// caller (`ahead`), for the oldest queued jobs (at most kAheadLookahead looked at per Dispatch),
+// each on a worker with the fewest marks. A worker holds at most AheadDepth such jobs (its compile
+// slots less one when it has two or more, so one is left for Checks; 1 with the default 2), and
+// has at most that many compiles ahead in flight. The node's compile cache keeps the library (or
+// the compile error). Each job is marked as that worker's; when the worker next becomes idle, it
+// takes the oldest job it marked and may take first if it is still queued and no older job it
+// could run was passed over already: each queued job is passed
 // over this way once at most, then it goes first in queue order (a confirmation is never taken by
 // the worker it avoids while another could run it). Any other idle worker takes jobs in queue
 // order as before, marked or not, and the job then compiles where it runs (a cache hit on the
@@ -293,7 +294,7 @@ class Scheduler {
     // The queued jobs whose sources it compiles (or compiled) ahead, at most AheadDepth; the oldest
     // in the queue is its first pick.
     std::vector<std::string> ahead_jobs;
-    bool ahead_indexed = false;  // in ahead_free_
+    int ahead_level = -1;        // the level of ahead_free_ it is in (its marks then), -1: none
     int ahead_compiles = 0;      // compile tasks ahead sent and not answered
   };
   struct CompileTaskState {
@@ -446,9 +447,12 @@ class Scheduler {
   std::map<uint64_t, WorkerState> workers_ ABSL_GUARDED_BY(mu_);  // by connection id
   std::map<std::string, uint64_t> connection_of_worker_ ABSL_GUARDED_BY(mu_);
   WorkerIndex idle_ ABSL_GUARDED_BY(mu_);  // idle workers
-  // Busy workers (a lease or finishing) that take a compile ahead: healthy, undrained, with no
-  // mark and a compile slot free.
-  WorkerIndex ahead_free_ ABSL_GUARDED_BY(mu_);
+  // Busy workers (a lease or finishing) that take a compile ahead (healthy, undrained, fewer
+  // marks and compiles ahead than AheadDepth, a compile slot free), by how many marks they hold:
+  // a job goes to a worker with the fewest, so that marks spread over the workers that could
+  // run them rather than pile on the first.
+  std::vector<WorkerIndex> ahead_free_ ABSL_GUARDED_BY(mu_);
+  int ahead_free_count_ ABSL_GUARDED_BY(mu_) = 0;
   // Workers that became idle holding a mark, for the next Dispatch (LeaseAheadJobs).
   std::vector<uint64_t> ahead_ready_ ABSL_GUARDED_BY(mu_);
   // A worker joined ahead_free_ or a mark was dropped since the last CompileAhead.

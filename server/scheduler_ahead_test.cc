@@ -51,6 +51,17 @@ void Answer(Fixture& f, uint64_t conn, const RecordingConnection& c) {
   f.scheduler->Flush();
 }
 
+// The worker answers every compile task it was sent (an answered one again: stale, ignored).
+void AnswerAll(Fixture& f, uint64_t conn, const RecordingConnection& c) {
+  for (const v1::CompileTask& t : Tasks(c)) {
+    v1::CompileTaskResult compiled;
+    compiled.set_task_id(t.task_id());
+    compiled.mutable_result()->set_status(v1::COMPILED);
+    REQUIRE(f.scheduler->OnCompileResult(conn, compiled).ok());
+  }
+  f.scheduler->Flush();
+}
+
 TEST_CASE("a queued job compiles ahead on a busy worker, which takes it first when idle",
           "[scheduler][ahead]") {
   Fixture f;
@@ -149,7 +160,7 @@ TEST_CASE("a worker with more compile slots compiles that many jobs ahead, less 
   CHECK(x->Leases()[0].job_id() == a);
   // B and C compile ahead on x at once; D waits without one.
   CHECK(Sources(*x) == (std::vector<std::string>{"B", "C"}));
-  // The slot left is a Check's.
+  // A Check goes beside them (and first on the worker, which keeps a slot for it).
   std::vector<CompileAnswer> answers;
   v1::EvalSpec spec;
   spec.set_problem_id(1);
@@ -159,13 +170,7 @@ TEST_CASE("a worker with more compile slots compiles that many jobs ahead, less 
   CHECK(Sources(*x) == (std::vector<std::string>{"B", "C", "check"}));
   CHECK_FALSE(Tasks(*x).back().ahead());
   // Its compiles answered, x still holds its two marks: D waits on.
-  for (const v1::CompileTask& t : Tasks(*x)) {
-    v1::CompileTaskResult compiled;
-    compiled.set_task_id(t.task_id());
-    compiled.mutable_result()->set_status(v1::COMPILED);
-    REQUIRE(f.scheduler->OnCompileResult(1, compiled).ok());
-  }
-  f.scheduler->Flush();
+  AnswerAll(f, 1, *x);
   CHECK(answers.size() == 1);
   CHECK(Tasks(*x).size() == 3);
   // Idle, x takes the oldest it marked, B; a mark is free again, and D compiles ahead.
@@ -200,6 +205,46 @@ TEST_CASE("a worker with more compile slots compiles that many jobs ahead, less 
     REQUIRE(y->Leases().size() == 3);
     CHECK(y->Leases()[2].job_id() == e);
   }
+}
+
+TEST_CASE(
+    "marks spread over busy workers, fewest first, and an idle one takes its oldest mark "
+    "past another worker's",
+    "[scheduler][ahead]") {
+  Fixture f;
+  AheadOn(f);
+  auto x = AddCompiler(f, 1, "x", "h200", 3);  // two jobs ahead
+  auto y = AddCompiler(f, 2, "y", "h200", 3);
+  Submit(f, "A");
+  Submit(f, "B");
+  const std::string c = Submit(f, "C"), d = Submit(f, "D"), e = Submit(f, "E"), g = Submit(f, "G"),
+                    h = Submit(f, "H");
+  // One mark each before either gets a second: C and E on x, D and G on y; H waits.
+  CHECK(Sources(*x) == (std::vector<std::string>{"C", "E"}));
+  CHECK(Sources(*y) == (std::vector<std::string>{"D", "G"}));
+  // Compiled: the compiles ahead in flight are no bound below.
+  AnswerAll(f, 1, *x);
+  AnswerAll(f, 2, *y);
+  // x takes C (the head), then E, passing over D (y's) once; it marks H meanwhile.
+  Finish(f, 1, *x);
+  REQUIRE(x->Leases().size() == 2);
+  CHECK(x->Leases()[1].job_id() == c);
+  CHECK(Sources(*x) == (std::vector<std::string>{"C", "E", "H"}));
+  Finish(f, 1, *x);
+  REQUIRE(x->Leases().size() == 3);
+  CHECK(x->Leases()[2].job_id() == e);
+  // Next, though x compiled H, D goes first: passed over once already.
+  Finish(f, 1, *x);
+  REQUIRE(x->Leases().size() == 4);
+  CHECK(x->Leases()[3].job_id() == d);
+  // y takes its own G, then x's H.
+  Finish(f, 2, *y);
+  REQUIRE(y->Leases().size() == 2);
+  CHECK(y->Leases()[1].job_id() == g);
+  Finish(f, 2, *y);
+  REQUIRE(y->Leases().size() == 3);
+  CHECK(y->Leases()[2].job_id() == h);
+  CHECK(f.scheduler->Stats().queued == 0);
 }
 
 TEST_CASE(

@@ -132,8 +132,22 @@ void Scheduler::Reindex(uint64_t connection_id, WorkerState& w) {
                            (w.finishing || !w.job_id.empty()) &&
                            static_cast<int>(w.ahead_jobs.size()) < depth &&
                            w.ahead_compiles < depth && w.compiles < w.caps.compile_slots();
-  if (takes_ahead && !w.ahead_indexed) ahead_dirty_ = true;
-  place(ahead_free_, takes_ahead, w.ahead_indexed);
+  const int level = takes_ahead ? static_cast<int>(w.ahead_jobs.size()) : -1;
+  if (level != w.ahead_level) {
+    if (level >= 0 && w.ahead_level < 0) ahead_dirty_ = true;
+    if (w.ahead_level >= 0) {
+      bool in = true;
+      place(ahead_free_[w.ahead_level], false, in);
+      --ahead_free_count_;
+    }
+    if (level >= 0) {
+      if (static_cast<size_t>(level) >= ahead_free_.size()) ahead_free_.resize(level + 1);
+      bool in = false;
+      place(ahead_free_[level], true, in);
+      ++ahead_free_count_;
+    }
+    w.ahead_level = level;
+  }
 }
 
 bool Scheduler::CanTake(const WorkerState& w, const JobState& js) const {
@@ -237,10 +251,13 @@ void Scheduler::CompileAhead() {
   ahead_dirty_ = false;
   int looked = 0;
   for (auto q = queue_.begin();
-       q != queue_.end() && !ahead_free_.empty() && looked < kAheadLookahead; ++q, ++looked) {
+       q != queue_.end() && ahead_free_count_ > 0 && looked < kAheadLookahead; ++q, ++looked) {
     JobState& js = jobs_.at(*q);
     if (js.ahead_conn != 0) continue;
-    std::optional<uint64_t> conn = Pick(ahead_free_, js);
+    // A worker with the fewest marks that could run it.
+    std::optional<uint64_t> conn;
+    for (size_t level = 0; level < ahead_free_.size() && !conn; ++level)
+      conn = Pick(ahead_free_[level], js);
     if (!conn) continue;
     WorkerState& w = workers_.at(*conn);
     const std::string job_id = js.job.job_id();
