@@ -1,6 +1,7 @@
 #include "common/subprocess.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -126,6 +127,31 @@ TEST_CASE("ReadProcStat reads a process's state and parent, and nothing of one t
   REQUIRE(waitpid(child, nullptr, 0) == child);
   CHECK_FALSE(ReadProcStat(child).has_value());
   CHECK_FALSE(ReadProcStat(0).has_value());
+}
+
+TEST_CASE("ReadProcStat reads past a process name made to look like the fields after it",
+          "[subprocess]") {
+  // Any process names itself (comm, up to 15 bytes): here as a zombie with parent 1, on two lines.
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    prctl(PR_SET_NAME, "x) Z 1\n) Z 1 1");
+    if (write(ready[1], "n", 1) != 1) _exit(1);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char byte = 0;
+  REQUIRE(read(ready[0], &byte, 1) == 1);
+  close(ready[0]);
+  const std::optional<ProcStat> stat = ReadProcStat(child);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  REQUIRE(stat.has_value());
+  CHECK((stat->state == 'S' || stat->state == 'R'));  // on its way to pause(), or in it
+  CHECK(stat->ppid == getpid());
 }
 
 }  // namespace

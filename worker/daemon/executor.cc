@@ -37,9 +37,11 @@ std::vector<pid_t> CancelToken::SignalTree(pid_t root, int sig) {
   for (int pass = 0; pass < 3; ++pass) {
     std::map<pid_t, std::vector<pid_t>> children;
     std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    // increment(ec): a range-for's ++ throws on a failed readdir.
+    for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end;
+         it.increment(ec)) {
       pid_t pid = 0;
-      if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
+      if (!absl::SimpleAtoi(it->path().filename().string(), &pid)) continue;
       // Not a stream: a process that ends meanwhile would throw from it (ReadProcStat).
       const std::optional<ProcStat> stat = ReadProcStat(pid);
       if (stat) children[stat->ppid].push_back(pid);

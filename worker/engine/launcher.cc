@@ -13,11 +13,13 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
@@ -66,20 +68,16 @@ namespace {
 std::vector<pid_t> AdoptedChildren(const std::vector<pid_t>& own) {
   std::vector<pid_t> out;
   pid_t self = getpid();
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.empty() || !isdigit(name[0])) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    size_t close_paren = line.rfind(')');
-    if (close_paren == std::string::npos) continue;
-    std::istringstream rest(line.substr(close_paren + 2));
-    char state;
-    pid_t ppid;
-    rest >> state >> ppid;
-    pid_t pid = std::stoi(name);
-    if (ppid == self && std::find(own.begin(), own.end(), pid) == own.end()) out.push_back(pid);
+  // A process names itself (comm, which may hold ")\n"): ReadProcStat parses past it, and no
+  // error of /proc throws.
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(it->path().filename().string(), &pid) || pid <= 0) continue;
+    const std::optional<ProcStat> stat = ReadProcStat(pid);
+    if (!stat || stat->ppid != self) continue;
+    if (std::find(own.begin(), own.end(), pid) == own.end()) out.push_back(pid);
   }
   return out;
 }
