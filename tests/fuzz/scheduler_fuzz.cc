@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "server/clock.h"
-#include "spdlog/spdlog.h"
 #include "server/problem_catalog.h"
 #include "server/scheduler.h"
 #include "server/sqlite_job_store.h"
+#include "spdlog/spdlog.h"
 
 namespace pkb {
 namespace {
@@ -33,13 +33,15 @@ const char* kCatalog = R"({"problems":[
    "defaultDtype":"bfloat16","layouts":[{"worldSize":1,"supported":false,
    "unsupportedReason":"needs W >= 2"},{"worldSize":2,"supported":true}]}]})";
 
-// TEST DOUBLE: a worker stream that remembers the leases it was sent.
+// TEST DOUBLE: a worker stream that remembers the leases and compile tasks it was sent.
 struct Connection : WorkerConnection {
   void Send(const v1::CoordinatorMessage& m) override {
     if (m.has_lease()) leases.push_back(m.lease());
+    if (m.has_compile()) compile_tasks.push_back(m.compile().task_id());
   }
   void Close(const absl::Status&) override { closed = true; }
   std::vector<v1::Lease> leases;
+  std::vector<std::string> compile_tasks;
   bool closed = false;
 };
 
@@ -54,16 +56,17 @@ void Fail(const std::string& what) {
   std::abort();
 }
 
-std::string Text(FuzzedDataProvider& in, size_t max) {
-  return in.ConsumeRandomLengthString(max);
-}
+std::string Text(FuzzedDataProvider& in, size_t max) { return in.ConsumeRandomLengthString(max); }
 
 // A value that is usually ordinary and sometimes at the edges.
 int64_t Number(FuzzedDataProvider& in) {
   switch (in.ConsumeIntegralInRange<int>(0, 3)) {
-    case 0: return in.ConsumeIntegralInRange<int64_t>(-2, 9);
-    case 1: return in.ConsumeIntegralInRange<int64_t>(0, 1 << 16);
-    default: return in.ConsumeIntegral<int64_t>();
+    case 0:
+      return in.ConsumeIntegralInRange<int64_t>(-2, 9);
+    case 1:
+      return in.ConsumeIntegralInRange<int64_t>(0, 1 << 16);
+    default:
+      return in.ConsumeIntegral<int64_t>();
   }
 }
 
@@ -117,7 +120,7 @@ struct Script {
 
   void Step(FuzzedDataProvider& in, const ProblemCatalogIndex& catalog) {
     uint64_t conn = in.ConsumeIntegralInRange<uint64_t>(1, 4);
-    switch (in.ConsumeIntegralInRange<int>(0, 10)) {
+    switch (in.ConsumeIntegralInRange<int>(0, 12)) {
       case 0:
       case 1: {
         auto out = scheduler->Submit(Request(in));
@@ -134,6 +137,8 @@ struct Script {
         caps->set_max_world_size(static_cast<int32_t>(in.ConsumeIntegralInRange<int>(-1, 9)));
         caps->set_harness_version(in.ConsumeBool() ? "h1" : Text(in, 8));
         caps->set_slots(static_cast<int32_t>(in.ConsumeIntegralInRange<int>(-1, 3)));
+        // Compile slots reach the compiles ahead of queued jobs (up to 3 at once here).
+        caps->set_compile_slots(static_cast<int32_t>(in.ConsumeIntegralInRange<int>(0, 4)));
         int running = in.ConsumeIntegralInRange<int>(0, 2);
         for (int i = 0; i < running; ++i) reg.add_running_job_ids(JobId(in));
         auto c = std::make_shared<Connection>();
@@ -196,6 +201,36 @@ struct Script {
         clock.Advance(absl::Seconds(in.ConsumeIntegralInRange<int>(0, 120)));
         scheduler->Tick();
         break;
+      case 11: {
+        // A compile task's answer: one sent to some worker (maybe another's, or answered
+        // already), or a made-up one.
+        v1::CompileTaskResult r;
+        std::vector<std::pair<uint64_t, std::string>> sent;
+        for (const auto& [id, c] : connections)
+          for (const auto& t : c->compile_tasks) sent.push_back({id, t});
+        uint64_t from = conn;
+        if (!sent.empty() && in.ConsumeBool()) {
+          const auto& pick = sent[in.ConsumeIntegralInRange<size_t>(0, sent.size() - 1)];
+          r.set_task_id(pick.second);
+          if (in.ConsumeBool()) from = pick.first;
+        } else {
+          r.set_task_id(Text(in, 32));
+        }
+        r.mutable_result()->set_status(
+            static_cast<v1::Status>(in.ConsumeIntegralInRange<int>(-1, 13)));
+        (void)scheduler->OnCompileResult(from, r);
+        break;
+      }
+      case 12: {
+        // A Check with compile: it takes a compile slot beside the jobs.
+        v1::EvalSpec spec;
+        spec.set_problem_id(1);
+        spec.set_world_size(static_cast<int32_t>(in.ConsumeIntegralInRange<int>(1, 2)));
+        const char* classes[] = {"h200", "cpu", "any"};
+        spec.set_gpu_class(in.PickValueInArray(classes));
+        scheduler->StartCompile(spec, Text(in, 64), [](CompileAnswer) {});
+        break;
+      }
     }
   }
 };
@@ -227,7 +262,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& id : s.job_ids) {
     auto job = s.scheduler->Get(id);
     if (!job.ok()) Fail("accepted job " + id + " is lost: " + std::string(job.status().message()));
-    if (job->stage() == v1::DONE && !job->has_result()) Fail("job " + id + " is DONE without a result");
+    if (job->stage() == v1::DONE && !job->has_result())
+      Fail("job " + id + " is DONE without a result");
   }
   s.scheduler.reset();  // before the store it writes to
   return 0;
