@@ -301,8 +301,9 @@ int Main(int argc, char** argv, pkb::StandbyRanks* standby) {
   o.spec.MergeFrom(flags);
 
   if (selftest) {
-    std::string rank =
-        (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "pkb-rank").string();
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    std::string rank = ec ? "pkb-rank" : (self.parent_path() / "pkb-rank").string();
     execl(rank.c_str(), rank.c_str(), "selftest", static_cast<char*>(nullptr));
     std::fprintf(stderr, "pkb-eval: cannot run %s\n", rank.c_str());
     return 3;
