@@ -42,7 +42,7 @@
 // healthy, undrained, fewer compile tasks in flight than its compile slots): a compile task with no
 // caller (`ahead`), for the oldest queued jobs (at most kAheadLookahead looked at per Dispatch),
 // each on a worker with the fewest marks. A worker holds at most AheadDepth such jobs (its compile
-// slots less one when it has two or more, so one is left for Checks; 1 with the default 2), and
+// slots less one when it has two or more, so one is left for Checks; 1 with 2 slots), and
 // has at most that many compiles ahead in flight. The node's compile cache keeps the library (or
 // the compile error). Each job is marked as that worker's; when the worker next becomes idle, it
 // takes the oldest job it marked and may take first if it is still queued and no older job it

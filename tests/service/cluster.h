@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -99,6 +100,10 @@ struct Cluster {
                                   dir,
                                   "--gpu-class",
                                   "cpu"};
+    // The worker's default follows the machine's CPUs; the tests' expectations do not.
+    if (std::find(extra.begin(), extra.end(), "--compile-slots") == extra.end()) {
+      argv.insert(argv.end(), {"--compile-slots", "2"});
+    }
     argv.insert(argv.end(), extra.begin(), extra.end());
     workers.push_back(std::make_unique<Process>(argv, dir + "/worker-" + id + ".log", env));
     return workers.back().get();

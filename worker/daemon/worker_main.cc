@@ -135,13 +135,15 @@ int main(int argc, char** argv) {
                  "none beyond --max-world-size)")
       ->check(CLI::Range(0, 8))
       ->capture_default_str();
-  int compile_slots = 2;
+  int compile_slots = -1;  // -1: pkb::DefaultCompileSlots, once the CPUs are known
   app.add_option("--compile-slots", compile_slots,
                  "compile tasks (Evaluation.Check with compile, and the coordinator's compiles "
                  "ahead of queued jobs: this less one, or 1) run at once beside the jobs, each a "
-                 "sandboxed pkb-eval --compile-only; 0: take none")
-      ->check(CLI::Range(0, 16))
-      ->capture_default_str();
+                 "sandboxed pkb-eval --compile-only; 0: take none; default: one per CPU the "
+                 "compiles may run on (off the ranks' cores on a GPU node), of this worker's "
+                 "share of the node's GPUs where it serves one and may use every CPU, at least "
+                 "2, at most 8")
+      ->check(CLI::Range(0, 16));
   e.standby = true;
   app.add_flag("!--no-standby-engine", e.standby,
                "do not start the engine for the next job ahead of it (pkb-eval --standby: "
@@ -223,7 +225,6 @@ int main(int argc, char** argv) {
   o.capabilities.set_max_functional_world_size(max_functional_world_size);
   o.capabilities.set_hostname(host);
   o.capabilities.set_slots(1);
-  o.capabilities.set_compile_slots(compile_slots);
   // The engine runs in each job's folder: a relative path given here is this folder's.
   if (e.engine.find('/') != std::string::npos) {
     e.engine = std::filesystem::absolute(e.engine, ec).string();
@@ -235,14 +236,24 @@ int main(int argc, char** argv) {
   }
   // A GPU node's ranks are pinned to cores of their own (core_pinning.h); its compiles keep off
   // them, so that a compile beside a timed job shares no core with it.
-  if (o.capabilities.gpu_count() > 0 && compile_slots > 0) {
-    std::vector<int> allowed = pkb::AllowedCpus();
+  const std::vector<int> allowed = pkb::AllowedCpus();
+  if (o.capabilities.gpu_count() > 0 && compile_slots != 0) {
     e.background_cpus = pkb::CpusBesideRanks(
         pkb::ReadCpuTopology(allowed, "/sys/devices/system/cpu"), o.capabilities.max_world_size());
     spdlog::info("compile tasks run on CPUs {} of {}, off the ranks' cores",
                  e.background_cpus.empty() ? "any" : absl::StrJoin(e.background_cpus, ","),
                  absl::StrJoin(allowed, ","));
   }
+  if (compile_slots < 0) {
+    // A worker of a share that may run on every CPU of the node shares them with the other
+    // shares' workers; one pinned to a part of them (taskset, cgroups) has its own.
+    const bool whole_node = static_cast<long>(allowed.size()) >= sysconf(_SC_NPROCESSORS_ONLN);
+    compile_slots = pkb::DefaultCompileSlots(
+        static_cast<int>(e.background_cpus.empty() ? allowed.size() : e.background_cpus.size()),
+        gpus.empty() ? 0 : o.capabilities.gpu_count(),
+        gpus.empty() || !whole_node ? 0 : pkb::NodeGpuCount());
+  }
+  o.capabilities.set_compile_slots(compile_slots);
   spdlog::info("worker {}: {} x{} ({}{}), max W {} (functional {}), {} compile slot(s), engine {}",
                o.worker_id, o.capabilities.gpu_class(), o.capabilities.gpu_count(),
                o.capabilities.gpu_model(), e.gpus.empty() ? "" : ": " + e.gpus,

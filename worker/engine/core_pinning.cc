@@ -103,6 +103,12 @@ std::vector<int> CpusBesideRanks(const std::vector<LogicalCpu>& cpus, int world,
   return out;
 }
 
+int DefaultCompileSlots(int cpus, int share_gpus, int node_gpus) {
+  int mine = cpus;
+  if (share_gpus > 0 && node_gpus > share_gpus) mine = cpus * share_gpus / node_gpus;
+  return std::clamp(mine, 2, 8);
+}
+
 absl::Status PinTo(const std::vector<int>& cpus) {
   cpu_set_t set;
   CPU_ZERO(&set);

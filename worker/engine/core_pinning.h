@@ -43,6 +43,13 @@ std::vector<int> RankCores(const std::vector<LogicalCpu>& cpus, int rank, int wo
 // (the caller pins nothing).
 std::vector<int> CpusBesideRanks(const std::vector<LogicalCpu>& cpus, int world, int max_cores = 4);
 
+// pkb-worker's --compile-slots where none is given: one compile at a time per CPU the compiles
+// may run on (`cpus`: CpusBesideRanks on a GPU node, else every CPU the worker may use), or only
+// this worker's part of them where it serves `share_gpus` of the node's `node_gpus` (0: the
+// worker's CPUs are its own already); at least 2, at most 8. nvcc keeps about one CPU busy, and a
+// worker stops its compiles while its job is timed.
+int DefaultCompileSlots(int cpus, int share_gpus, int node_gpus);
+
 // sched_setaffinity of the calling thread (and what it starts after) to `cpus`.
 absl::Status PinTo(const std::vector<int>& cpus);
 

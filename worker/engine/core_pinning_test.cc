@@ -131,5 +131,24 @@ TEST_CASE("this machine's own topology gives each rank cores of its own", "[pinn
   CHECK(PinTo(before).ok());
 }
 
+TEST_CASE(
+    "a worker's compile slots: one per CPU its compiles may use, its share's on a shared node",
+    "[pinning]") {
+  // A 2-CPU machine (CI's): 2, as before the default followed the CPUs.
+  CHECK(DefaultCompileSlots(1, 0, 0) == 2);
+  CHECK(DefaultCompileSlots(2, 0, 0) == 2);
+  // A 16-CPU node of one GPU whose W = 1 ranks take 4 cores: 12 left, at most 8.
+  CHECK(DefaultCompileSlots(5, 0, 0) == 5);
+  CHECK(DefaultCompileSlots(12, 0, 0) == 8);
+  CHECK(DefaultCompileSlots(12, 1, 1) == 8);
+  // A worker of one GPU of eight, free to run on all 124 CPUs the ranks leave: an eighth.
+  CHECK(DefaultCompileSlots(124, 1, 8) == 8);
+  CHECK(DefaultCompileSlots(40, 1, 8) == 5);
+  CHECK(DefaultCompileSlots(40, 2, 8) == 8);
+  CHECK(DefaultCompileSlots(8, 1, 8) == 2);
+  // node_gpus 0: the worker's CPUs are its own (pinned to a part of the node).
+  CHECK(DefaultCompileSlots(6, 1, 0) == 6);
+}
+
 }  // namespace
 }  // namespace pkb

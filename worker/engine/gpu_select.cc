@@ -38,6 +38,16 @@ absl::StatusOr<std::vector<std::string>> ParseGpuUuids(const std::string& list) 
   return uuids;
 }
 
+int NodeGpuCount(const std::string& driver_dir) {
+  int n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(driver_dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    if (std::filesystem::exists(it->path() / "information", ec)) ++n;
+  }
+  return n;
+}
+
 absl::StatusOr<std::vector<int>> GpuMinors(const std::vector<std::string>& uuids,
                                            const std::string& driver_dir) {
   std::map<std::string, int> minor_of;  // lower-case UUID -> minor

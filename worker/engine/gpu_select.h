@@ -32,6 +32,10 @@ absl::StatusOr<std::vector<int>> GpuMinors(
     const std::vector<std::string>& uuids,
     const std::string& driver_dir = "/proc/driver/nvidia/gpus");
 
+// How many GPUs the driver lists in `driver_dir` (a folder each, with its information file): the
+// node's, whatever share of them a worker serves; 0 where there is no driver.
+int NodeGpuCount(const std::string& driver_dir = "/proc/driver/nvidia/gpus");
+
 // The NVIDIA device nodes in `dev_dir` a sandbox binds: every /dev/nvidia* (nvidiactl,
 // nvidia-uvm, nvidia-caps...) but the GPUs' own nodes whose minor is not in `minors`. An empty
 // `minors`: all of them (the whole node).

@@ -64,6 +64,11 @@ TEST_CASE("a share's device minors come from the driver's information files, by 
       std::string(missing.status().message()),
       Catch::Contains("the driver lists no GPU GPU-00000000") && Catch::Contains("2 GPU(s)"));
   CHECK(absl::IsNotFound(GpuMinors({kA}, *dir + "/none").status()));
+  // The node's count: every GPU the driver lists, a folder without its information file none.
+  CHECK(NodeGpuCount(*dir) == 2);
+  std::filesystem::create_directories(*dir + "/0000:3c:00.0");
+  CHECK(NodeGpuCount(*dir) == 2);
+  CHECK(NodeGpuCount(*dir + "/none") == 0);
   (void)RemoveTree(*dir);
 }
 
