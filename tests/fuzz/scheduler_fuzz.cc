@@ -137,8 +137,9 @@ struct Script {
         caps->set_max_world_size(static_cast<int32_t>(in.ConsumeIntegralInRange<int>(-1, 9)));
         caps->set_harness_version(in.ConsumeBool() ? "h1" : Text(in, 8));
         caps->set_slots(static_cast<int32_t>(in.ConsumeIntegralInRange<int>(-1, 3)));
-        // Compile slots reach the compiles ahead of queued jobs (up to 3 at once here).
-        caps->set_compile_slots(static_cast<int32_t>(in.ConsumeIntegralInRange<int>(0, 4)));
+        // Compile slots reach the compiles ahead of queued jobs (up to 7 at once, as a worker's
+        // default of 8 gives).
+        caps->set_compile_slots(static_cast<int32_t>(in.ConsumeIntegralInRange<int>(0, 8)));
         int running = in.ConsumeIntegralInRange<int>(0, 2);
         for (int i = 0; i < running; ++i) reg.add_running_job_ids(JobId(in));
         auto c = std::make_shared<Connection>();

@@ -271,7 +271,9 @@ class ChaosCluster {
     workers_[i] = std::make_unique<Child>(
         std::vector<std::string>{PKB_WORKER_BIN, "--coordinator", absl::StrCat("127.0.0.1:", port_),
                                  "--worker-id", id, "--engine", PKB_FAKE_ENGINE, "--scratch", dir_,
-                                 "--gpu-class", "cpu", "--max-world-size", "8"},
+                                 "--gpu-class", "cpu", "--max-world-size", "8",
+                                 // as on CI's 2 CPUs, whatever this machine's
+                                 "--compile-slots", "2"},
         dir_ + "/worker-" + id + ".log", env);
   }
   void KillWorker(int i) { workers_[i]->Kill(); }

@@ -136,13 +136,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 8))
       ->capture_default_str();
   int compile_slots = -1;  // -1: pkb::DefaultCompileSlots, once the CPUs are known
-  app.add_option("--compile-slots", compile_slots,
-                 "compile tasks (Evaluation.Check with compile, and the coordinator's compiles "
-                 "ahead of queued jobs: this less one, or 1) run at once beside the jobs, each a "
-                 "sandboxed pkb-eval --compile-only; 0: take none; default: one per CPU the "
-                 "compiles may run on (off the ranks' cores on a GPU node), of this worker's "
-                 "share of the node's GPUs where it serves one and may use every CPU, at least "
-                 "2, at most 8")
+  app.add_option(
+         "--compile-slots", compile_slots,
+         "compile tasks (Evaluation.Check with compile, and the coordinator's compiles "
+         "ahead of queued jobs: this less one, or 1) run at once beside the jobs, each a "
+         "sandboxed pkb-eval --compile-only; 0: take none; default: one per CPU the "
+         "compiles may run on (off the ranks' cores on a GPU node), no more than one per "
+         "2 GiB of memory, scaled to this worker's share of the node's GPUs where it serves one "
+         "(--gpus) and may run on every online CPU; at least 2, at most 8 (the start "
+         "log says which)")
       ->check(CLI::Range(0, 16));
   e.standby = true;
   app.add_flag("!--no-standby-engine", e.standby,
@@ -245,13 +247,27 @@ int main(int argc, char** argv) {
                  absl::StrJoin(allowed, ","));
   }
   if (compile_slots < 0) {
-    // A worker of a share that may run on every CPU of the node shares them with the other
-    // shares' workers; one pinned to a part of them (taskset, cgroups) has its own.
-    const bool whole_node = static_cast<long>(allowed.size()) >= sysconf(_SC_NPROCESSORS_ONLN);
-    compile_slots = pkb::DefaultCompileSlots(
-        static_cast<int>(e.background_cpus.empty() ? allowed.size() : e.background_cpus.size()),
-        gpus.empty() ? 0 : o.capabilities.gpu_count(),
-        gpus.empty() || !whole_node ? 0 : pkb::NodeGpuCount());
+    // A GPU node's compiles count the CPUs off its ranks' cores only (none: the least). A worker
+    // of a share that may run on every CPU of the node shares them, and the memory, with the
+    // other shares' workers; one pinned to a part of them (taskset, a cpuset) has its own CPUs.
+    const int cpus = static_cast<int>(o.capabilities.gpu_count() > 0 ? e.background_cpus.size()
+                                                                     : allowed.size());
+    const int online = pkb::OnlineCpuCount();
+    const bool whole_node = static_cast<int>(allowed.size()) >= online;
+    const int node_gpus = gpus.empty() || !whole_node ? 0 : pkb::NodeGpuCount();
+    const int memory_gib = pkb::MemoryGib();
+    compile_slots = pkb::DefaultCompileSlots(cpus, gpus.empty() ? 0 : o.capabilities.gpu_count(),
+                                             node_gpus, memory_gib);
+    const std::string serves =
+        gpus.empty()    ? std::string("the whole node")
+        : node_gpus > 0 ? absl::StrCat("a share of ", o.capabilities.gpu_count(), " of the node's ",
+                                       node_gpus, " GPUs")
+                        : absl::StrCat("a share of ", o.capabilities.gpu_count(),
+                                       " GPU(s), not scaled (CPUs of its own, or no driver list)");
+    spdlog::info(
+        "--compile-slots {}: {} CPU(s) for compiles ({} of {} online may be used), {} GiB, "
+        "serving {}",
+        compile_slots, cpus, allowed.size(), online, memory_gib, serves);
   }
   o.capabilities.set_compile_slots(compile_slots);
   spdlog::info("worker {}: {} x{} ({}{}), max W {} (functional {}), {} compile slot(s), engine {}",

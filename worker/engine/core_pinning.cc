@@ -1,6 +1,7 @@
 #include "worker/engine/core_pinning.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -9,8 +10,11 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace pkb {
 namespace {
@@ -103,10 +107,43 @@ std::vector<int> CpusBesideRanks(const std::vector<LogicalCpu>& cpus, int world,
   return out;
 }
 
-int DefaultCompileSlots(int cpus, int share_gpus, int node_gpus) {
+int DefaultCompileSlots(int cpus, int share_gpus, int node_gpus, int memory_gib) {
   int mine = cpus;
-  if (share_gpus > 0 && node_gpus > share_gpus) mine = cpus * share_gpus / node_gpus;
+  if (memory_gib > 0) mine = std::min(mine, memory_gib / kCompileGib);
+  if (share_gpus > 0 && node_gpus > share_gpus) mine = mine * share_gpus / node_gpus;
   return std::clamp(mine, 2, 8);
+}
+
+int OnlineCpuCount(const std::string& cpu_dir) {
+  const int fallback = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  std::string text;
+  std::getline(std::ifstream(cpu_dir + "/online"), text);
+  int count = 0;
+  for (absl::string_view range :
+       absl::StrSplit(absl::StripAsciiWhitespace(text), ',', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> ends = absl::StrSplit(range, '-');
+    int first = 0, last = 0;
+    if (!absl::SimpleAtoi(ends.first, &first)) return fallback;
+    if (ends.second.empty()) {
+      last = first;
+    } else if (!absl::SimpleAtoi(ends.second, &last) || last < first) {
+      return fallback;
+    }
+    count += last - first + 1;
+  }
+  return count > 0 ? count : fallback;
+}
+
+int MemoryGib(const std::string& cgroup_dir) {
+  constexpr int64_t kGib = int64_t{1} << 30;
+  int64_t bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  std::string limit;  // "max" where there is none
+  std::getline(std::ifstream(cgroup_dir + "/memory.max"), limit);
+  int64_t cgroup = 0;
+  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(limit), &cgroup) && cgroup > 0) {
+    bytes = bytes > 0 ? std::min(bytes, cgroup) : cgroup;
+  }
+  return bytes > 0 ? static_cast<int>(bytes / kGib) : 0;
 }
 
 absl::Status PinTo(const std::vector<int>& cpus) {

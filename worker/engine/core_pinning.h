@@ -44,11 +44,21 @@ std::vector<int> RankCores(const std::vector<LogicalCpu>& cpus, int rank, int wo
 std::vector<int> CpusBesideRanks(const std::vector<LogicalCpu>& cpus, int world, int max_cores = 4);
 
 // pkb-worker's --compile-slots where none is given: one compile at a time per CPU the compiles
-// may run on (`cpus`: CpusBesideRanks on a GPU node, else every CPU the worker may use), or only
-// this worker's part of them where it serves `share_gpus` of the node's `node_gpus` (0: the
-// worker's CPUs are its own already); at least 2, at most 8. nvcc keeps about one CPU busy, and a
-// worker stops its compiles while its job is timed.
-int DefaultCompileSlots(int cpus, int share_gpus, int node_gpus);
+// may run on (`cpus`: CpusBesideRanks on a GPU node, else every CPU the worker may use) and per
+// kCompileGib of `memory_gib` (0: unknown), or only this worker's part of both where it serves
+// `share_gpus` of the node's `node_gpus` (0: the worker's CPUs are its own already); at least 2,
+// at most 8. An nvcc keeps about one CPU busy and takes about 1 GiB at its peak (cicc, an
+// ATen-heavy source), and a worker stops its compiles while its job is timed.
+inline constexpr int kCompileGib = 2;
+int DefaultCompileSlots(int cpus, int share_gpus, int node_gpus, int memory_gib);
+
+// How many CPUs the node has online, from `<cpu_dir>/online` ("0-15,32-47"); sysconf's count
+// where that cannot be read.
+int OnlineCpuCount(const std::string& cpu_dir = "/sys/devices/system/cpu");
+
+// The memory this process's processes may use, in GiB: the node's, or less where the cgroup's
+// limit (`<cgroup_dir>/memory.max`, cgroup v2 as a container sees it) is lower.
+int MemoryGib(const std::string& cgroup_dir = "/sys/fs/cgroup");
 
 // sched_setaffinity of the calling thread (and what it starts after) to `cpus`.
 absl::Status PinTo(const std::vector<int>& cpus);

@@ -1,5 +1,7 @@
 #include "worker/engine/core_pinning.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -134,20 +136,55 @@ TEST_CASE("this machine's own topology gives each rank cores of its own", "[pinn
 TEST_CASE(
     "a worker's compile slots: one per CPU its compiles may use, its share's on a shared node",
     "[pinning]") {
-  // A 2-CPU machine (CI's): 2, as before the default followed the CPUs.
-  CHECK(DefaultCompileSlots(1, 0, 0) == 2);
-  CHECK(DefaultCompileSlots(2, 0, 0) == 2);
-  // A 16-CPU node of one GPU whose W = 1 ranks take 4 cores: 12 left, at most 8.
-  CHECK(DefaultCompileSlots(5, 0, 0) == 5);
-  CHECK(DefaultCompileSlots(12, 0, 0) == 8);
-  CHECK(DefaultCompileSlots(12, 1, 1) == 8);
+  // A 2-CPU machine (CI's): 2, as before the default followed the CPUs; no CPU known: 2.
+  CHECK(DefaultCompileSlots(0, 0, 0, 0) == 2);
+  CHECK(DefaultCompileSlots(1, 0, 0, 24) == 2);
+  CHECK(DefaultCompileSlots(2, 0, 0, 24) == 2);
+  // A 16-CPU node of one GPU whose W = 1 ranks take 4 cores: 12 left, at most 8, from the
+  // topology to the count.
+  std::string flat = FakeCpuDir(
+      16, [](int) { return 0; }, [](int c) { return c; });
+  const int beside = static_cast<int>(CpusBesideRanks(ReadCpuTopology(Range(16), flat), 1).size());
+  CHECK(beside == 12);
+  CHECK(DefaultCompileSlots(beside, 0, 0, 128) == 8);
+  CHECK(DefaultCompileSlots(beside, 1, 1, 128) == 8);
+  CHECK(DefaultCompileSlots(5, 0, 0, 128) == 5);
+  // Memory: one compile per 2 GiB.
+  CHECK(DefaultCompileSlots(12, 0, 0, 8) == 4);
+  CHECK(DefaultCompileSlots(12, 0, 0, 3) == 2);
   // A worker of one GPU of eight, free to run on all 124 CPUs the ranks leave: an eighth.
-  CHECK(DefaultCompileSlots(124, 1, 8) == 8);
-  CHECK(DefaultCompileSlots(40, 1, 8) == 5);
-  CHECK(DefaultCompileSlots(40, 2, 8) == 8);
-  CHECK(DefaultCompileSlots(8, 1, 8) == 2);
-  // node_gpus 0: the worker's CPUs are its own (pinned to a part of the node).
-  CHECK(DefaultCompileSlots(6, 1, 0) == 6);
+  CHECK(DefaultCompileSlots(124, 1, 8, 2048) == 8);
+  CHECK(DefaultCompileSlots(40, 1, 8, 2048) == 5);
+  CHECK(DefaultCompileSlots(40, 2, 8, 2048) == 8);
+  CHECK(DefaultCompileSlots(12, 3, 8, 2048) == 4);  // 12 * 3 / 8, not 12 / 8 * 3
+  CHECK(DefaultCompileSlots(8, 1, 8, 2048) == 2);
+  CHECK(DefaultCompileSlots(124, 1, 8, 64) == 4);  // an eighth of 32 compiles' memory
+  // A share no smaller than what the driver lists, or node_gpus 0 (the worker's CPUs are its
+  // own, pinned to a part of the node): no scaling.
+  CHECK(DefaultCompileSlots(12, 2, 1, 128) == 8);
+  CHECK(DefaultCompileSlots(6, 1, 0, 128) == 6);
+  std::filesystem::remove_all(flat);
+}
+
+TEST_CASE("the node's online CPUs from sysfs, and the memory a worker may use", "[pinning]") {
+  std::string dir = *MakeTempDir("/tmp", "pkb-cpu-online");
+  std::ofstream(dir + "/online") << "0-15,32-47,64\n";
+  CHECK(OnlineCpuCount(dir) == 33);
+  std::ofstream(dir + "/online") << "0\n";
+  CHECK(OnlineCpuCount(dir) == 1);
+  // Unreadable or malformed: sysconf's count.
+  const int sysconf_count = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  std::ofstream(dir + "/online") << "0-x\n";
+  CHECK(OnlineCpuCount(dir) == sysconf_count);
+  CHECK(OnlineCpuCount(dir + "/none") == sysconf_count);
+  // Memory: the node's, or a lower cgroup limit.
+  const int node = MemoryGib(dir + "/none");
+  CHECK(node > 0);
+  std::ofstream(dir + "/memory.max") << "max\n";
+  CHECK(MemoryGib(dir) == node);
+  std::ofstream(dir + "/memory.max") << (int64_t{3} << 30) << "\n";
+  CHECK(MemoryGib(dir) == std::min(node, 3));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -43,7 +43,8 @@ int NodeGpuCount(const std::string& driver_dir) {
   std::error_code ec;
   for (auto it = std::filesystem::directory_iterator(driver_dir, ec);
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    if (std::filesystem::exists(it->path() / "information", ec)) ++n;
+    std::error_code exists_ec;
+    if (std::filesystem::exists(it->path() / "information", exists_ec)) ++n;
   }
   return n;
 }
